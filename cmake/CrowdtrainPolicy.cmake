@@ -1,0 +1,26 @@
+# Build policy in one place: every target of ours links crowdtrain::policy.
+# Third-party code (QCustomPlot) does not, so -Werror stays on our code only.
+add_library(crowdtrain_policy INTERFACE)
+add_library(crowdtrain::policy ALIAS crowdtrain_policy)
+
+target_compile_features(crowdtrain_policy INTERFACE cxx_std_20)
+set(CMAKE_CXX_EXTENSIONS OFF)
+target_compile_options(crowdtrain_policy INTERFACE
+    -Wall -Wextra -Werror -Wno-error=deprecated-declarations)
+target_compile_definitions(crowdtrain_policy INTERFACE
+    QT_NO_CAST_FROM_ASCII
+    QT_NO_CAST_TO_ASCII
+    QT_NO_URL_CAST_FROM_STRING
+    QT_NO_CAST_FROM_BYTEARRAY
+    QT_NO_NARROWING_CONVERSIONS_IN_CONNECT
+    QT_NO_CONTEXTLESS_CONNECT
+    QT_USE_QSTRINGBUILDER
+    QT_STRICT_ITERATORS)
+
+# The asan preset sets CROWDTRAIN_SANITIZE=ON: AddressSanitizer + UBSan.
+option(CROWDTRAIN_SANITIZE "Build with AddressSanitizer and UBSan" OFF)
+if(CROWDTRAIN_SANITIZE)
+    target_compile_options(crowdtrain_policy INTERFACE
+        -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+    target_link_options(crowdtrain_policy INTERFACE -fsanitize=address,undefined)
+endif()

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Takes a fresh Debian 12 machine (root, apt) to everything Crowdtrain's build,
+# tests and benchmarks need. Idempotent, and quick when everything is present:
+# it calls apt only for packages that are missing and fetches QCustomPlot's
+# source only when it is absent. The build compiles QCustomPlot against Qt 6
+# from that source (cmake/QCustomPlot.cmake); Debian ships it for Qt 5 only.
+#
+#   installer/install-deps.sh            # packages + QCustomPlot for Qt 6
+#   CROWDTRAIN_DEPS_PREFIX=/opt/x ...    # where QCustomPlot's source goes
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+prefix=${CROWDTRAIN_DEPS_PREFIX:-/opt/crowdtrain-deps}
+
+if [ "$(id -u)" -ne 0 ]; then
+    sudo=sudo
+else
+    sudo=
+fi
+
+packages=(
+    build-essential cmake ninja-build pkg-config git ca-certificates
+    clang-format
+    # Qt 6: Widgets, Test, Svg (icons); libgl-dev etc. come with qt6-base-dev.
+    qt6-base-dev qt6-base-dev-tools qt6-svg-dev libqt6svg6
+    # libtorch (CPU) and the c10d Gloo headers it needs.
+    libtorch-dev libgloo-dev
+    # Networking, serialisation, storage.
+    libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libssl-dev
+    # JSON (encoder.json, config.json, safetensors headers); header-only.
+    nlohmann-json3-dev
+    # Screenshots and headless GUI runs.
+    xvfb xauth
+    # `apt-get source` for QCustomPlot.
+    dpkg-dev
+    # The PyTorch reference used by bench/ and the safetensors checks in tests/.
+    python3-torch python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+    echo "install-deps: all Debian packages present"
+fi
+
+"$here/fetch-qcustomplot.sh" "$prefix/qcustomplot"

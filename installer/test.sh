@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs everything, builds with the `ci` preset and runs every test.
+# This is README's test command and what .ci/run runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+installer/install-deps.sh
+cmake --preset ci
+cmake --build --preset ci
+ctest --preset ci

@@ -1,0 +1,66 @@
+// The layers stay clean (design.md, "Layers"): engine/ knows nothing of Qt or
+// ZeroMQ, net/ nothing of Qt, ui/ never includes libtorch, ZeroMQ or msgpack.
+#include <QDirIterator>
+#include <QRegularExpression>
+#include <QTest>
+
+// `#include <X>` or `#include "X"` where X matches one of the alternatives.
+static QString includePattern(const QString& alternatives)
+{
+    return QStringLiteral("#include\\s*[<\"](") + alternatives + QStringLiteral(")[>\"]");
+}
+
+class TestLayers : public QObject {
+    Q_OBJECT
+
+private slots:
+    void noForbiddenIncludes_data()
+    {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<QString>("forbidden");
+        const QString engineBans = QStringLiteral("Q[A-Za-z]*|Qt[A-Za-z]*/.*|zmq.*|msgpack.*|sqlite3.*|net/.*|ui/.*");
+        const QString netBans = QStringLiteral("Q[A-Za-z]*|Qt[A-Za-z]*/.*|ui/.*");
+        const QString uiBans = QStringLiteral("torch/.*|ATen/.*|c10/.*|zmq.*|msgpack.*");
+        QTest::newRow("engine: no Qt, ZeroMQ, msgpack, SQLite")
+            << QStringLiteral("engine") << includePattern(engineBans);
+        QTest::newRow("net: no Qt") << QStringLiteral("net") << includePattern(netBans);
+        QTest::newRow("ui: no libtorch, ZeroMQ, msgpack") << QStringLiteral("ui") << includePattern(uiBans);
+    }
+
+    void noForbiddenIncludes()
+    {
+        QFETCH(QString, folder);
+        QFETCH(QString, forbidden);
+        const QRegularExpression pattern(forbidden);
+        QStringList offenders;
+        int files = 0;
+        QDirIterator it(QStringLiteral(CROWDTRAIN_SOURCE_DIR "/") + folder,
+            {QStringLiteral("*.h"), QStringLiteral("*.cpp")}, QDir::Files, QDirIterator::Subdirectories);
+        while (it.hasNext()) {
+            QFile file(it.next());
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            ++files;
+            int lineNumber = 0;
+            while (!file.atEnd()) {
+                const QString line = QString::fromUtf8(file.readLine());
+                ++lineNumber;
+                if (pattern.match(line).hasMatch())
+                    offenders << file.fileName() + QLatin1Char(':') + QString::number(lineNumber) + QLatin1String(": ")
+                            + line.trimmed();
+            }
+        }
+        QVERIFY2(files > 0, "no sources found: wrong folder?");
+        QVERIFY2(offenders.isEmpty(), qPrintable(offenders.join(QLatin1Char('\n'))));
+    }
+
+    // The pattern itself works: a known-bad line is caught.
+    void patternCatchesLeak()
+    {
+        const QRegularExpression pattern(includePattern(QStringLiteral("torch/.*|zmq.*")));
+        QVERIFY(pattern.match(QStringLiteral("#include <torch/torch.h>")).hasMatch());
+        QVERIFY(!pattern.match(QStringLiteral("#include \"ui/lossplot.h\"")).hasMatch());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLayers)
+#include "tst_layers.moc"
