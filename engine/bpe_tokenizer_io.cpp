@@ -177,9 +177,15 @@ Status BpeTokenizer::save(const std::filesystem::path& dir) const
     if (ec)
         return Error::make("io_error", dir.string() + ": cannot create folder: " + ec.message());
     const auto alphabet = byteToUnicode();
-    nlohmann::ordered_json encoder = nlohmann::ordered_json::object();
-    for (std::size_t id = 0; id < m_tokenBytes.size(); ++id)
-        encoder[spell(m_tokenBytes[id], alphabet)] = id;
+    // Written by hand in id order: ordered_json looks keys up linearly,
+    // which is quadratic over 50k tokens.
+    std::string encoder = "{";
+    for (std::size_t id = 0; id < m_tokenBytes.size(); ++id) {
+        encoder += id ? ", " : "";
+        encoder += nlohmann::json(spell(m_tokenBytes[id], alphabet)).dump();
+        encoder += ": " + std::to_string(id);
+    }
+    encoder += "}";
     std::string merges = "#version: 0.2\n";
     for (const auto& [left, right] : m_mergeList) {
         merges += spell(m_tokenBytes[static_cast<std::size_t>(left)], alphabet);
@@ -187,7 +193,7 @@ Status BpeTokenizer::save(const std::filesystem::path& dir) const
         merges += spell(m_tokenBytes[static_cast<std::size_t>(right)], alphabet);
         merges += '\n';
     }
-    if (Status status = writeFileAtomically(dir / kEncoderFile, encoder.dump()); !status)
+    if (Status status = writeFileAtomically(dir / kEncoderFile, encoder); !status)
         return status;
     return writeFileAtomically(dir / kMergesFile, merges);
 }

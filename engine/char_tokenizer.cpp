@@ -29,13 +29,13 @@ CharTokenizer::CharTokenizer(std::vector<char32_t> sortedCodePoints)
         m_asciiIds[m_codePoints[id]] = static_cast<int32_t>(id);
 }
 
-Status collectCodePoints(std::string_view text, std::vector<bool>& seen, const std::string& name)
+Status collectCodePoints(std::string_view text, std::vector<bool>& seen, const std::string& name, uint64_t offset)
 {
     seen.resize(kCodePointLimit, false);
     for (std::size_t pos = 0; pos < text.size();) {
         const Utf8Char c = decodeUtf8(text, pos);
         if (!c.valid)
-            return Error::make("invalid_utf8", name + ": not UTF-8 at byte offset " + std::to_string(pos));
+            return Error::make("invalid_utf8", name + ": not UTF-8 at byte offset " + std::to_string(offset + pos));
         seen[c.codePoint] = true;
         pos += c.length;
     }

@@ -49,8 +49,9 @@ private:
 };
 
 // Marks the code points of `text` in `seen` (indexed by code point, sized
-// 0x110000): a corpus can be scanned file by file before the vocabulary is
-// built. Invalid UTF-8 is an error naming `name` and the byte offset.
-Status collectCodePoints(std::string_view text, std::vector<bool>& seen, const std::string& name);
+// 0x110000): a corpus can be scanned chunk by chunk before the vocabulary is
+// built. Invalid UTF-8 is an error naming `name` and the byte offset, counted
+// from `offset`, where the text starts in its file.
+Status collectCodePoints(std::string_view text, std::vector<bool>& seen, const std::string& name, uint64_t offset = 0);
 
 } // namespace crowdtrain::engine

@@ -1,6 +1,8 @@
 #include "engine/data_set.h"
 
 #include <algorithm>
+#include <cctype>
+#include <initializer_list>
 #include <string>
 
 namespace crowdtrain::engine {
@@ -25,7 +27,43 @@ Status openAll(const std::vector<std::filesystem::path>& files, std::vector<Toke
     return Status::success();
 }
 
+bool hasWord(const std::string& name, std::initializer_list<std::string_view> words)
+{
+    std::size_t start = 0;
+    while (start < name.size()) {
+        std::size_t end = start;
+        while (end < name.size() && std::isalnum(static_cast<unsigned char>(name[end])))
+            ++end;
+        const std::string_view word = std::string_view(name).substr(start, end - start);
+        for (const std::string_view candidate : words) {
+            if (word == candidate)
+                return true;
+        }
+        start = end + 1;
+    }
+    return false;
+}
+
 } // namespace
+
+ShardRole shardRoleOf(const std::string& fileName)
+{
+    if (!fileName.ends_with(".bin"))
+        return ShardRole::None;
+    const std::string stem = fileName.substr(0, fileName.size() - 4);
+    const bool train = stem.find("train") != std::string::npos;
+    const bool val = stem.find("val") != std::string::npos;
+    if (train != val)
+        return train ? ShardRole::Train : ShardRole::Val;
+    if (!train)
+        return ShardRole::None;
+    // Both substrings: "evaluation_train" has the word train only.
+    const bool trainWord = hasWord(stem, {"train"});
+    const bool valWord = hasWord(stem, {"val", "valid", "validation"});
+    if (trainWord != valWord)
+        return trainWord ? ShardRole::Train : ShardRole::Val;
+    return ShardRole::Ambiguous;
+}
 
 uint64_t DataSet::trainTokens() const
 {
@@ -46,17 +84,13 @@ Result<DataSet> openDataSet(const std::filesystem::path& dir)
     std::vector<std::filesystem::path> valFiles;
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
-        if (!name.ends_with(".bin") || !entry.is_regular_file(ec))
+        const ShardRole role = shardRoleOf(name);
+        if (role == ShardRole::None || !entry.is_regular_file(ec))
             continue;
-        const bool isTrain = name.find("train") != std::string::npos;
-        const bool isVal = name.find("val") != std::string::npos;
-        if (isTrain && isVal)
+        if (role == ShardRole::Ambiguous)
             return Error::make(
                 "bad_data_set", entry.path().string() + ": the name says both train and val; rename it to say one");
-        if (isTrain)
-            trainFiles.push_back(entry.path());
-        else if (isVal)
-            valFiles.push_back(entry.path());
+        (role == ShardRole::Train ? trainFiles : valFiles).push_back(entry.path());
     }
     if (ec)
         return Error::make("io_error", dir.string() + ": cannot list: " + ec.message());

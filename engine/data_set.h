@@ -5,6 +5,9 @@
 //   DIR/tokenizer/                  optional (llm.c folders have none)
 //   DIR/<name>_train_000000.bin     every *.bin whose name contains "train"
 //   DIR/<name>_val_000000.bin       every *.bin whose name contains "val"
+// A name containing both is settled by whole words (split at anything but
+// letters and digits): evaluation_train_000001.bin is a train shard;
+// train_val.bin or trainval.bin is an error.
 //   DIR/meta.json                   optional; written by crowdtrain-prepare
 // Shards are opened (mapped) in sorted file-name order.
 //
@@ -17,6 +20,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace crowdtrain::engine {
@@ -30,6 +34,11 @@ struct DataSet {
     uint64_t trainTokens() const;
     uint64_t valTokens() const;
 };
+
+enum class ShardRole { None, Train, Val, Ambiguous };
+
+// What openDataSet() takes a file of this name for.
+ShardRole shardRoleOf(const std::string& fileName);
 
 // Error if the folder is missing, has no train shard, a file name matches
 // both "train" and "val", or any shard fails to open.

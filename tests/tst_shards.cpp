@@ -345,6 +345,29 @@ private slots:
         QVERIFY(!dataSet->tokenizerDir.has_value());
     }
 
+    void shardRoles_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<int>("role");
+        const int none = int(ShardRole::None), train = int(ShardRole::Train), val = int(ShardRole::Val);
+        QTest::newRow("fineweb train") << QStringLiteral("fineweb_train_000001.bin") << train;
+        QTest::newRow("fineweb val") << QStringLiteral("fineweb_val_000000.bin") << val;
+        QTest::newRow("tinystories") << QStringLiteral("TinyStories_val.bin") << val;
+        QTest::newRow("glob-like") << QStringLiteral("mytrainset.bin") << train;
+        QTest::newRow("word decides") << QStringLiteral("evaluation_train_000000.bin") << train;
+        QTest::newRow("validation word") << QStringLiteral("trainset_validation.bin") << val;
+        QTest::newRow("both words") << QStringLiteral("train_val.bin") << int(ShardRole::Ambiguous);
+        QTest::newRow("neither") << QStringLiteral("model.bin") << none;
+        QTest::newRow("not .bin") << QStringLiteral("train.txt") << none;
+    }
+
+    void shardRoles()
+    {
+        QFETCH(QString, name);
+        QFETCH(int, role);
+        QCOMPARE(int(shardRoleOf(name.toStdString())), role);
+    }
+
     void badDataSets_data()
     {
         QTest::addColumn<QString>("layout");
