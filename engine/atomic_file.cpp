@@ -1,49 +1,44 @@
 #include "engine/atomic_file.h"
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <string>
-#include <system_error>
-#include <utility>
-
 #include <fcntl.h>
-#include <sys/stat.h>
+#include <fstream>
+#include <iterator>
+#include <random>
 #include <unistd.h>
+#include <utility>
 
 namespace crowdtrain::engine {
 namespace {
 
-Error ioError(const std::string& what, const std::filesystem::path& path, int errorNumber)
+Error ioError(const std::string& what, const std::filesystem::path& file, int errorNumber = errno)
 {
-    return Error::make("io_error", what + " '" + path.string() + "': " + std::strerror(errorNumber));
+    return Error::make("io_error", what + " " + file.string() + ": " + std::strerror(errorNumber));
 }
 
 } // namespace
 
 std::filesystem::path temporarySibling(const std::filesystem::path& path)
 {
-    static std::atomic<unsigned long> counter{0};
-    std::string name = path.filename().string();
-    if (name.empty())
-        name = path.parent_path().filename().string();
-    name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
-    return path.parent_path() / name;
+    static thread_local std::mt19937_64 random{std::random_device{}()};
+    const std::filesystem::path target = path.has_filename() ? path : path.parent_path();
+    return target.parent_path()
+        / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
 }
 
 Result<AtomicFile> AtomicFile::create(const std::filesystem::path& target)
 {
-    // O_EXCL so that two writers never share a temporary file; the mode lets
-    // the umask decide permissions, as for any other file the user creates.
-    for (int attempt = 0; attempt < 16; ++attempt) {
+    // O_EXCL: two writers of the same target never share a temporary file.
+    for (int attempt = 0; attempt < 8; ++attempt) {
         std::filesystem::path temporary = temporarySibling(target);
-        const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd >= 0)
             return AtomicFile(target, std::move(temporary), fd);
         if (errno != EEXIST)
-            return ioError("cannot create a temporary file for", target, errno);
+            return ioError("cannot create", temporary);
     }
-    return Error::make("io_error", "cannot find a free temporary name for '" + target.string() + "'");
+    return Error::make("io_error", "cannot find a free temporary name next to " + target.string());
 }
 
 AtomicFile::AtomicFile(std::filesystem::path target, std::filesystem::path temporary, int fd)
@@ -86,17 +81,20 @@ void AtomicFile::discard()
 Status AtomicFile::write(const void* data, std::size_t size)
 {
     if (m_fd < 0)
-        return Error::make("io_error", "write to '" + m_target.string() + "' after it was committed or discarded");
+        return Error::make("io_error", "write to " + m_target.string() + " after it was committed or discarded");
     const char* bytes = static_cast<const char*>(data);
     while (size > 0) {
-        const ssize_t written = ::write(m_fd, bytes, size);
-        if (written < 0) {
-            if (errno == EINTR)
-                continue;
-            return ioError("cannot write", m_temporary, errno);
+        const ssize_t n = ::write(m_fd, bytes, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            // A full disk lands here: the target is left untouched.
+            Error error = ioError("cannot write", m_temporary);
+            discard();
+            return error;
         }
-        bytes += written;
-        size -= static_cast<std::size_t>(written);
+        bytes += n;
+        size -= std::size_t(n);
     }
     return Status::success();
 }
@@ -104,50 +102,63 @@ Status AtomicFile::write(const void* data, std::size_t size)
 Status AtomicFile::commit()
 {
     if (m_fd < 0)
-        return Error::make("io_error", "'" + m_target.string() + "' was already committed or discarded");
-    // Data first, then the name: without the fsync a crash after the rename
-    // can leave the target name pointing at an empty or partial file.
+        return Error::make("io_error", m_target.string() + " was already committed or discarded");
+    // Data before the name: without the fsync a crash after the rename can
+    // leave the target pointing at an empty or partial file.
     if (::fsync(m_fd) != 0) {
-        const int error = errno;
+        Error error = ioError("cannot flush", m_temporary);
         discard();
-        return ioError("cannot fsync", m_temporary, error);
+        return error;
     }
     const int fd = std::exchange(m_fd, -1);
     if (::close(fd) != 0) {
-        const int error = errno;
+        Error error = ioError("cannot flush", m_temporary);
         ::unlink(m_temporary.c_str());
-        return ioError("cannot close", m_temporary, error);
+        return error;
     }
     if (::rename(m_temporary.c_str(), m_target.c_str()) != 0) {
-        const int error = errno;
+        Error error = ioError("cannot rename into", m_target);
         ::unlink(m_temporary.c_str());
-        return ioError("cannot rename a temporary file to", m_target, error);
+        return error;
     }
     return syncDirectory(m_target.parent_path());
 }
 
-Status writeFileAtomically(const std::filesystem::path& target, std::string_view content)
+Status writeFileAtomically(const std::filesystem::path& file, std::string_view bytes)
 {
-    auto file = AtomicFile::create(target);
-    if (!file)
-        return file.error();
-    if (Status written = file->write(content); !written)
+    auto out = AtomicFile::create(file);
+    if (!out)
+        return out.error();
+    if (Status written = out->write(bytes); !written)
         return written;
-    return file->commit();
+    return out->commit();
 }
 
 Status syncDirectory(const std::filesystem::path& dir)
 {
-    const std::filesystem::path folder = dir.empty() ? std::filesystem::path(".") : dir;
+    const auto folder = dir.empty() ? std::filesystem::path(".") : dir;
     const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return ioError("cannot open folder", folder, errno);
+        return ioError("cannot open folder", folder);
     const int result = ::fsync(fd);
     const int error = errno;
     ::close(fd);
-    if (result != 0)
-        return ioError("cannot fsync folder", folder, error);
+    // Some file systems cannot fsync a folder at all (EINVAL); the rename
+    // itself has happened, so that is no reason to report a failure.
+    if (result != 0 && error != EINVAL)
+        return ioError("cannot flush folder", folder, error);
     return Status::success();
+}
+
+Result<std::string> readWholeFile(const std::filesystem::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+        return ioError("cannot open", file);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad())
+        return ioError("cannot read", file);
+    return bytes;
 }
 
 } // namespace crowdtrain::engine

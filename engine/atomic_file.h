@@ -1,20 +1,27 @@
 #pragma once
 
-// Durable, all-or-nothing file writes (design.md, "Security and failure"):
-// bytes go to a temporary name in the target's folder, and only commit()
-// fsyncs them, renames them over the target and fsyncs the folder, so a crash
-// at any moment leaves either the old file or the complete new one.
+// Crash-safe file replacement: write to a temporary name in the same folder,
+// fsync, rename over the target, fsync the folder. A reader sees the old file
+// or the new one, never a torn one. Thread-safe for distinct targets.
 //
-// AtomicFile is move-only and not thread-safe; use one per thread. An
-// AtomicFile destroyed without commit() removes its temporary file.
+// writeFileAtomically() does it for bytes already in memory; AtomicFile
+// streams large files (checkpoints) piece by piece. An AtomicFile is
+// move-only and used by one thread; destroyed without commit(), it removes
+// its temporary file and leaves the target untouched.
 
 #include "engine/result.h"
 
 #include <cstddef>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace crowdtrain::engine {
+
+Status writeFileAtomically(const std::filesystem::path& file, std::string_view bytes);
+
+// Reads a whole file; an Error names the file when it cannot be read.
+Result<std::string> readWholeFile(const std::filesystem::path& file);
 
 class AtomicFile {
 public:
@@ -29,7 +36,7 @@ public:
     ~AtomicFile();
 
     Status write(const void* data, std::size_t size);
-    Status write(std::string_view text) { return write(text.data(), text.size()); }
+    Status write(std::string_view bytes) { return write(bytes.data(), bytes.size()); }
 
     // Makes the new content durable and visible under the target name.
     Status commit();
@@ -45,14 +52,11 @@ private:
     int m_fd = -1;
 };
 
-// Writes a whole small file atomically (config files, JSON).
-Status writeFileAtomically(const std::filesystem::path& target, std::string_view content);
-
 // fsyncs a folder so that renames and new entries in it survive a crash.
 Status syncDirectory(const std::filesystem::path& dir);
 
-// A fresh name next to `path` ("<name>.tmp-<pid>-<n>") for temporary files
-// and folders; unique within this process and unlikely to clash across them.
+// A fresh hidden name next to `path` (".<name>.tmp-<pid>-<random>") for
+// temporary files and folders that are renamed into place when complete.
 std::filesystem::path temporarySibling(const std::filesystem::path& path);
 
 } // namespace crowdtrain::engine

@@ -6,8 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -158,8 +156,10 @@ Result<std::vector<std::filesystem::path>> weightFiles(const std::filesystem::pa
             std::string("there is no ") + kWeightsFile + (pickle ? " (only pytorch_model.bin, which is" : " (")
                 + " not read: only safetensors checkpoints are supported)");
     }
-    std::ifstream in(dir / kShardIndexFile);
-    const nlohmann::json index = nlohmann::json::parse(in, nullptr, false);
+    auto indexText = readWholeFile(dir / kShardIndexFile);
+    if (!indexText)
+        return importError(dir, indexText.error().message);
+    const nlohmann::json index = nlohmann::json::parse(*indexText, nullptr, false);
     if (index.is_discarded() || !index.contains("weight_map") || !index["weight_map"].is_object())
         return importError(dir, std::string(kShardIndexFile) + " has no weight_map object");
     std::set<std::string> shards;
@@ -182,11 +182,10 @@ Result<HfGpt2Weights> importChecked(const std::filesystem::path& dir)
     std::error_code error;
     if (!std::filesystem::is_directory(dir, error))
         return importError(dir, "it is not a folder");
-    std::ifstream configIn(dir / kConfigFile);
-    if (!configIn)
-        return importError(dir, std::string("there is no readable ") + kConfigFile);
-    const std::string configText{std::istreambuf_iterator<char>(configIn), std::istreambuf_iterator<char>()};
-    auto config = parseHuggingFaceGpt2Config(configText, (dir / kConfigFile).string());
+    auto configText = readWholeFile(dir / kConfigFile);
+    if (!configText)
+        return importError(dir, configText.error().message);
+    auto config = parseHuggingFaceGpt2Config(*configText, (dir / kConfigFile).string());
     if (!config)
         return config.error();
 

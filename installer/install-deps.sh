@@ -25,6 +25,9 @@ packages=(
     qt6-base-dev qt6-base-dev-tools qt6-svg-dev libqt6svg6
     # libtorch (CPU) and the c10d Gloo headers it needs.
     libtorch-dev libgloo-dev
+    # Debian's default OpenBLAS (pthreads); without it libtorch's matmuls use
+    # the slow reference BLAS. engine/cpu_runtime.cpp tunes it at start-up.
+    libopenblas0-pthread
     # Networking, serialisation, storage.
     libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libssl-dev
     # JSON (encoder.json, config.json, safetensors headers); header-only.

@@ -1,0 +1,149 @@
+#include "engine/gpt.h"
+
+#include <cmath>
+
+namespace crowdtrain::engine {
+namespace {
+
+torch::nn::LayerNorm layerNorm(int64_t d)
+{
+    return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5));
+}
+
+torch::Tensor causalAttention(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout, bool training)
+{
+#if TORCH_VERSION_MAJOR >= 2
+    // Fused kernels (flash / memory-efficient) where the build has them.
+    return at::scaled_dot_product_attention(q, k, v, {}, training ? dropout : 0.0, /*is_causal=*/true);
+#else
+    // libtorch 1.x has no public fused attention; this is the same math.
+    const int64_t t = q.size(-2);
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+    const auto future = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    auto weights = torch::softmax(scores, -1);
+    if (training && dropout > 0.0)
+        weights = torch::dropout(weights, dropout, true);
+    return torch::matmul(weights, v);
+#endif
+}
+
+} // namespace
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c)
+    : m_nHead(c.nHead)
+    , m_dropout(c.dropout)
+{
+    m_cAttn = register_module("c_attn", torch::nn::Linear(c.nEmbd, 3 * c.nEmbd));
+    m_cProj = register_module("c_proj", torch::nn::Linear(c.nEmbd, c.nEmbd));
+    m_residDropout = register_module("resid_dropout", torch::nn::Dropout(c.dropout));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x)
+{
+    const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
+    auto qkv = m_cAttn->forward(x).split(d, 2);
+    auto heads = [&](const torch::Tensor& y) { return y.view({b, t, m_nHead, d / m_nHead}).transpose(1, 2); };
+    auto y = causalAttention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), m_dropout, is_training());
+    y = y.transpose(1, 2).contiguous().view({b, t, d});
+    return m_residDropout->forward(m_cProj->forward(y));
+}
+
+MlpImpl::MlpImpl(const GptConfig& c)
+{
+    m_cFc = register_module("c_fc", torch::nn::Linear(c.nEmbd, 4 * c.nEmbd));
+    m_cProj = register_module("c_proj", torch::nn::Linear(4 * c.nEmbd, c.nEmbd));
+    m_dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x)
+{
+    return m_dropout->forward(m_cProj->forward(torch::gelu(m_cFc->forward(x), "tanh")));
+}
+
+BlockImpl::BlockImpl(const GptConfig& c)
+{
+    m_ln1 = register_module("ln_1", layerNorm(c.nEmbd));
+    m_attn = register_module("attn", CausalSelfAttention(c));
+    m_ln2 = register_module("ln_2", layerNorm(c.nEmbd));
+    m_mlp = register_module("mlp", Mlp(c));
+}
+
+torch::Tensor BlockImpl::forward(torch::Tensor x)
+{
+    x = x + m_attn->forward(m_ln1->forward(x));
+    return x + m_mlp->forward(m_ln2->forward(x));
+}
+
+GptImpl::GptImpl(const GptConfig& c)
+    : m_config(c)
+{
+    m_wte = register_module("wte", torch::nn::Embedding(c.vocabSize, c.nEmbd));
+    m_wpe = register_module("wpe", torch::nn::Embedding(c.blockSize, c.nEmbd));
+    m_drop = register_module("drop", torch::nn::Dropout(c.dropout));
+    m_h = register_module("h", torch::nn::ModuleList());
+    for (int64_t i = 0; i < c.nLayer; ++i)
+        m_h->push_back(Block(c));
+    m_lnF = register_module("ln_f", layerNorm(c.nEmbd));
+
+    torch::NoGradGuard noGrad;
+    const double residualStd = 0.02 / std::sqrt(2.0 * double(c.nLayer));
+    for (auto& item : named_parameters()) {
+        const std::string& name = item.key();
+        torch::Tensor& param = item.value();
+        if (param.dim() < 2) {
+            if (name.ends_with(".bias"))
+                param.zero_();
+            continue;
+        }
+        const bool residualProjection = name.ends_with("c_proj.weight");
+        param.normal_(0.0, residualProjection ? residualStd : 0.02);
+    }
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& idx)
+{
+    const int64_t t = idx.size(1);
+    TORCH_CHECK(t <= m_config.blockSize, "sequence of ", t, " tokens exceeds block_size ", m_config.blockSize);
+    const auto positions = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+    auto x = m_drop->forward(m_wte->forward(idx) + m_wpe->forward(positions));
+    for (const auto& block : *m_h)
+        x = block->as<Block>()->forward(x);
+    x = m_lnF->forward(x);
+    return torch::nn::functional::linear(x, m_wte->weight);
+}
+
+torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets)
+{
+    const auto logits = forward(idx);
+    return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+int64_t GptImpl::parameterCount() const
+{
+    int64_t count = 0;
+    for (const auto& p : parameters())
+        count += p.numel();
+    return count;
+}
+
+std::vector<torch::Tensor> GptImpl::decayedParameters() const
+{
+    std::vector<torch::Tensor> result;
+    for (const auto& p : parameters())
+        if (p.dim() >= 2)
+            result.push_back(p);
+    return result;
+}
+
+std::vector<torch::Tensor> GptImpl::undecayedParameters() const
+{
+    std::vector<torch::Tensor> result;
+    for (const auto& p : parameters())
+        if (p.dim() < 2)
+            result.push_back(p);
+    return result;
+}
+
+} // namespace crowdtrain::engine

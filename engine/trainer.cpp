@@ -1,0 +1,245 @@
+#include "engine/trainer.h"
+
+#include "engine/data_parallel.h"
+
+#include <ATen/autocast_mode.h>
+#include <chrono>
+#include <cmath>
+
+namespace crowdtrain::engine {
+namespace {
+
+// bf16 autocast for the forward pass on CUDA; a no-op elsewhere.
+class AutocastScope {
+public:
+    AutocastScope(bool enable)
+        : m_enabled(enable)
+    {
+        if (m_enabled) {
+            at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+            at::autocast::set_enabled(true);
+        }
+    }
+    ~AutocastScope()
+    {
+        if (m_enabled) {
+            at::autocast::set_enabled(false);
+            at::autocast::clear_cache();
+        }
+    }
+
+private:
+    bool m_enabled;
+};
+
+} // namespace
+
+void TrainerControl::pause()
+{
+    std::lock_guard lock(m_mutex);
+    m_paused = true;
+}
+
+void TrainerControl::resume()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_paused = false;
+    }
+    m_changed.notify_all();
+}
+
+void TrainerControl::abort()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_aborted = true;
+    }
+    m_changed.notify_all();
+}
+
+bool TrainerControl::waitWhilePaused()
+{
+    std::unique_lock lock(m_mutex);
+    m_changed.wait(lock, [this] { return !m_paused || m_aborted; });
+    return !m_aborted;
+}
+
+Result<torch::Device> resolveDevice(const std::string& name)
+{
+    try {
+        if (name == "auto")
+            return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+        torch::Device device(name);
+        if (device.is_cuda() && !torch::cuda::is_available())
+            return Error::make("no_device", "device '" + name + "' requested but CUDA is not available");
+        return device;
+    } catch (const c10::Error&) {
+        return Error::make("bad_device", "unknown device '" + name + "' (use cpu, cuda, cuda:N or auto)");
+    }
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::create(
+    TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel)
+{
+    if (Status valid = validate(options.model); !valid)
+        return valid.error();
+    if (!data.train)
+        return Error::make("bad_options", "no training data");
+    if (data.train->blockSize() != options.model.blockSize)
+        return Error::make("bad_options",
+            "data windows of " + std::to_string(data.train->blockSize()) + " tokens do not match block_size "
+                + std::to_string(options.model.blockSize));
+    if (options.batchSize <= 0 || options.gradAccumulationSteps <= 0 || options.maxIters < 0)
+        return Error::make("bad_options", "batch size and accumulation steps must be positive");
+    auto device = resolveDevice(options.device);
+    if (!device)
+        return device.error();
+    return std::unique_ptr<Trainer>(new Trainer(std::move(options), std::move(data), std::move(parallel), *device));
+}
+
+Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device)
+    : m_options(std::move(options))
+    , m_data(std::move(data))
+    , m_parallel(std::move(parallel))
+    , m_device(device)
+{
+    torch::manual_seed(m_options.seed);
+    m_model = Gpt(m_options.model);
+    m_model->to(m_device);
+    if (m_parallel)
+        m_parallel->broadcastParameters(m_model->parameters());
+
+    using torch::optim::AdamWOptions;
+    auto groupOptions = [&](double weightDecay) {
+        auto o = std::make_unique<AdamWOptions>(m_options.schedule.learningRate);
+        o->betas({m_options.beta1, m_options.beta2}).weight_decay(weightDecay).eps(1e-8);
+        return o;
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(m_model->decayedParameters(), groupOptions(m_options.weightDecay));
+    groups.emplace_back(m_model->undecayedParameters(), groupOptions(0.0));
+    m_optimizer
+        = std::make_unique<torch::optim::AdamW>(std::move(groups), AdamWOptions(m_options.schedule.learningRate));
+}
+
+Trainer::~Trainer() = default;
+
+StepReport Trainer::step()
+{
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t t = m_options.model.blockSize;
+    const int64_t b = m_options.batchSize;
+    const int64_t world = m_parallel ? m_parallel->worldSize() : 1;
+    const int64_t rank = m_parallel ? m_parallel->rank() : 0;
+    const int64_t accumulation = m_options.gradAccumulationSteps;
+
+    m_model->train();
+    const double lr = learningRateAt(m_step, m_options.schedule);
+    for (auto& group : m_optimizer->param_groups())
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    m_optimizer->zero_grad();
+
+    // Every rank draws the same global batch and trains on its own rows, so
+    // N ranks x batch B see exactly what 1 rank x batch N*B would.
+    m_xBuffer.resize(std::size_t(world * b * t));
+    m_yBuffer.resize(m_xBuffer.size());
+    double lossSum = 0;
+    for (int64_t micro = 0; micro < accumulation; ++micro) {
+        m_data.train->next(world * b, m_xBuffer.data(), m_yBuffer.data());
+        const auto rows = torch::indexing::Slice(rank * b, (rank + 1) * b);
+        auto x
+            = torch::from_blob(m_xBuffer.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device, true, true);
+        auto y
+            = torch::from_blob(m_yBuffer.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device, true, true);
+        torch::Tensor loss;
+        {
+            AutocastScope autocast(m_device.is_cuda() && m_options.bf16Autocast);
+            loss = m_model->loss(x, y);
+        }
+        (loss / double(accumulation)).backward();
+        lossSum += loss.item<double>();
+    }
+    double meanLoss = lossSum / double(accumulation);
+
+    auto parameters = m_model->parameters();
+    if (m_parallel) {
+        m_parallel->averageGradients(parameters);
+        meanLoss = m_parallel->averageScalar(meanLoss);
+    }
+    double gradNorm;
+    if (m_options.gradClip > 0) {
+        gradNorm = torch::nn::utils::clip_grad_norm_(parameters, m_options.gradClip);
+    } else {
+        gradNorm = torch::nn::utils::clip_grad_norm_(parameters, std::numeric_limits<double>::infinity());
+    }
+    // A non-finite gradient would poison the weights and the optimizer's
+    // moments; skip the update and let the caller see the bad loss.
+    if (std::isfinite(gradNorm))
+        m_optimizer->step();
+    if (m_device.is_cuda())
+        torch::cuda::synchronize();
+
+    ++m_step;
+    const int64_t tokens = world * b * t * accumulation;
+    m_tokensSeen += tokens;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return StepReport{m_step, meanLoss, lr, gradNorm, seconds * 1e3, double(tokens) / seconds, m_tokensSeen};
+}
+
+double Trainer::evaluate(BatchSource& source, int64_t iters)
+{
+    torch::NoGradGuard noGrad;
+    m_model->eval();
+    const int64_t t = source.blockSize();
+    const int64_t b = m_options.batchSize;
+    const uint64_t resumeAt = source.position();
+    source.setPosition(0);
+    std::vector<int64_t> x(std::size_t(b * t)), y(x.size());
+    double sum = 0;
+    for (int64_t i = 0; i < iters; ++i) {
+        source.next(b, x.data(), y.data());
+        const auto xs = torch::from_blob(x.data(), {b, t}, torch::kLong).to(m_device);
+        const auto ys = torch::from_blob(y.data(), {b, t}, torch::kLong).to(m_device);
+        AutocastScope autocast(m_device.is_cuda() && m_options.bf16Autocast);
+        sum += m_model->loss(xs, ys).item<double>();
+    }
+    source.setPosition(resumeAt);
+    m_model->train();
+    return iters > 0 ? sum / double(iters) : std::nan("");
+}
+
+EvalReport Trainer::evaluateAll()
+{
+    EvalReport report;
+    report.step = m_step;
+    report.trainLoss = m_data.trainEval ? evaluate(*m_data.trainEval, m_options.evalIters) : std::nan("");
+    report.valLoss = m_data.val ? evaluate(*m_data.val, m_options.evalIters) : std::nan("");
+    return report;
+}
+
+Status Trainer::run(const Callbacks& callbacks, TrainerControl* control)
+{
+    try {
+        while (m_step < m_options.maxIters) {
+            if (control && !control->waitWhilePaused())
+                return Status::success();
+            const StepReport report = step();
+            if (callbacks.onStep)
+                callbacks.onStep(report);
+            const bool last = m_step == m_options.maxIters;
+            if ((m_options.evalInterval > 0 && m_step % m_options.evalInterval == 0) || last) {
+                const EvalReport eval = evaluateAll();
+                if (callbacks.onEval)
+                    callbacks.onEval(eval);
+            }
+        }
+        return Status::success();
+    } catch (const c10::Error& e) {
+        return Error::make("training_failed", e.what_without_backtrace());
+    } catch (const std::exception& e) {
+        return Error::make("training_failed", e.what());
+    }
+}
+
+} // namespace crowdtrain::engine

@@ -1,0 +1,133 @@
+#pragma once
+
+// Trains a GPT model with AdamW from a BatchSource: warmup + cosine schedule,
+// gradient accumulation and clipping, periodic validation, optional local
+// data parallel, pause/abort at step boundaries. Deterministic for a seed on
+// CPU. The Trainer itself is used from one thread; TrainerControl may be
+// poked from any thread (a GUI, a signal handler's helper thread).
+
+#include "engine/batch_source.h"
+#include "engine/gpt.h"
+#include "engine/lr_schedule.h"
+#include "engine/result.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace crowdtrain::engine {
+
+class DataParallel;
+
+struct TrainOptions {
+    GptConfig model;
+    int64_t batchSize = 12; // sequences per micro-step per rank
+    int64_t gradAccumulationSteps = 1;
+    int64_t maxIters = 2000;
+    LrSchedule schedule;
+    double beta1 = 0.9;
+    double beta2 = 0.95;
+    double weightDecay = 0.1;
+    double gradClip = 1.0; // 0 disables clipping
+    int64_t evalInterval = 250; // 0 disables periodic evaluation
+    int64_t evalIters = 200;
+    uint64_t seed = 1337;
+    std::string device = "auto"; // "cpu", "cuda", "cuda:N" or "auto"
+    bool bf16Autocast = true; // on CUDA only
+};
+
+struct StepReport {
+    int64_t step = 0; // steps completed after this one
+    double loss = 0; // mean over the step's micro-batches (and ranks)
+    double learningRate = 0;
+    double gradNorm = 0; // before clipping
+    double stepMs = 0;
+    double tokensPerSecond = 0; // all ranks
+    int64_t tokensSeen = 0; // all ranks, since step 0
+};
+
+struct EvalReport {
+    int64_t step = 0;
+    double trainLoss = 0;
+    double valLoss = 0;
+};
+
+// Pause, resume and abort requests, honoured between steps.
+class TrainerControl {
+public:
+    void pause();
+    void resume();
+    void abort();
+    bool isPaused() const { return m_paused.load(); }
+    bool isAborted() const { return m_aborted.load(); }
+    // Blocks while paused; returns false once aborted.
+    bool waitWhilePaused();
+
+private:
+    std::atomic<bool> m_paused{false};
+    std::atomic<bool> m_aborted{false};
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+};
+
+struct TrainData {
+    std::unique_ptr<BatchSource> train;
+    std::unique_ptr<BatchSource> trainEval; // optional: a second stream for train-loss estimates
+    std::unique_ptr<BatchSource> val; // optional
+};
+
+class Trainer {
+public:
+    // Builds the model from options.model, seeded with options.seed.
+    static Result<std::unique_ptr<Trainer>> create(
+        TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel = nullptr);
+    ~Trainer();
+
+    StepReport step();
+    // Mean loss over `iters` batches from the source, starting at its position 0
+    // each time so evaluations are comparable.
+    double evaluate(BatchSource& source, int64_t iters);
+    EvalReport evaluateAll();
+
+    struct Callbacks {
+        std::function<void(const StepReport&)> onStep;
+        std::function<void(const EvalReport&)> onEval;
+    };
+    // Runs until maxIters or an abort; evaluates every evalInterval and at the end.
+    Status run(const Callbacks& callbacks, TrainerControl* control = nullptr);
+
+    // The complete training state: model, optimizer, step, data positions,
+    // RNG, options. See engine/train_state.h for the file format.
+    Status saveState(const std::filesystem::path& file) const;
+    Status loadState(const std::filesystem::path& file);
+
+    Gpt& model() { return m_model; }
+    torch::optim::AdamW& optimizer() { return *m_optimizer; }
+    const TrainOptions& options() const { return m_options; }
+    int64_t stepCount() const { return m_step; }
+    int64_t tokensSeen() const { return m_tokensSeen; }
+    torch::Device device() const { return m_device; }
+    TrainData& data() { return m_data; }
+
+private:
+    Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device);
+
+    TrainOptions m_options;
+    TrainData m_data;
+    std::shared_ptr<DataParallel> m_parallel;
+    torch::Device m_device;
+    Gpt m_model{nullptr};
+    std::unique_ptr<torch::optim::AdamW> m_optimizer;
+    int64_t m_step = 0;
+    int64_t m_tokensSeen = 0;
+    std::vector<int64_t> m_xBuffer;
+    std::vector<int64_t> m_yBuffer;
+};
+
+// "auto" picks CUDA when available. Errors on an unknown or absent device.
+Result<torch::Device> resolveDevice(const std::string& name);
+
+} // namespace crowdtrain::engine
