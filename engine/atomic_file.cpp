@@ -4,56 +4,149 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <unistd.h>
+#include <utility>
 
 namespace crowdtrain::engine {
 namespace {
 
-Error ioError(const std::string& what, const std::filesystem::path& file)
+Error ioError(const std::string& what, const std::filesystem::path& file, int errorNumber = errno)
 {
-    return Error::make("io_error", what + " " + file.string() + ": " + std::strerror(errno));
+    return Error::make("io_error", what + " " + file.string() + ": " + std::strerror(errorNumber));
 }
 
 } // namespace
 
-Status writeFileAtomically(const std::filesystem::path& file, std::string_view bytes)
+std::filesystem::path temporarySibling(const std::filesystem::path& path)
 {
-    std::random_device entropy;
-    const auto temp = file.parent_path()
-        / ("." + file.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(entropy()));
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ioError("cannot create", temp);
-    std::size_t written = 0;
-    while (written < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    static thread_local std::mt19937_64 random{std::random_device{}()};
+    const std::filesystem::path target = path.has_filename() ? path : path.parent_path();
+    return target.parent_path()
+        / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
+}
+
+Result<AtomicFile> AtomicFile::create(const std::filesystem::path& target)
+{
+    // O_EXCL: two writers of the same target never share a temporary file.
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        std::filesystem::path temporary = temporarySibling(target);
+        const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0)
+            return AtomicFile(target, std::move(temporary), fd);
+        if (errno != EEXIST)
+            return ioError("cannot create", temporary);
+    }
+    return Error::make("io_error", "cannot find a free temporary name next to " + target.string());
+}
+
+AtomicFile::AtomicFile(std::filesystem::path target, std::filesystem::path temporary, int fd)
+    : m_target(std::move(target))
+    , m_temporary(std::move(temporary))
+    , m_fd(fd)
+{ }
+
+AtomicFile::AtomicFile(AtomicFile&& other) noexcept
+    : m_target(std::move(other.m_target))
+    , m_temporary(std::move(other.m_temporary))
+    , m_fd(std::exchange(other.m_fd, -1))
+{ }
+
+AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept
+{
+    if (this != &other) {
+        discard();
+        m_target = std::move(other.m_target);
+        m_temporary = std::move(other.m_temporary);
+        m_fd = std::exchange(other.m_fd, -1);
+    }
+    return *this;
+}
+
+AtomicFile::~AtomicFile()
+{
+    discard();
+}
+
+void AtomicFile::discard()
+{
+    if (m_fd < 0)
+        return;
+    ::close(m_fd);
+    m_fd = -1;
+    ::unlink(m_temporary.c_str());
+}
+
+Status AtomicFile::write(const void* data, std::size_t size)
+{
+    if (m_fd < 0)
+        return Error::make("io_error", "write to " + m_target.string() + " after it was committed or discarded");
+    const char* bytes = static_cast<const char*>(data);
+    while (size > 0) {
+        const ssize_t n = ::write(m_fd, bytes, size);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             // A full disk lands here: the target is left untouched.
-            Error error = ioError("cannot write", temp);
-            ::close(fd);
-            ::unlink(temp.c_str());
+            Error error = ioError("cannot write", m_temporary);
+            discard();
             return error;
         }
-        written += std::size_t(n);
+        bytes += n;
+        size -= std::size_t(n);
     }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        Error error = ioError("cannot flush", temp);
-        ::unlink(temp.c_str());
+    return Status::success();
+}
+
+Status AtomicFile::commit()
+{
+    if (m_fd < 0)
+        return Error::make("io_error", m_target.string() + " was already committed or discarded");
+    // Data before the name: without the fsync a crash after the rename can
+    // leave the target pointing at an empty or partial file.
+    if (::fsync(m_fd) != 0) {
+        Error error = ioError("cannot flush", m_temporary);
+        discard();
         return error;
     }
-    if (::rename(temp.c_str(), file.c_str()) != 0) {
-        Error error = ioError("cannot rename into", file);
-        ::unlink(temp.c_str());
+    const int fd = std::exchange(m_fd, -1);
+    if (::close(fd) != 0) {
+        Error error = ioError("cannot flush", m_temporary);
+        ::unlink(m_temporary.c_str());
         return error;
     }
-    const auto folder = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
-    if (const int dirFd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dirFd >= 0) {
-        ::fsync(dirFd);
-        ::close(dirFd);
+    if (::rename(m_temporary.c_str(), m_target.c_str()) != 0) {
+        Error error = ioError("cannot rename into", m_target);
+        ::unlink(m_temporary.c_str());
+        return error;
     }
+    return syncDirectory(m_target.parent_path());
+}
+
+Status writeFileAtomically(const std::filesystem::path& file, std::string_view bytes)
+{
+    auto out = AtomicFile::create(file);
+    if (!out)
+        return out.error();
+    if (Status written = out->write(bytes); !written)
+        return written;
+    return out->commit();
+}
+
+Status syncDirectory(const std::filesystem::path& dir)
+{
+    const auto folder = dir.empty() ? std::filesystem::path(".") : dir;
+    const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return ioError("cannot open folder", folder);
+    const int result = ::fsync(fd);
+    const int error = errno;
+    ::close(fd);
+    // Some file systems cannot fsync a folder at all (EINVAL); the rename
+    // itself has happened, so that is no reason to report a failure.
+    if (result != 0 && error != EINVAL)
+        return ioError("cannot flush folder", folder, error);
     return Status::success();
 }
 
