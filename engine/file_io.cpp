@@ -142,14 +142,4 @@ Status AtomicFileWriter::commit()
     return Status::success();
 }
 
-Status writeFileAtomically(const std::filesystem::path& file, std::string_view content)
-{
-    auto writer = AtomicFileWriter::create(file);
-    if (!writer)
-        return writer.error();
-    if (Status status = writer->write(content); !status)
-        return status;
-    return writer->commit();
-}
-
 } // namespace crowdtrain::engine

@@ -5,6 +5,7 @@
 // the final name (write a temporary name, fsync, rename, fsync the folder).
 // An AtomicFileWriter is used by one thread at a time.
 
+#include "engine/atomic_file.h" // writeFileAtomically
 #include "engine/result.h"
 
 #include <filesystem>
@@ -46,7 +47,5 @@ private:
     std::filesystem::path m_temp;
     int m_fd = -1;
 };
-
-Status writeFileAtomically(const std::filesystem::path& file, std::string_view content);
 
 } // namespace crowdtrain::engine
