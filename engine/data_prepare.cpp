@@ -280,7 +280,7 @@ Result<PrepareSummary> prepareDataSet(const PrepareOptions& options, const Prepa
         summary.inputBytes += ec ? 0 : bytes;
     }
 
-    std::filesystem::path inputName = std::filesystem::absolute(options.inputs.front()).lexically_normal();
+    std::filesystem::path inputName = std::filesystem::absolute(options.inputs.front(), ec).lexically_normal();
     if (!inputName.has_filename())
         inputName = inputName.parent_path();
     const std::string prefix = sanitizedName(options.name.empty() ? inputName.stem().string() : options.name);
@@ -298,7 +298,9 @@ Result<PrepareSummary> prepareDataSet(const PrepareOptions& options, const Prepa
         return Error::make("vocabulary_too_large",
             "a vocabulary of " + std::to_string(summary.vocabSize) + " tokens does not fit uint16 shards");
 
-    std::filesystem::path out = std::filesystem::absolute(options.outDir).lexically_normal();
+    std::filesystem::path out = std::filesystem::absolute(options.outDir, ec).lexically_normal();
+    if (ec)
+        return Error::make("io_error", options.outDir.string() + ": " + ec.message());
     if (!out.has_filename())
         out = out.parent_path();
     auto staging = StagingFolder::create(out);

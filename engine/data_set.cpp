@@ -82,7 +82,9 @@ Result<DataSet> openDataSet(const std::filesystem::path& dir)
         return Error::make("not_found", dir.string() + ": no such data folder");
     std::vector<std::filesystem::path> trainFiles;
     std::vector<std::filesystem::path> valFiles;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::filesystem::directory_iterator it(dir, ec);
+    for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+        const std::filesystem::directory_entry& entry = *it;
         const std::string name = entry.path().filename().string();
         const ShardRole role = shardRoleOf(name);
         if (role == ShardRole::None || !entry.is_regular_file(ec))

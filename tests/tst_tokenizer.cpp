@@ -398,6 +398,8 @@ private slots:
         const CharTokenizer& chars = **tokenizer;
         QCOMPARE(chars.vocabSize(), 65); // nanoGPT's shakespeare_char
         QCOMPARE(chars.decode(std::vector<int32_t>{0, 1, 2}), std::string("\n !"));
+        QCOMPARE(chars.decode(std::vector<int32_t>{0, 65, -1}),
+            "\n" + std::string(kReplacementCharacter) + std::string(kReplacementCharacter));
         // nanoGPT's example: encode("hii there")
         QCOMPARE(chars.encode("hii there"), (std::vector<int32_t>{46, 47, 47, 1, 58, 46, 43, 56, 43}));
         const auto ids = chars.tryEncode(m_shakespeare);
