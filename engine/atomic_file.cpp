@@ -78,6 +78,25 @@ void AtomicFile::discard()
     ::unlink(m_temporary.c_str());
 }
 
+Status AtomicFile::writeAt(uint64_t offset, std::string_view bytes)
+{
+    if (m_fd < 0)
+        return Error::make("io_error", "write to " + m_target.string() + " after it was committed or discarded");
+    while (!bytes.empty()) {
+        const ssize_t n = ::pwrite(m_fd, bytes.data(), bytes.size(), off_t(offset));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            Error error = ioError("cannot write", m_temporary);
+            discard();
+            return error;
+        }
+        bytes.remove_prefix(std::size_t(n));
+        offset += uint64_t(n);
+    }
+    return Status::success();
+}
+
 Status AtomicFile::write(const void* data, std::size_t size)
 {
     if (m_fd < 0)

@@ -12,6 +12,7 @@
 #include "engine/result.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -37,6 +38,8 @@ public:
 
     Status write(const void* data, std::size_t size);
     Status write(std::string_view bytes) { return write(bytes.data(), bytes.size()); }
+    // Overwrites bytes already written (a header filled in at the end).
+    Status writeAt(uint64_t offset, std::string_view bytes);
 
     // Makes the new content durable and visible under the target name.
     Status commit();

@@ -113,13 +113,13 @@ void TokenShard::unmap()
     m_size = 0;
 }
 
-TokenShardWriter::TokenShardWriter(AtomicFileWriter file)
+TokenShardWriter::TokenShardWriter(AtomicFile file)
     : m_file(std::move(file))
 { }
 
 Result<TokenShardWriter> TokenShardWriter::create(const std::filesystem::path& file)
 {
-    auto writer = AtomicFileWriter::create(file);
+    auto writer = AtomicFile::create(file);
     if (!writer)
         return writer.error();
     // A zero header for now: finish() writes the real one once the count is known.
@@ -133,7 +133,7 @@ Status TokenShardWriter::append(std::span<const uint16_t> tokens)
 {
     if (m_size + tokens.size() > kMaxShardTokens)
         return Error::make("shard_too_large",
-            m_file.file().string() + ": a shard holds at most " + std::to_string(kMaxShardTokens) + " tokens");
+            m_file.target().string() + ": a shard holds at most " + std::to_string(kMaxShardTokens) + " tokens");
     m_size += tokens.size();
     return m_file.write({reinterpret_cast<const char*>(tokens.data()), tokens.size_bytes()});
 }

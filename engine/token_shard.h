@@ -64,9 +64,9 @@ public:
     uint64_t size() const { return m_size; }
 
 private:
-    explicit TokenShardWriter(AtomicFileWriter file);
+    explicit TokenShardWriter(AtomicFile file);
 
-    AtomicFileWriter m_file;
+    AtomicFile m_file;
     uint64_t m_size = 0;
 };
 
