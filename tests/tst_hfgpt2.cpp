@@ -1,14 +1,14 @@
 // Hugging Face GPT-2 export and import: the exported layout, round trips,
-// folders as the Hub ships them, rejections, and the export run through an
-// independent Python GPT-2 (tests/hf_gpt2_reference.py) against Gpt::forward.
-#include "engine/gpt.h"
+// folders as the Hub ships them, and rejections. tst_hfgpt2_reference runs
+// an export through an independent Python GPT-2.
+#include "tests/hf_gpt2_fixtures.h"
+
 #include "engine/hf_gpt2.h"
 #include "engine/hf_gpt2_config.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -18,51 +18,9 @@
 
 using namespace crowdtrain;
 using namespace crowdtrain::engine;
+using namespace crowdtrain::engine::testing;
 
 namespace {
-
-GptConfig smallConfig()
-{
-    GptConfig c;
-    c.nLayer = 2;
-    c.nHead = 4;
-    c.nEmbd = 32;
-    c.blockSize = 16;
-    c.vocabSize = 65;
-    c.dropout = 0.1;
-    return c;
-}
-
-// HF's Conv1D weights, listed here independently of the engine's mapping.
-bool isConv1D(const std::string& name)
-{
-    for (const char* suffix : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
-        if (name.ends_with(suffix))
-            return true;
-    return false;
-}
-
-// Weights far from GPT-2's init (non-zero biases, uneven layer-norm gains),
-// so that a transposed, swapped or dropped tensor changes the logits.
-Gpt randomModel(const GptConfig& config)
-{
-    Gpt model(config);
-    torch::NoGradGuard noGrad;
-    for (auto& item : model->named_parameters()) {
-        const bool gain = item.key().find("ln_") != std::string::npos && item.key().ends_with(".weight");
-        item.value().normal_(gain ? 1.0 : 0.0, 0.3);
-    }
-    model->eval();
-    return model;
-}
-
-NamedTensors parametersOf(const Gpt& model)
-{
-    NamedTensors out;
-    for (const auto& item : model->named_parameters())
-        out.emplace_back(item.key(), item.value());
-    return out;
-}
 
 // A folder laid out as on the Hub, built without the exporter.
 void writeHubFolder(const std::filesystem::path& dir, const GptConfig& config, const NamedTensors& ours,
@@ -77,27 +35,12 @@ void writeHubFolder(const std::filesystem::path& dir, const GptConfig& config, c
     std::ofstream(dir / "config.json") << huggingFaceGpt2ConfigJson(config);
 }
 
-QJsonObject readJson(const std::filesystem::path& file)
-{
-    std::ifstream in(file);
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
-}
-
 std::set<std::string> entries(const std::filesystem::path& dir)
 {
     std::set<std::string> names;
     for (const auto& entry : std::filesystem::directory_iterator(dir))
         names.insert(entry.path().filename().string());
     return names;
-}
-
-QString pythonTorch()
-{
-    const QString python = QStringLiteral("/usr/bin/python3");
-    QProcess probe;
-    probe.start(python, {QStringLiteral("-c"), QStringLiteral("import torch")});
-    return probe.waitForFinished(60000) && probe.exitCode() == 0 ? python : QString();
 }
 
 } // namespace
@@ -395,58 +338,6 @@ private slots:
         QCOMPARE(QString::fromStdString(imported.error().code), code);
         QVERIFY2(
             imported.error().message.find(phrase.toStdString()) != std::string::npos, imported.error().message.c_str());
-    }
-
-    // The exported folder, read and run by an independent GPT-2 in Python
-    // (transformers' math and names), gives Gpt::forward's logits.
-    void endToEndAgainstPython()
-    {
-        const QString python = pythonTorch();
-        if (python.isEmpty())
-            QSKIP("/usr/bin/python3 has no torch");
-        const GptConfig config = smallConfig();
-        Gpt model = randomModel(config);
-        const auto dir = path("e2e");
-        QVERIFY(exportHuggingFaceGpt2(dir, config, parametersOf(model)).ok());
-
-        const torch::Tensor tokens = torch::randint(config.vocabSize, {1, config.blockSize}, torch::kLong);
-        QStringList ids;
-        for (std::int64_t i = 0; i < tokens.size(1); ++i)
-            ids << QString::number(tokens[0][i].item<std::int64_t>());
-        const auto out = path("logits.safetensors");
-        QProcess reference;
-        reference.setProcessChannelMode(QProcess::MergedChannels);
-        reference.start(python,
-            {QStringLiteral(CROWDTRAIN_SOURCE_DIR "/tests/hf_gpt2_reference.py"), QString::fromStdString(dir.string()),
-                QStringLiteral("--tokens"), ids.join(QLatin1Char(',')), QStringLiteral("--out"),
-                QString::fromStdString(out.string())});
-        QVERIFY(reference.waitForFinished(120000));
-        const QByteArray output = reference.readAll();
-        QVERIFY2(reference.exitStatus() == QProcess::NormalExit && reference.exitCode() == 0, output.constData());
-
-        // Written by the script's own safetensors writer: our reader must agree.
-        auto logits = readSafetensors(out);
-        QVERIFY2(logits.ok(), logits.ok() ? "" : logits.error().message.c_str());
-        QCOMPARE(logits->tensors.size(), std::size_t(1));
-        const torch::Tensor expected = logits->tensors[0].second;
-        QCOMPARE(expected.sizes().vec(), (std::vector<std::int64_t>{config.blockSize, config.vocabSize}));
-        torch::NoGradGuard noGrad;
-        const torch::Tensor ours = model->forward(tokens)[0];
-        const double maxDiff = (ours - expected).abs().max().item<double>();
-        qInfo("max |logit difference| = %g over logits of std %g", maxDiff, expected.std().item<double>());
-        QVERIFY2(maxDiff < 1e-4, qPrintable(QString::number(maxDiff)));
-        QVERIFY(expected.std().item<double>() > 0.1); // not trivially zero
-
-        // The script's config checks are live: an untied config is refused.
-        QJsonObject json = readJson(dir / "config.json");
-        json.insert(QStringLiteral("tie_word_embeddings"), false);
-        std::ofstream(dir / "config.json") << QJsonDocument(json).toJson().toStdString();
-        reference.start(python,
-            {QStringLiteral(CROWDTRAIN_SOURCE_DIR "/tests/hf_gpt2_reference.py"), QString::fromStdString(dir.string()),
-                QStringLiteral("--tokens"), QStringLiteral("1")});
-        QVERIFY(reference.waitForFinished(120000));
-        QCOMPARE(reference.exitCode(), 1);
-        QVERIFY(reference.readAll().contains("tie_word_embeddings"));
     }
 
 private:
