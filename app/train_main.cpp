@@ -1,18 +1,366 @@
-// crowdtrain-train: train a model alone on this machine from prepared shards.
+// crowdtrain-train: train a model alone on this machine from prepared shards
+// (a project host tries a configuration before launching a project), and
+// `crowdtrain-train sample` to generate text from a checkpoint.
 #include "app/args.h"
-#include "engine/gpt_config.h"
+#include "engine/batch_sampler.h"
+#include "engine/cpu_runtime.h"
+#include "engine/data_parallel.h"
+#include "engine/data_set.h"
+#include "engine/generate.h"
+#include "engine/hf_gpt2.h"
+#include "engine/model_io.h"
+#include "engine/tokenizer.h"
+#include "engine/trainer.h"
 
+#include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace crowdtrain;
+using namespace crowdtrain::engine;
+
+namespace {
+
+int fail(const std::string& message)
+{
+    std::cerr << "crowdtrain-train: " << message << '\n';
+    return 1;
+}
+
+int64_t peakRssBytes()
+{
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return int64_t(usage.ru_maxrss) * 1024;
+}
+
+void declareTrainOptions(app::Args& a)
+{
+    a.option("data", "prepared data folder (crowdtrain-prepare): shards + tokenizer/");
+    a.option("model", "start from a named config: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl");
+    a.option("init-from", "start from a Hugging Face GPT-2 folder (model.safetensors + config.json)");
+    a.option("n-layer", "transformer blocks", "6");
+    a.option("n-head", "attention heads", "6");
+    a.option("n-embd", "embedding width", "384");
+    a.option("block-size", "context length in tokens", "256");
+    a.option("vocab-size", "vocabulary size (default: the tokenizer's)");
+    a.option("dropout", "dropout probability", "0.0");
+    a.option("batch-size", "sequences per micro-step (per process)", "12");
+    a.option("gradient-accumulation-steps", "micro-steps per optimizer step", "1");
+    a.option("max-iters", "optimizer steps", "2000");
+    a.option("learning-rate", "peak learning rate", "1e-3");
+    a.option("min-lr", "learning rate at the end of the decay", "1e-4");
+    a.option("warmup-iters", "linear warmup steps", "100");
+    a.option("lr-decay-iters", "step where cosine decay reaches min-lr", "2000");
+    a.option("decay-lr", "1 to warm up and decay, 0 for a constant rate", "1");
+    a.option("beta1", "AdamW beta1", "0.9");
+    a.option("beta2", "AdamW beta2", "0.99");
+    a.option("weight-decay", "AdamW weight decay (2-D weights only)", "0.1");
+    a.option("grad-clip", "clip the gradient norm (0 = off)", "1.0");
+    a.option("eval-interval", "steps between validation runs", "250");
+    a.option("eval-iters", "batches per validation run", "200");
+    a.option("log-interval", "steps between progress lines", "10");
+    a.option("seed", "random seed", "1337");
+    a.option("threads", "CPU threads (0 = all cores)", "0");
+    a.option("device", "cpu, cuda, cuda:N or auto", "auto");
+    a.option("nproc", "local data-parallel processes (c10d: Gloo on CPU, NCCL on CUDA)", "1");
+    a.option("master-port", "rendezvous port for --nproc", "29512");
+    a.option("rank", "(internal) this process's rank under --nproc", "0");
+    a.option("checkpoint", "write the training state here at each evaluation and at the end");
+    a.option("resume", "resume from a training-state file");
+    a.option("export", "at the end, export a Hugging Face GPT-2 folder here");
+}
+
+Result<GptConfig> modelConfig(const app::Args& a, const Tokenizer* tokenizer)
+{
+    GptConfig c;
+    if (a.has("model")) {
+        auto preset = gptConfigByName(a.value("model"));
+        if (!preset)
+            return preset.error();
+        c = *preset;
+    }
+    auto pick = [&](const char* name, int64_t& field) {
+        if (a.has(name) || !a.has("model"))
+            field = a.integer(name);
+    };
+    pick("n-layer", c.nLayer);
+    pick("n-head", c.nHead);
+    pick("n-embd", c.nEmbd);
+    pick("block-size", c.blockSize);
+    c.dropout = a.number("dropout");
+    if (a.has("vocab-size"))
+        c.vocabSize = a.integer("vocab-size");
+    else if (tokenizer)
+        c.vocabSize = tokenizer->vocabSize();
+    return c;
+}
+
+std::unique_ptr<BatchSource> samplerOver(
+    const std::vector<TokenShard>& shards, int64_t blockSize, uint64_t seed, std::string& error)
+{
+    std::vector<ShardSlice> slices;
+    for (const auto& shard : shards)
+        slices.push_back({&shard, 0, shard.size()});
+    auto sampler = BatchSampler::create(std::move(slices), blockSize, seed);
+    if (!sampler) {
+        error = sampler.error().message;
+        return nullptr;
+    }
+    return std::make_unique<BatchSampler>(std::move(sampler).value());
+}
+
+// Starts ranks 1..n-1 as copies of this process with --rank set.
+std::vector<pid_t> spawnRanks(int nproc, char** argv)
+{
+    std::vector<pid_t> children;
+    for (int rank = 1; rank < nproc; ++rank) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            std::vector<std::string> args(
+                argv, argv + [&] {
+                    int n = 0;
+                    while (argv[n])
+                        ++n;
+                    return n;
+                }());
+            args.push_back("--rank");
+            args.push_back(std::to_string(rank));
+            std::vector<char*> raw;
+            for (auto& s : args)
+                raw.push_back(s.data());
+            raw.push_back(nullptr);
+            execv("/proc/self/exe", raw.data());
+            _exit(127);
+        }
+        children.push_back(pid);
+    }
+    return children;
+}
+
+int train(const std::vector<std::string>& arguments, char** argv)
+{
+    app::Args a("crowdtrain-train", "train a GPT-2 model locally from prepared shards",
+        "  crowdtrain-train --data DIR [options]          train\n"
+        "  crowdtrain-train sample --checkpoint PATH ...  generate text (see sample --help)");
+    declareTrainOptions(a);
+    if (auto code = a.parse(arguments))
+        return *code;
+    if (!a.has("data"))
+        return fail("--data DIR is required (see --help)");
+
+    const int nproc = int(a.integer("nproc"));
+    const int rank = int(a.integer("rank"));
+    const bool leader = rank == 0;
+    std::vector<pid_t> children;
+    if (nproc > 1 && leader && !a.has("rank"))
+        children = spawnRanks(nproc, argv);
+
+    int threads = int(a.integer("threads"));
+    if (threads == 0 && nproc > 1)
+        threads = std::max(1, int(std::thread::hardware_concurrency()) / nproc);
+    configureCpuThreads(threads);
+
+    auto data = openDataSet(a.value("data"));
+    if (!data)
+        return fail(data.error().message);
+    std::unique_ptr<Tokenizer> tokenizer;
+    if (data->tokenizerDir) {
+        auto loaded = loadTokenizer(*data->tokenizerDir);
+        if (!loaded)
+            return fail(loaded.error().message);
+        tokenizer = std::move(loaded).value();
+    }
+
+    TrainOptions options;
+    std::optional<HfGpt2Weights> initial;
+    if (a.has("init-from")) {
+        auto weights = importHuggingFaceGpt2(a.value("init-from"));
+        if (!weights)
+            return fail(weights.error().message);
+        initial = std::move(weights).value();
+        options.model = initial->config;
+    } else {
+        auto config = modelConfig(a, tokenizer.get());
+        if (!config)
+            return fail(config.error().message);
+        options.model = *config;
+    }
+    options.batchSize = a.integer("batch-size");
+    options.gradAccumulationSteps = a.integer("gradient-accumulation-steps");
+    options.maxIters = a.integer("max-iters");
+    options.schedule = {a.number("learning-rate"), a.number("min-lr"), a.integer("warmup-iters"),
+        a.integer("lr-decay-iters"), a.integer("decay-lr") != 0};
+    options.beta1 = a.number("beta1");
+    options.beta2 = a.number("beta2");
+    options.weightDecay = a.number("weight-decay");
+    options.gradClip = a.number("grad-clip");
+    options.evalInterval = a.integer("eval-interval");
+    options.evalIters = a.integer("eval-iters");
+    options.seed = uint64_t(a.integer("seed"));
+    options.device = a.value("device");
+
+    std::string error;
+    TrainData trainData;
+    const int64_t t = options.model.blockSize;
+    trainData.train = samplerOver(data->train, t, options.seed, error);
+    if (!trainData.train)
+        return fail("training shards: " + error);
+    trainData.trainEval = samplerOver(data->train, t, options.seed + 1, error);
+    if (!data->val.empty()) {
+        trainData.val = samplerOver(data->val, t, options.seed + 2, error);
+        if (!trainData.val)
+            return fail("validation shards: " + error);
+    }
+
+    std::shared_ptr<DataParallel> parallel;
+    if (nproc > 1) {
+        auto device = resolveDevice(options.device);
+        DataParallelOptions dp;
+        dp.rank = rank;
+        dp.worldSize = nproc;
+        dp.port = uint16_t(a.integer("master-port"));
+        dp.backend = device && device->is_cuda() ? "nccl" : "gloo";
+        auto created = DataParallel::create(dp);
+        if (!created)
+            return fail(created.error().message);
+        parallel = *created;
+    }
+
+    auto trainer = Trainer::create(options, std::move(trainData), parallel);
+    if (!trainer)
+        return fail(trainer.error().message);
+    if (initial) {
+        Gpt& model = (*trainer)->model();
+        if (Status loaded = loadParameters(model, initial->parameters); !loaded)
+            return fail(loaded.error().message);
+    }
+    if (a.has("resume")) {
+        if (Status loaded = (*trainer)->loadState(a.value("resume")); !loaded)
+            return fail(loaded.error().message);
+    }
+
+    if (leader) {
+        const CpuRuntimeInfo cpu = cpuRuntimeInfo();
+        std::fprintf(stderr,
+            "model: %lld parameters (n_layer %lld, n_head %lld, n_embd %lld, block %lld, vocab %lld)\n",
+            (long long)(*trainer)->model()->parameterCount(), (long long)options.model.nLayer,
+            (long long)options.model.nHead, (long long)options.model.nEmbd, (long long)options.model.blockSize,
+            (long long)options.model.vocabSize);
+        std::fprintf(stderr, "device: %s, %d torch threads, BLAS %s (%s, %d threads)%s\n",
+            (*trainer)->device().str().c_str(), cpu.torchThreads,
+            cpu.blasCore.empty() ? "not OpenBLAS" : cpu.blasCore.c_str(), cpu.blasThreading.c_str(), cpu.blasThreads,
+            cpu.reexecuted ? " [OPENBLAS_CORETYPE set by crowdtrain]" : "");
+    }
+
+    const int64_t logInterval = std::max<int64_t>(1, a.integer("log-interval"));
+    double trainSeconds = 0;
+    int64_t trainedTokens = 0;
+    EvalReport lastEval;
+    const auto wallStart = std::chrono::steady_clock::now();
+    Trainer::Callbacks callbacks;
+    callbacks.onStep = [&](const StepReport& r) {
+        trainSeconds += r.stepMs / 1e3;
+        trainedTokens += int64_t(r.tokensPerSecond * r.stepMs / 1e3 + 0.5);
+        if (leader && (r.step % logInterval == 0 || r.step == 1))
+            std::printf("step %lld | loss %.4f | lr %.2e | %.0f tok/s | %.1f ms\n", (long long)r.step, r.loss,
+                r.learningRate, r.tokensPerSecond, r.stepMs);
+    };
+    callbacks.onEval = [&](const EvalReport& e) {
+        lastEval = e;
+        if (!leader)
+            return;
+        std::printf("eval step %lld | train loss %.4f | val loss %.4f\n", (long long)e.step, e.trainLoss, e.valLoss);
+        std::fflush(stdout);
+        if (a.has("checkpoint")) {
+            if (Status saved = (*trainer)->saveState(a.value("checkpoint")); !saved)
+                std::fprintf(stderr, "crowdtrain-train: %s\n", saved.error().message.c_str());
+        }
+    };
+    if (Status ran = (*trainer)->run(callbacks); !ran)
+        return fail(ran.error().message);
+
+    if (leader && a.has("export")) {
+        Gpt& model = (*trainer)->model();
+        if (Status exported = exportHuggingFaceGpt2(a.value("export"), options.model, namedParameters(model),
+                {{"step", std::to_string((*trainer)->stepCount())}});
+            !exported)
+            return fail(exported.error().message);
+    }
+    for (pid_t child : children) {
+        int status = 0;
+        waitpid(child, &status, 0);
+    }
+    if (leader) {
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
+        const nlohmann::json summary = {
+            {"final_train_loss", lastEval.trainLoss},
+            {"final_val_loss", lastEval.valLoss},
+            {"tokens_per_second", trainSeconds > 0 ? double(trainedTokens) / trainSeconds : 0.0},
+            {"steps", (*trainer)->stepCount()},
+            {"wall_seconds", wall},
+            {"peak_rss_bytes", peakRssBytes()},
+        };
+        std::printf("%s\n", summary.dump().c_str());
+    }
+    return 0;
+}
+
+int sample(const std::vector<std::string>& arguments)
+{
+    app::Args a("crowdtrain-train sample", "generate text from a checkpoint",
+        "  crowdtrain-train sample --checkpoint PATH --tokenizer-dir DIR --prompt TEXT");
+    a.option("checkpoint", "a Hugging Face GPT-2 folder or a training-state file");
+    a.option("tokenizer-dir", "tokenizer folder (encoder.json + vocab.bpe, or chars.json)");
+    a.option("prompt", "text to continue", "\n");
+    a.option("max-new-tokens", "tokens to generate", "200");
+    a.option("temperature", "sampling temperature (0 = greedy)", "0.8");
+    a.option("top-k", "sample among the k most likely tokens (0 = all)", "200");
+    a.option("seed", "random seed", "1337");
+    if (auto code = a.parse(arguments))
+        return *code;
+    if (!a.has("checkpoint") || !a.has("tokenizer-dir"))
+        return fail("sample needs --checkpoint and --tokenizer-dir");
+    configureCpuThreads(0);
+    auto tokenizer = loadTokenizer(a.value("tokenizer-dir"));
+    if (!tokenizer)
+        return fail(tokenizer.error().message);
+    auto model = loadModel(a.value("checkpoint"));
+    if (!model)
+        return fail(model.error().message);
+    const auto promptIds = (*tokenizer)->encode(a.value("prompt"));
+    if (promptIds.empty())
+        return fail("the prompt encodes to no tokens");
+    std::cout << a.value("prompt") << std::flush;
+    SampleOptions options;
+    options.maxNewTokens = a.integer("max-new-tokens");
+    options.temperature = a.number("temperature");
+    options.topK = a.integer("top-k");
+    options.seed = uint64_t(a.integer("seed"));
+    const Tokenizer& tok = **tokenizer;
+    generate(*model, std::vector<int64_t>(promptIds.begin(), promptIds.end()), options, [&](int64_t id) {
+        const int32_t one = int32_t(id);
+        std::cout << tok.decode(std::span<const int32_t>(&one, 1)) << std::flush;
+        return true;
+    });
+    std::cout << '\n';
+    return 0;
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
-    using crowdtrain::app::Args;
-    Args args("crowdtrain-train", "train a GPT-2 model locally from prepared shards",
-        "  crowdtrain-train --data DIR [options]   train");
-    args.option("data", "prepared data folder (crowdtrain-prepare)");
-    args.option("model", "named model config", "tiny");
-    if (auto exitCode = args.parse(crowdtrain::app::argumentsOf(argc, argv)))
-        return *exitCode;
-    std::cerr << "crowdtrain-train: not built yet; see --help\n";
-    return 2;
+    prepareCpuRuntime(argv);
+    auto arguments = app::argumentsOf(argc, argv);
+    try {
+        if (!arguments.empty() && arguments.front() == "sample")
+            return sample(std::vector<std::string>(arguments.begin() + 1, arguments.end()));
+        return train(arguments, argv);
+    } catch (const std::exception& e) {
+        return fail(e.what());
+    }
 }

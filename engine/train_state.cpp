@@ -10,6 +10,7 @@
 //   u64      FNV-1a 64 of every byte before it
 // The file is written to a temporary name and renamed (engine/atomic_file.h).
 #include "engine/atomic_file.h"
+#include "engine/model_io.h"
 #include "engine/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -124,15 +125,32 @@ Status Trainer::saveState(const std::filesystem::path& file) const
     }
 }
 
-Status Trainer::loadState(const std::filesystem::path& file)
+namespace {
+
+struct StateFile {
+    nlohmann::json meta;
+    std::string bytes;
+    std::size_t blobOffset = 0; // an offset, not a view: `bytes` moves
+    std::size_t blobSize = 0;
+
+    std::string_view blob() const { return std::string_view(bytes).substr(blobOffset, blobSize); }
+};
+
+Error corruptState(const std::filesystem::path& file, const std::string& what)
+{
+    return Error::make("bad_checkpoint", file.string() + ": " + what);
+}
+
+// Reads and checks the framing; the archive is left for the caller.
+Result<StateFile> readStateFile(const std::filesystem::path& file)
 {
     auto bytes = readWholeFile(file);
     if (!bytes)
         return bytes.error();
-    const std::string name = file.string();
-    auto corrupt = [&](const std::string& what) { return Error::make("bad_checkpoint", name + ": " + what); };
-
-    Reader reader(*bytes);
+    auto corrupt = [&](const std::string& what) { return corruptState(file, what); };
+    StateFile state;
+    state.bytes = std::move(bytes).value();
+    Reader reader(state.bytes);
     char magic[8];
     uint32_t version = 0, reserved = 0;
     uint64_t jsonSize = 0, blobSize = 0, checksum = 0;
@@ -144,17 +162,62 @@ Status Trainer::loadState(const std::filesystem::path& file)
             "unsupported format version " + std::to_string(version) + " (expected " + std::to_string(kVersion) + ")");
     if (!reader.get(reserved) || !reader.get(jsonSize) || !reader.take(jsonSize, json) || !reader.get(blobSize)
         || !reader.take(blobSize, blob))
-        return corrupt("truncated (file is " + std::to_string(bytes->size()) + " bytes)");
+        return corrupt("truncated (file is " + std::to_string(state.bytes.size()) + " bytes)");
     const std::size_t payloadEnd = reader.offset();
     if (!reader.get(checksum))
         return corrupt("truncated before its checksum");
-    if (reader.offset() != bytes->size())
+    if (reader.offset() != state.bytes.size())
         return corrupt("unexpected bytes after the checksum");
-    if (fnv1a(std::string_view(*bytes).substr(0, payloadEnd)) != checksum)
+    if (fnv1a(std::string_view(state.bytes).substr(0, payloadEnd)) != checksum)
         return corrupt("checksum mismatch (file is corrupted)");
-
     try {
-        const auto meta = nlohmann::json::parse(json);
+        state.meta = nlohmann::json::parse(json);
+    } catch (const std::exception& e) {
+        return corrupt(std::string("bad header: ") + e.what());
+    }
+    state.blobOffset = std::size_t(blob.data() - state.bytes.data());
+    state.blobSize = blob.size();
+    return state;
+}
+
+GptConfig configFromJson(const nlohmann::json& j)
+{
+    GptConfig c;
+    c.nLayer = j.at("n_layer").get<int64_t>();
+    c.nHead = j.at("n_head").get<int64_t>();
+    c.nEmbd = j.at("n_embd").get<int64_t>();
+    c.blockSize = j.at("block_size").get<int64_t>();
+    c.vocabSize = j.at("vocab_size").get<int64_t>();
+    c.dropout = j.at("dropout").get<double>();
+    return c;
+}
+
+} // namespace
+
+Result<GptConfig> readTrainStateConfig(const std::filesystem::path& file)
+{
+    auto state = readStateFile(file);
+    if (!state)
+        return state.error();
+    try {
+        GptConfig config = configFromJson(state->meta.at("model"));
+        if (Status valid = validate(config); !valid)
+            return corruptState(file, valid.error().message);
+        return config;
+    } catch (const std::exception& e) {
+        return corruptState(file, std::string("bad model config: ") + e.what());
+    }
+}
+
+Status Trainer::loadState(const std::filesystem::path& file)
+{
+    auto state = readStateFile(file);
+    if (!state)
+        return state.error();
+    auto corrupt = [&](const std::string& what) { return corruptState(file, what); };
+    const std::string_view blob = state->blob();
+    try {
+        const auto& meta = state->meta;
         if (meta.at("model") != configJson(m_options.model))
             return corrupt(
                 "saved for model " + meta.at("model").dump() + ", not " + configJson(m_options.model).dump());

@@ -1,0 +1,92 @@
+#include "engine/batch_sampler.h"
+
+#include <algorithm>
+
+namespace crowdtrain::engine {
+namespace {
+
+// splitmix64's output function: a strong 64-bit mixer, so hashing a counter
+// gives an independent-looking stream that can jump anywhere in O(1).
+uint64_t mix(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+} // namespace
+
+Result<BatchSampler> BatchSampler::create(std::vector<ShardSlice> slices, int64_t blockSize, uint64_t seed)
+{
+    if (blockSize < 1)
+        return Error::make("bad_argument", "block size must be at least 1, got " + std::to_string(blockSize));
+    BatchSampler sampler;
+    sampler.m_blockSize = blockSize;
+    sampler.m_seed = seed;
+    const auto needed = static_cast<uint64_t>(blockSize) + 1;
+    uint64_t windows = 0;
+    uint64_t longest = 0;
+    for (const ShardSlice& slice : slices) {
+        if (!slice.shard)
+            return Error::make("bad_argument", "a shard slice has no shard");
+        if (slice.begin > slice.end || slice.end > slice.shard->size())
+            return Error::make("bad_argument",
+                slice.shard->path().string() + ": slice [" + std::to_string(slice.begin) + ", "
+                    + std::to_string(slice.end) + ") is outside the shard's " + std::to_string(slice.shard->size())
+                    + " tokens");
+        const uint64_t length = slice.end - slice.begin;
+        sampler.m_tokenCount += length;
+        longest = std::max(longest, length);
+        if (length < needed)
+            continue;
+        windows += length - needed + 1;
+        sampler.m_slices.push_back(slice);
+        sampler.m_windowEnds.push_back(windows);
+    }
+    if (sampler.m_slices.empty())
+        return Error::make("data_too_short",
+            "no shard slice holds block size + 1 = " + std::to_string(needed) + " tokens (longest has "
+                + std::to_string(longest) + ")");
+    return sampler;
+}
+
+std::pair<const ShardSlice*, uint64_t> BatchSampler::windowStart(uint64_t index) const
+{
+    const auto it = std::upper_bound(m_windowEnds.begin(), m_windowEnds.end(), index);
+    const auto slice = static_cast<std::size_t>(it - m_windowEnds.begin());
+    const uint64_t first = slice == 0 ? 0 : m_windowEnds[slice - 1];
+    return {&m_slices[slice], m_slices[slice].begin + (index - first)};
+}
+
+// Lemire's multiply-and-reject: unbiased in [0, bound). Rejected draws move
+// to the next attempt's counter, so the result stays a pure function.
+uint64_t BatchSampler::uniform(uint64_t row, uint64_t bound) const
+{
+    const uint64_t base = mix(mix(mix(m_seed) ^ m_position) ^ row);
+    const uint64_t threshold = (0 - bound) % bound;
+    for (uint64_t attempt = 0;; ++attempt) {
+        const uint64_t draw = mix(base + attempt);
+        const auto product = static_cast<unsigned __int128>(draw) * bound;
+        if (static_cast<uint64_t>(product) >= threshold)
+            return static_cast<uint64_t>(product >> 64);
+    }
+}
+
+void BatchSampler::next(int64_t batch, int64_t* x, int64_t* y)
+{
+    const auto block = static_cast<std::size_t>(m_blockSize);
+    for (int64_t row = 0; row < batch; ++row) {
+        const auto [slice, start] = windowStart(uniform(static_cast<uint64_t>(row), windowCount()));
+        const uint16_t* tokens = slice->shard->tokens() + start;
+        int64_t* xRow = x + static_cast<std::size_t>(row) * block;
+        int64_t* yRow = y + static_cast<std::size_t>(row) * block;
+        for (std::size_t i = 0; i < block; ++i) {
+            xRow[i] = tokens[i];
+            yRow[i] = tokens[i + 1];
+        }
+    }
+    ++m_position;
+}
+
+} // namespace crowdtrain::engine

@@ -1,0 +1,78 @@
+#include "engine/corpus.h"
+
+#include "engine/file_io.h"
+#include "engine/gpt2_pretokenizer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <string>
+
+namespace crowdtrain::engine {
+
+Result<std::vector<std::filesystem::path>> listCorpusFiles(const std::vector<std::filesystem::path>& inputs)
+{
+    std::vector<std::filesystem::path> files;
+    for (const auto& input : inputs) {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(input, ec)) {
+            files.push_back(input);
+            continue;
+        }
+        if (!std::filesystem::is_directory(input, ec))
+            return Error::make("not_found", input.string() + ": no such file or folder");
+        std::vector<std::filesystem::path> found;
+        std::filesystem::recursive_directory_iterator it(
+            input, std::filesystem::directory_options::follow_directory_symlink, ec);
+        for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+            if (it->is_regular_file(ec) && it->path().extension() == ".txt")
+                found.push_back(it->path());
+        }
+        if (ec)
+            return Error::make("io_error", input.string() + ": cannot list: " + ec.message());
+        std::sort(found.begin(), found.end());
+        files.insert(files.end(), found.begin(), found.end());
+    }
+    if (files.empty())
+        return Error::make("not_found", "no input text: the folders hold no *.txt files");
+    return files;
+}
+
+Status forEachChunk(const std::filesystem::path& file, std::size_t chunkBytes,
+    const std::function<Status(std::string_view chunk)>& visit)
+{
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+        return ioError(file, "cannot open", errno);
+    chunkBytes = std::max<std::size_t>(chunkBytes, 1);
+    std::string buffer;
+    std::size_t scanFrom = 0; // no safe cut point before here
+    while (true) {
+        const std::size_t had = buffer.size();
+        buffer.resize(had + chunkBytes);
+        in.read(buffer.data() + had, static_cast<std::streamsize>(chunkBytes));
+        buffer.resize(had + static_cast<std::size_t>(in.gcount()));
+        if (in.bad())
+            return ioError(file, "cannot read", errno);
+        if (in.eof()) {
+            if (buffer.empty())
+                return Status::success();
+            return visit(buffer);
+        }
+        // Cut at the last safe point before the end (more text follows, so
+        // the end itself is not safe); keep the tail for the next chunk.
+        std::size_t cut = buffer.size() - 1;
+        while (cut > scanFrom && !isSafeSplitPoint(buffer, cut))
+            --cut;
+        if (cut <= scanFrom) {
+            scanFrom = buffer.size() - 1;
+            continue;
+        }
+        if (Status status = visit(std::string_view(buffer).substr(0, cut)); !status)
+            return status;
+        buffer.erase(0, cut);
+        scanFrom = 0;
+    }
+}
+
+} // namespace crowdtrain::engine

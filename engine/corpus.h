@@ -1,0 +1,30 @@
+#pragma once
+
+// Reading a text corpus for tokenization: which files it is made of, and
+// their text in bounded chunks. Chunks end only where cutting cannot change
+// how GPT-2's pre-tokenizer (or a char tokenizer) splits the text, so
+// tokenizing chunk by chunk equals tokenizing each file whole.
+// Free functions without shared state; thread-safe.
+
+#include "engine/result.h"
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace crowdtrain::engine {
+
+// Files named directly are taken whatever their extension; folders are
+// searched recursively for *.txt. Each group comes out sorted, in argument
+// order. A missing input, or no file at all, is an error.
+Result<std::vector<std::filesystem::path>> listCorpusFiles(const std::vector<std::filesystem::path>& inputs);
+
+// Calls visit with consecutive chunks of the file, each about chunkBytes
+// (longer when no safe cut point comes sooner). Stops at the first error,
+// from reading or from visit.
+Status forEachChunk(const std::filesystem::path& file, std::size_t chunkBytes,
+    const std::function<Status(std::string_view chunk)>& visit);
+
+} // namespace crowdtrain::engine

@@ -1,0 +1,34 @@
+#pragma once
+
+// Minimal UTF-8 helpers for the tokenizers: strict decoding (no overlongs,
+// no surrogates, nothing above U+10FFFF) and encoding. Pure functions;
+// thread-safe.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace crowdtrain::engine {
+
+struct Utf8Char {
+    char32_t codePoint = 0; // the byte's value when !valid
+    uint32_t length = 1; // bytes consumed; 1 for an invalid byte
+    bool valid = false;
+};
+
+// Decodes the character starting at text[pos] (pos < text.size()). An invalid
+// or truncated sequence yields its first byte alone, marked invalid.
+Utf8Char decodeUtf8(std::string_view text, std::size_t pos);
+
+// Byte offset of the first byte that does not belong to valid UTF-8.
+std::optional<std::size_t> findInvalidUtf8(std::string_view text);
+
+// Appends the UTF-8 form of a code point (which must be a Unicode scalar value).
+void appendUtf8(std::string& out, char32_t codePoint);
+
+// "U+00E9 'é'" style description for error messages.
+std::string describeCodePoint(char32_t codePoint);
+
+} // namespace crowdtrain::engine

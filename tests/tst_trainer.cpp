@@ -1,0 +1,356 @@
+// Trainer: schedule, falling loss on Tiny Shakespeare, determinism, bit-exact
+// resume, bad checkpoints, pause/abort, and c10d Gloo data parallel
+// equivalence (2 processes on loopback against 1 process with twice the batch).
+#include "engine/data_parallel.h"
+#include "engine/trainer.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <fstream>
+#include <thread>
+
+using namespace crowdtrain::engine;
+using crowdtrain::Status;
+
+namespace {
+
+// Tiny Shakespeare as byte ids (< 128 for this ASCII text), in random windows
+// from a counter-based generator so a position fixes the stream.
+class ShakespeareSource : public BatchSource {
+public:
+    ShakespeareSource(int64_t blockSize, uint64_t seed, bool validation)
+        : m_blockSize(blockSize)
+        , m_seed(seed)
+    {
+        std::ifstream in(CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt", std::ios::binary);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::size_t split = text.size() * 9 / 10;
+        const std::string part = validation ? text.substr(split) : text.substr(0, split);
+        m_tokens.assign(part.begin(), part.end());
+    }
+
+    void next(int64_t batch, int64_t* x, int64_t* y) override
+    {
+        for (int64_t row = 0; row < batch; ++row) {
+            const uint64_t r = mix(m_seed ^ mix(m_position * 1000003ull + uint64_t(row)));
+            const std::size_t start = r % (m_tokens.size() - std::size_t(m_blockSize) - 1);
+            for (int64_t i = 0; i < m_blockSize; ++i) {
+                x[row * m_blockSize + i] = m_tokens[start + std::size_t(i)];
+                y[row * m_blockSize + i] = m_tokens[start + std::size_t(i) + 1];
+            }
+        }
+        ++m_position;
+    }
+    uint64_t position() const override { return m_position; }
+    void setPosition(uint64_t p) override { m_position = p; }
+    int64_t blockSize() const override { return m_blockSize; }
+
+private:
+    static uint64_t mix(uint64_t z)
+    {
+        z += 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+
+    int64_t m_blockSize;
+    uint64_t m_seed;
+    uint64_t m_position = 0;
+    std::vector<unsigned char> m_tokens;
+};
+
+TrainOptions tinyOptions()
+{
+    TrainOptions o;
+    o.model.nLayer = 2;
+    o.model.nHead = 2;
+    o.model.nEmbd = 64;
+    o.model.blockSize = 32;
+    o.model.vocabSize = 128;
+    o.batchSize = 8;
+    o.maxIters = 20;
+    o.schedule = {.learningRate = 3e-3, .minLr = 3e-4, .warmupIters = 5, .lrDecayIters = 200, .decayLr = true};
+    o.evalInterval = 0;
+    o.evalIters = 4;
+    o.device = "cpu";
+    return o;
+}
+
+TrainData shakespeare(int64_t blockSize, uint64_t seed = 1)
+{
+    TrainData data;
+    data.train = std::make_unique<ShakespeareSource>(blockSize, seed, false);
+    data.trainEval = std::make_unique<ShakespeareSource>(blockSize, seed + 100, false);
+    data.val = std::make_unique<ShakespeareSource>(blockSize, seed + 200, true);
+    return data;
+}
+
+std::unique_ptr<Trainer> makeTrainer(const TrainOptions& options, std::shared_ptr<DataParallel> parallel = nullptr)
+{
+    auto trainer = Trainer::create(options, shakespeare(options.model.blockSize), std::move(parallel));
+    if (!trainer)
+        qFatal("%s", trainer.error().message.c_str());
+    return std::move(trainer).value();
+}
+
+bool sameParameters(Trainer& a, Trainer& b)
+{
+    const auto pa = a.model()->parameters();
+    const auto pb = b.model()->parameters();
+    for (std::size_t i = 0; i < pa.size(); ++i)
+        if (!torch::equal(pa[i], pb[i]))
+            return false;
+    return true;
+}
+
+// One rank of the data-parallel check, run in a child process: trains and
+// writes its parameters to `out`.
+int runRank(int rank, int world, int port, int batch, const std::string& out)
+{
+    TrainOptions options = tinyOptions();
+    options.batchSize = batch;
+    options.maxIters = 4;
+    std::shared_ptr<DataParallel> parallel;
+    if (world > 1) {
+        auto created = DataParallel::create({.rank = rank, .worldSize = world, .port = uint16_t(port)});
+        if (!created) {
+            std::fprintf(stderr, "%s\n", created.error().message.c_str());
+            return 3;
+        }
+        parallel = *created;
+    }
+    auto trainer = makeTrainer(options, parallel);
+    for (int i = 0; i < options.maxIters; ++i)
+        trainer->step();
+    torch::save(trainer->model()->parameters(), out);
+    return 0;
+}
+
+} // namespace
+
+class TestTrainer : public QObject {
+    Q_OBJECT
+
+private slots:
+    void initTestCase() { torch::set_num_threads(1); }
+
+    void schedule_data()
+    {
+        QTest::addColumn<qint64>("step");
+        QTest::addColumn<double>("expected");
+        // lr 1e-3, min 1e-4, warmup 100, decay until 2000 (nanoGPT's Shakespeare run).
+        QTest::newRow("first warmup step") << qint64(0) << 1e-3 * 1 / 101;
+        QTest::newRow("mid warmup") << qint64(49) << 1e-3 * 50 / 101;
+        QTest::newRow("peak") << qint64(100) << 1e-3;
+        QTest::newRow("half-way cosine") << qint64(1050) << 1e-4 + 0.5 * (1e-3 - 1e-4);
+        QTest::newRow("end of decay") << qint64(2000) << 1e-4;
+        QTest::newRow("after decay") << qint64(5000) << 1e-4;
+    }
+
+    void schedule()
+    {
+        QFETCH(qint64, step);
+        QFETCH(double, expected);
+        const LrSchedule s{.learningRate = 1e-3, .minLr = 1e-4, .warmupIters = 100, .lrDecayIters = 2000};
+        QVERIFY(std::abs(learningRateAt(step, s) - expected) < 1e-12);
+        QCOMPARE(learningRateAt(step, {.learningRate = 5e-4, .decayLr = false}), 5e-4);
+    }
+
+    void rejectsBadOptions()
+    {
+        TrainOptions options = tinyOptions();
+        options.model.nHead = 3;
+        auto trainer = Trainer::create(options, shakespeare(32));
+        QVERIFY(!trainer.ok());
+        options = tinyOptions();
+        auto mismatch = Trainer::create(options, shakespeare(16));
+        QVERIFY(!mismatch.ok());
+        QVERIFY(mismatch.error().message.find("block_size") != std::string::npos);
+        options.device = "tpu";
+        QVERIFY(!Trainer::create(options, shakespeare(32)).ok());
+    }
+
+    void lossFallsOnShakespeare()
+    {
+        TrainOptions options = tinyOptions();
+        options.maxIters = 120;
+        auto trainer = makeTrainer(options);
+        const double before = trainer->evaluateAll().valLoss;
+        std::vector<StepReport> steps;
+        QVERIFY(trainer->run({.onStep = [&](const StepReport& r) { steps.push_back(r); }, .onEval = {}}).ok());
+        const double after = trainer->evaluateAll().valLoss;
+        QCOMPARE(int(steps.size()), 120);
+        QCOMPARE(steps.back().tokensSeen, int64_t(120 * 8 * 32));
+        QVERIFY(steps.back().tokensPerSecond > 0);
+        QVERIFY2(after < before - 1.5, qPrintable(QStringLiteral("%1 -> %2").arg(before).arg(after)));
+    }
+
+    void deterministicForASeed()
+    {
+        auto a = makeTrainer(tinyOptions());
+        auto b = makeTrainer(tinyOptions());
+        for (int i = 0; i < 3; ++i) {
+            QCOMPARE(a->step().loss, b->step().loss);
+        }
+        QVERIFY(sameParameters(*a, *b));
+    }
+
+    void resumeIsBitExact()
+    {
+        QTemporaryDir dir;
+        const std::string file = dir.filePath(QStringLiteral("state.ckpt")).toStdString();
+        auto straight = makeTrainer(tinyOptions());
+        for (int i = 0; i < 8; ++i)
+            straight->step();
+
+        auto first = makeTrainer(tinyOptions());
+        for (int i = 0; i < 4; ++i)
+            first->step();
+        QVERIFY(first->saveState(file).ok());
+        first.reset();
+
+        TrainOptions other = tinyOptions();
+        other.seed = 99; // different initial weights: everything must come from the file
+        auto resumed = makeTrainer(other);
+        const Status loaded = resumed->loadState(file);
+        QVERIFY2(loaded.ok(), loaded.ok() ? "" : loaded.error().message.c_str());
+        QCOMPARE(resumed->stepCount(), int64_t(4));
+        for (int i = 0; i < 4; ++i)
+            resumed->step();
+        QVERIFY(sameParameters(*straight, *resumed));
+        QCOMPARE(resumed->tokensSeen(), straight->tokensSeen());
+    }
+
+    void badStateFiles_data()
+    {
+        QTest::addColumn<QString>("damage");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("truncated") << QStringLiteral("truncate") << QStringLiteral("truncated");
+        QTest::newRow("bad magic") << QStringLiteral("magic") << QStringLiteral("bad magic");
+        QTest::newRow("future version") << QStringLiteral("version") << QStringLiteral("version");
+        QTest::newRow("flipped byte") << QStringLiteral("flip") << QStringLiteral("checksum");
+        QTest::newRow("other model") << QStringLiteral("model") << QStringLiteral("saved for model");
+        QTest::newRow("missing") << QStringLiteral("missing") << QStringLiteral("cannot open");
+    }
+
+    void badStateFiles()
+    {
+        QFETCH(QString, damage);
+        QFETCH(QString, message);
+        QTemporaryDir dir;
+        const std::string file = dir.filePath(QStringLiteral("state.ckpt")).toStdString();
+        TrainOptions options = tinyOptions();
+        if (damage == QLatin1String("model"))
+            options.model.nEmbd = 32;
+        auto saver = makeTrainer(options);
+        saver->step();
+        QVERIFY(saver->saveState(file).ok());
+
+        std::string bytes;
+        {
+            std::ifstream in(file, std::ios::binary);
+            bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        }
+        if (damage == QLatin1String("truncate"))
+            bytes.resize(bytes.size() / 2);
+        else if (damage == QLatin1String("magic"))
+            bytes[0] = 'X';
+        else if (damage == QLatin1String("version"))
+            bytes[8] = 9;
+        else if (damage == QLatin1String("flip"))
+            bytes[bytes.size() / 2] ^= 0x40;
+        std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+        if (damage == QLatin1String("missing"))
+            std::filesystem::remove(file);
+
+        auto loader = makeTrainer(tinyOptions());
+        const auto before = loader->model()->parameters()[0].clone();
+        const Status status = loader->loadState(file);
+        QVERIFY(!status.ok());
+        QVERIFY2(QString::fromStdString(status.error().message).contains(message), status.error().message.c_str());
+        QVERIFY(QString::fromStdString(status.error().message).contains(QStringLiteral("state.ckpt")));
+        QCOMPARE(loader->stepCount(), int64_t(0));
+        QVERIFY(torch::equal(before, loader->model()->parameters()[0]));
+    }
+
+    void pauseAndAbortAtStepBoundaries()
+    {
+        TrainOptions options = tinyOptions();
+        options.maxIters = 100000;
+        auto trainer = makeTrainer(options);
+        TrainerControl control;
+        std::atomic<int64_t> steps{0};
+        std::thread worker([&] {
+            QVERIFY(
+                trainer->run({.onStep = [&](const StepReport& r) { steps = r.step; }, .onEval = {}}, &control).ok());
+        });
+        while (steps < 3)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        control.pause();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const int64_t pausedAt = steps;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        QCOMPARE(int64_t(steps), pausedAt); // no step while paused
+        control.resume();
+        while (steps < pausedAt + 2)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        control.abort();
+        worker.join();
+        QVERIFY(trainer->stepCount() < options.maxIters);
+        QCOMPARE(trainer->stepCount(), int64_t(steps)); // the last step finished and was reported
+    }
+
+    // 2 ranks x batch 4 through Gloo give the update of 1 rank x batch 8.
+    void glooDataParallelMatchesDoubleBatch()
+    {
+        QTemporaryDir dir;
+        const QString self = QCoreApplication::applicationFilePath();
+        const int port = 29000 + int(QCoreApplication::applicationPid() % 1000);
+        auto launch = [&](int rank, int world, int batch, const QString& out) {
+            auto* process = new QProcess(this);
+            process->setProcessChannelMode(QProcess::ForwardedChannels);
+            process->start(self,
+                {QStringLiteral("--rank"), QString::number(rank), QString::number(world), QString::number(port),
+                    QString::number(batch), out});
+            return process;
+        };
+        const QString single = dir.filePath(QStringLiteral("single.pt"));
+        const QString rank0 = dir.filePath(QStringLiteral("rank0.pt"));
+        const QString rank1 = dir.filePath(QStringLiteral("rank1.pt"));
+        QList<QProcess*> processes{launch(0, 1, 8, single), launch(0, 2, 4, rank0), launch(1, 2, 4, rank1)};
+        for (QProcess* p : processes) {
+            QVERIFY(p->waitForFinished(300000));
+            QCOMPARE(p->exitCode(), 0);
+        }
+        std::vector<torch::Tensor> a, b, c;
+        torch::load(a, single.toStdString());
+        torch::load(b, rank0.toStdString());
+        torch::load(c, rank1.toStdString());
+        QCOMPARE(a.size(), b.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            QVERIFY(torch::equal(b[i], c[i])); // ranks stay in lock-step
+            worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+        }
+        QVERIFY2(worst < 1e-5, qPrintable(QString::number(worst)));
+        // ...and training actually moved the weights.
+        TrainOptions options = tinyOptions();
+        auto fresh = makeTrainer(options);
+        QVERIFY(!torch::allclose(fresh->model()->parameters()[0], a[0]));
+    }
+};
+
+int main(int argc, char** argv)
+{
+    if (argc == 7 && std::string(argv[1]) == "--rank") {
+        torch::set_num_threads(1);
+        return runRank(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), argv[6]);
+    }
+    QCoreApplication app(argc, argv);
+    TestTrainer test;
+    return QTest::qExec(&test, argc, argv);
+}
+
+#include "tst_trainer.moc"
