@@ -50,8 +50,14 @@ const DtypeInfo* dtypeInfo(torch::Dtype dtype)
 
 struct PreparedTensor {
     std::string name;
-    torch::Tensor data; // CPU, contiguous
+    torch::Tensor data; // any device and strides: copied to the CPU one at a time when written
 };
+
+// The bytes of one tensor as the file stores them.
+torch::Tensor hostBytes(const torch::Tensor& tensor)
+{
+    return tensor.detach().to(torch::kCPU).contiguous();
+}
 
 struct Prepared {
     std::string headerLengthAndJson; // 8-byte length + padded JSON
@@ -68,14 +74,14 @@ Result<Prepared> prepare(const NamedTensors& tensors, const std::map<std::string
             return Error::make("bad_tensor", "tensor name '" + name + "' is not allowed in a safetensors file");
         if (!names.insert(name).second)
             return Error::make("bad_tensor", "tensor name '" + name + "' appears twice");
-        if (!tensor.defined())
-            return Error::make("bad_tensor", "tensor '" + name + "' is undefined");
+        if (!tensor.defined() || tensor.layout() != torch::kStrided)
+            return Error::make("bad_tensor", "tensor '" + name + "' is undefined or not dense");
         const DtypeInfo* info = dtypeInfo(tensor.scalar_type());
         if (info == nullptr)
             return Error::make("bad_tensor",
                 "tensor '" + name + "' has dtype " + std::string(c10::toString(tensor.scalar_type()))
                     + ", which safetensors files here do not support");
-        sorted.push_back({info, {name, tensor.detach().to(torch::kCPU).contiguous()}});
+        sorted.push_back({info, {name, tensor}});
     }
     std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
         if (a.first->alignmentRank != b.first->alignmentRank)
@@ -326,7 +332,8 @@ Status writeSafetensors(
         if (Status written = out->write(prepared->headerLengthAndJson); !written)
             return written;
         for (const auto& tensor : prepared->tensors) {
-            if (Status written = out->write(tensor.data.data_ptr(), tensor.data.nbytes()); !written)
+            const torch::Tensor host = hostBytes(tensor.data);
+            if (Status written = out->write(host.data_ptr(), host.nbytes()); !written)
                 return written;
         }
         return out->commit();
@@ -345,8 +352,9 @@ Result<std::string> serializeSafetensors(
             return prepared.error();
         std::string bytes = std::move(prepared->headerLengthAndJson);
         for (const auto& tensor : prepared->tensors) {
-            if (tensor.data.nbytes() > 0)
-                bytes.append(static_cast<const char*>(tensor.data.data_ptr()), tensor.data.nbytes());
+            const torch::Tensor host = hostBytes(tensor.data);
+            if (host.nbytes() > 0)
+                bytes.append(static_cast<const char*>(host.data_ptr()), host.nbytes());
         }
         return bytes;
     } catch (const std::exception& e) {
