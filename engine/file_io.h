@@ -18,5 +18,4 @@ Result<std::string> readFile(const std::filesystem::path& file);
 // Error for a failed system call on `file`, with errno's text.
 Error ioError(const std::filesystem::path& file, const std::string& what, int errorNumber);
 
-
 } // namespace crowdtrain::engine
