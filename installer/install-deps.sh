@@ -29,7 +29,7 @@ packages=(
     # the slow reference BLAS. engine/cpu_runtime.cpp tunes it at start-up.
     libopenblas0-pthread
     # Networking, serialisation, storage.
-    libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libssl-dev
+    libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libssl-dev libsodium-dev
     # JSON (encoder.json, config.json, safetensors headers); header-only.
     nlohmann-json3-dev
     # Screenshots and headless GUI runs.
