@@ -1,5 +1,7 @@
 #include "engine/gpt.h"
 
+#include "engine/cpu_kernels.h"
+
 #include <cmath>
 
 namespace crowdtrain::engine {
@@ -17,15 +19,16 @@ torch::Tensor causalAttention(
     // Fused kernels (flash / memory-efficient) where the build has them.
     return at::scaled_dot_product_attention(q, k, v, {}, training ? dropout : 0.0, /*is_causal=*/true);
 #else
-    // libtorch 1.x has no public fused attention; this is the same math.
-    const int64_t t = q.size(-2);
-    auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
-    const auto future = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
-    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    // libtorch 1.x has no public fused attention: the same math, with the
+    // causal mask added inside the batched product (one pass, no masked_fill).
+    const int64_t b = q.size(0), h = q.size(1), t = q.size(2), hd = q.size(3);
+    const auto mask = torch::full({t, t}, -std::numeric_limits<float>::infinity(), q.options()).triu(1);
+    auto scores = torch::baddbmm(mask.expand({b * h, t, t}), q.reshape({b * h, t, hd}),
+        k.reshape({b * h, t, hd}).transpose(1, 2), /*beta=*/1.0, /*alpha=*/1.0 / std::sqrt(double(hd)));
     auto weights = torch::softmax(scores, -1);
     if (training && dropout > 0.0)
         weights = torch::dropout(weights, dropout, true);
-    return torch::matmul(weights, v);
+    return torch::bmm(weights, v.reshape({b * h, t, hd})).view({b, h, t, hd});
 #endif
 }
 
@@ -59,7 +62,7 @@ MlpImpl::MlpImpl(const GptConfig& c)
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x)
 {
-    return m_dropout->forward(m_cProj->forward(torch::gelu(m_cFc->forward(x), "tanh")));
+    return m_dropout->forward(m_cProj->forward(geluTanh(m_cFc->forward(x))));
 }
 
 BlockImpl::BlockImpl(const GptConfig& c)

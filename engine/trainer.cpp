@@ -1,7 +1,10 @@
 #include "engine/trainer.h"
 
 #include "engine/data_parallel.h"
+#include "engine/thread_team.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <chrono>
 #include <cmath>
@@ -31,6 +34,21 @@ public:
 private:
     bool m_enabled;
 };
+
+void zeroGradients(Gpt& model)
+{
+    for (auto& p : model->parameters())
+        if (p.grad().defined())
+            p.mutable_grad().zero_();
+}
+
+// Replica i's share of b rows: the first b % n replicas take one more.
+std::pair<int64_t, int64_t> rowsOf(int64_t i, int64_t n, int64_t b)
+{
+    const int64_t base = b / n, extra = b % n;
+    const int64_t begin = i * base + std::min(i, extra);
+    return {begin, begin + base + (i < extra ? 1 : 0)};
+}
 
 } // namespace
 
@@ -95,10 +113,22 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
     auto device = resolveDevice(options.device);
     if (!device)
         return device.error();
-    return std::unique_ptr<Trainer>(new Trainer(std::move(options), std::move(data), std::move(parallel), *device));
+    if (options.cpuReplicas < 0)
+        return Error::make("bad_options", "cpu replicas must be 0 (automatic) or positive");
+    if (options.cpuReplicas > 1 && options.model.dropout > 0)
+        return Error::make("bad_options", "CPU replicas need dropout 0 to stay deterministic");
+    int64_t replicas = 1;
+    if (device->is_cpu()) {
+        replicas = options.cpuReplicas > 0 ? options.cpuReplicas
+                                           : (options.model.dropout > 0 ? 1 : int64_t(at::get_num_threads()));
+        replicas = std::clamp<int64_t>(replicas, 1, options.batchSize);
+    }
+    return std::unique_ptr<Trainer>(
+        new Trainer(std::move(options), std::move(data), std::move(parallel), *device, replicas));
 }
 
-Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device)
+Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device,
+    int64_t replicas)
     : m_options(std::move(options))
     , m_data(std::move(data))
     , m_parallel(std::move(parallel))
@@ -121,6 +151,23 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
     groups.emplace_back(m_model->undecayedParameters(), groupOptions(0.0));
     m_optimizer
         = std::make_unique<torch::optim::AdamW>(std::move(groups), AdamWOptions(m_options.schedule.learningRate));
+
+    if (replicas > 1) {
+        // Building a replica draws initial weights; they are overwritten by
+        // syncReplicas(), and the generator is put back so that a seed gives
+        // the same run whatever the replica count.
+        at::Generator generator = at::detail::getDefaultCPUGenerator();
+        const torch::Tensor rng = generator.get_state();
+        for (int64_t i = 1; i < replicas; ++i)
+            m_replicas.emplace_back(m_options.model);
+        generator.set_state(rng);
+        // Each member computes with one thread: replicas, not kernels, share
+        // the cores (two OpenMP pools on two cores halve each other's speed).
+        const int mainThreads = at::get_num_threads();
+        m_team = std::make_unique<ThreadTeam>(int(replicas), [](int) { at::set_num_threads(1); });
+        m_team->run([](int) {});
+        at::set_num_threads(mainThreads);
+    }
 }
 
 Trainer::~Trainer() = default;
@@ -144,6 +191,8 @@ StepReport Trainer::step()
     // N ranks x batch B see exactly what 1 rank x batch N*B would.
     m_xBuffer.resize(std::size_t(world * b * t));
     m_yBuffer.resize(m_xBuffer.size());
+    if (m_team)
+        syncReplicas();
     double lossSum = 0;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
         m_data.train->next(world * b, m_xBuffer.data(), m_yBuffer.data());
@@ -152,14 +201,11 @@ StepReport Trainer::step()
             = torch::from_blob(m_xBuffer.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device, true, true);
         auto y
             = torch::from_blob(m_yBuffer.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device, true, true);
-        torch::Tensor loss;
-        {
-            AutocastScope autocast(m_device.is_cuda() && m_options.bf16Autocast);
-            loss = m_model->loss(x, y);
-        }
-        (loss / double(accumulation)).backward();
-        lossSum += loss.item<double>();
+        const double scale = 1.0 / double(accumulation);
+        lossSum += m_team ? replicatedMicroStep(x, y, scale) : microStep(x, y, scale);
     }
+    if (m_team)
+        sumReplicaGradients();
     double meanLoss = lossSum / double(accumulation);
 
     auto parameters = m_model->parameters();
@@ -185,6 +231,60 @@ StepReport Trainer::step()
     m_tokensSeen += tokens;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return StepReport{m_step, meanLoss, lr, gradNorm, seconds * 1e3, double(tokens) / seconds, m_tokensSeen};
+}
+
+double Trainer::microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale)
+{
+    torch::Tensor loss;
+    {
+        AutocastScope autocast(m_device.is_cuda() && m_options.bf16Autocast);
+        loss = m_model->loss(x, y);
+    }
+    (loss * lossScale).backward();
+    return loss.item<double>();
+}
+
+double Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale)
+{
+    const int64_t n = m_team->size(), b = x.size(0);
+    std::vector<double> losses(std::size_t(n), 0.0);
+    m_team->run([&](int i) {
+        Gpt& model = i == 0 ? m_model : m_replicas[std::size_t(i - 1)];
+        const auto [begin, end] = rowsOf(i, n, b);
+        const auto rows = torch::indexing::Slice(begin, end);
+        const double share = double(end - begin) / double(b);
+        torch::Tensor loss = model->loss(x.index({rows}), y.index({rows}));
+        (loss * (lossScale * share)).backward();
+        losses[std::size_t(i)] = loss.item<double>() * share;
+    });
+    double sum = 0;
+    for (double l : losses)
+        sum += l;
+    return sum;
+}
+
+void Trainer::syncReplicas()
+{
+    torch::NoGradGuard noGrad;
+    const auto primary = m_model->parameters();
+    for (Gpt& replica : m_replicas) {
+        const auto params = replica->parameters();
+        for (std::size_t j = 0; j < primary.size(); ++j)
+            params[j].copy_(primary[j]);
+        zeroGradients(replica);
+    }
+}
+
+void Trainer::sumReplicaGradients()
+{
+    torch::NoGradGuard noGrad;
+    const auto primary = m_model->parameters();
+    for (Gpt& replica : m_replicas) {
+        const auto params = replica->parameters();
+        for (std::size_t j = 0; j < primary.size(); ++j)
+            if (params[j].grad().defined())
+                primary[j].mutable_grad().add_(params[j].grad());
+    }
 }
 
 double Trainer::evaluate(BatchSource& source, int64_t iters)

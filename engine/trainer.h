@@ -21,6 +21,7 @@
 namespace crowdtrain::engine {
 
 class DataParallel;
+class ThreadTeam;
 
 struct TrainOptions {
     GptConfig model;
@@ -37,6 +38,11 @@ struct TrainOptions {
     uint64_t seed = 1337;
     std::string device = "auto"; // "cpu", "cuda", "cuda:N" or "auto"
     bool bf16Autocast = true; // on CUDA only
+    // CPU only: model replicas that each take a slice of the batch on their
+    // own thread with single-threaded kernels, their gradients summed in a
+    // fixed order (deterministic). 0 = one per torch thread when dropout is 0
+    // (dropout draws from one shared generator, so it keeps one replica).
+    int64_t cpuReplicas = 0;
 };
 
 struct StepReport {
@@ -113,7 +119,13 @@ public:
     TrainData& data() { return m_data; }
 
 private:
-    Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device);
+    Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device,
+        int64_t replicas);
+    // One micro-batch: forward and backward of rows [0, b) of x/y; returns the loss.
+    double microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale);
+    double replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale);
+    void syncReplicas();
+    void sumReplicaGradients();
 
     TrainOptions m_options;
     TrainData m_data;
@@ -125,6 +137,8 @@ private:
     int64_t m_tokensSeen = 0;
     std::vector<int64_t> m_xBuffer;
     std::vector<int64_t> m_yBuffer;
+    std::vector<Gpt> m_replicas; // besides m_model, when cpuReplicas > 1
+    std::unique_ptr<ThreadTeam> m_team;
 };
 
 // "auto" picks CUDA when available. Errors on an unknown or absent device.

@@ -1,0 +1,113 @@
+#include "engine/cpu_kernels.h"
+
+#include <ATen/Parallel.h>
+#include <cstdint>
+#include <cstring>
+
+// This file is built with -fno-trapping-math -fno-signed-zeros (engine/CMakeLists.txt):
+// without them GCC will not vectorise the branch-free exp below.
+
+namespace crowdtrain::engine {
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCubic = 0.044715f;
+constexpr int64_t kGrain = 1 << 15;
+
+// e^x for the range tanh needs: 2^n * p(r), |r| <= ln2 / 2, a degree-6
+// polynomial (Cephes' expf); relative error about 2e-7. x is clamped to
+// [-40, 40]: tanh(x / 2) has long saturated there, and no product below
+// reaches a denormal.
+inline float expClamped(float x)
+{
+    x = x < -40.0f ? -40.0f : (x > 40.0f ? 40.0f : x);
+    const float n = float(int32_t(x * 1.44269504088896341f + (x >= 0.0f ? 0.5f : -0.5f)));
+    const float r = x - n * 0.693145751953125f - n * 1.428606765330187045e-06f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = (int32_t(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+// tanh(u) and 1 - tanh(u)^2 for u = sqrt(2/pi) (v + 0.044715 v^3), both
+// from e = exp(2u) so that neither tail cancels: tanh = (e - 1) / (e + 1),
+// sech^2 = 4e / (e + 1)^2.
+struct TanhParts {
+    float tanh;
+    float sech2;
+};
+
+inline TanhParts tanhOfGeluArgument(float v)
+{
+    const float e = expClamped(2.0f * kSqrt2OverPi * (v + kCubic * v * v * v));
+    const float inv = 1.0f / (e + 1.0f);
+    return {(e - 1.0f) * inv, 4.0f * e * inv * inv};
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void geluForward(const float* x, float* y, int64_t n)
+{
+    for (int64_t i = 0; i < n; ++i)
+        y[i] = 0.5f * x[i] * (1.0f + tanhOfGeluArgument(x[i]).tanh);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void geluBackward(
+    const float* x, const float* dy, float* dx, int64_t n)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        const TanhParts t = tanhOfGeluArgument(v);
+        const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
+        dx[i] = dy[i] * (0.5f * (1.0f + t.tanh) + 0.5f * v * t.sech2 * du);
+    }
+}
+
+template <typename Kernel> void parallelOver(int64_t n, Kernel kernel)
+{
+    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) { kernel(begin, end - begin); });
+}
+
+class GeluTanhFunction : public torch::autograd::Function<GeluTanhFunction> {
+public:
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input)
+    {
+        const torch::Tensor x = input.contiguous();
+        torch::Tensor y = torch::empty_like(x);
+        const float* in = x.data_ptr<float>();
+        float* out = y.data_ptr<float>();
+        parallelOver(x.numel(), [&](int64_t at, int64_t count) { geluForward(in + at, out + at, count); });
+        ctx->save_for_backward({x});
+        return y;
+    }
+
+    static torch::autograd::tensor_list backward(
+        torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list gradOutputs)
+    {
+        const torch::Tensor x = ctx->get_saved_variables()[0];
+        const torch::Tensor dy = gradOutputs[0].contiguous();
+        torch::Tensor dx = torch::empty_like(x);
+        const float* in = x.data_ptr<float>();
+        const float* gradOut = dy.data_ptr<float>();
+        float* gradIn = dx.data_ptr<float>();
+        parallelOver(
+            x.numel(), [&](int64_t at, int64_t count) { geluBackward(in + at, gradOut + at, gradIn + at, count); });
+        return {dx};
+    }
+};
+
+} // namespace
+
+torch::Tensor geluTanh(const torch::Tensor& x)
+{
+    if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat)
+        return torch::gelu(x, "tanh");
+    return GeluTanhFunction::apply(x);
+}
+
+} // namespace crowdtrain::engine
