@@ -1,0 +1,283 @@
+#include "net/coordinator/data_plan.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+namespace crowdtrain::coordinator {
+namespace {
+
+constexpr char kMagic[8] = {'C', 'T', 'D', 'P', 'L', 'A', 'N', '1'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr std::size_t kHeaderBytes = 8 + 4 + 4 + 8 * 4;
+
+uint64_t splitmix64(uint64_t& state)
+{
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(uint64_t hash, std::string_view bytes)
+{
+    for (unsigned char c : bytes) {
+        hash ^= c;
+        hash *= 0x100000001B3ull;
+    }
+    return hash;
+}
+
+constexpr uint64_t kFnvOffset = 0xCBF29CE484222325ull;
+
+void putU64(std::string& out, uint64_t v)
+{
+    for (int i = 0; i < 8; ++i)
+        out.push_back(char((v >> (8 * i)) & 0xFF));
+}
+
+void putU32(std::string& out, uint32_t v)
+{
+    for (int i = 0; i < 4; ++i)
+        out.push_back(char((v >> (8 * i)) & 0xFF));
+}
+
+uint64_t getU64(std::string_view in, std::size_t offset)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i)
+        v = (v << 8) | uint8_t(in[offset + std::size_t(i)]);
+    return v;
+}
+
+uint32_t getU32(std::string_view in, std::size_t offset)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; --i)
+        v = (v << 8) | uint8_t(in[offset + std::size_t(i)]);
+    return v;
+}
+
+Error badBlob(const std::string& why)
+{
+    return Error::make("bad_data_plan", "saved data plan " + why);
+}
+
+} // namespace
+
+Result<DataPlan> DataPlan::create(
+    std::vector<uint64_t> shardTokens, uint64_t tokensPerRange, uint64_t seed, int64_t leaseDurationMs)
+{
+    if (tokensPerRange < 2)
+        return Error::make("bad_data_plan", "a range needs at least 2 tokens");
+    if (leaseDurationMs <= 0)
+        return Error::make("bad_data_plan", "the lease duration must be positive");
+    DataPlan plan;
+    plan.m_tokensPerRange = tokensPerRange;
+    plan.m_seed = seed;
+    plan.m_leaseDurationMs = leaseDurationMs;
+    // Stride tokensPerRange - 1: the last target of a range is the first
+    // input of the next, so every token is predicted once.
+    const uint64_t stride = tokensPerRange - 1;
+    for (std::size_t shard = 0; shard < shardTokens.size(); ++shard) {
+        for (uint64_t begin = 0; shardTokens[shard] >= tokensPerRange && begin <= shardTokens[shard] - tokensPerRange;
+             begin += stride) {
+            if (plan.m_ranges.size() >= std::numeric_limits<uint32_t>::max())
+                return Error::make("bad_data_plan", "too many ranges: use larger tasks");
+            plan.m_ranges.push_back(Range{uint32_t(shard), begin, begin + tokensPerRange});
+        }
+    }
+    if (plan.m_ranges.empty())
+        return Error::make(
+            "bad_data_plan", "no train shard holds a task of " + std::to_string(tokensPerRange) + " tokens");
+    plan.m_completed.assign(plan.m_ranges.size(), false);
+    plan.refillPool();
+    return plan;
+}
+
+Result<DataPlan> DataPlan::create(
+    const engine::DataSet& data, uint64_t tokensPerRange, uint64_t seed, int64_t leaseDurationMs)
+{
+    std::vector<uint64_t> sizes;
+    for (const engine::TokenShard& shard : data.train)
+        sizes.push_back(shard.size());
+    return create(std::move(sizes), tokensPerRange, seed, leaseDurationMs);
+}
+
+void DataPlan::refillPool()
+{
+    std::vector<uint32_t> order(m_ranges.size());
+    std::iota(order.begin(), order.end(), 0u);
+    // Our own Fisher-Yates: std::shuffle's sequence differs between standard
+    // libraries, and a restarted coordinator must rebuild the same order.
+    uint64_t state = m_seed ^ (m_epoch * 0xD1B54A32D192ED03ull);
+    for (std::size_t i = order.size(); i > 1; --i)
+        std::swap(order[i - 1], order[splitmix64(state) % i]);
+    std::vector<bool> leased(m_ranges.size(), false);
+    for (const auto& [id, lease] : m_leases)
+        leased[lease.range] = true;
+    m_pool.clear();
+    for (uint32_t range : order) {
+        if (!m_completed[range] && !leased[range])
+            m_pool.push_back(range);
+    }
+}
+
+std::optional<Lease> DataPlan::lease(const std::string& publicKey, int64_t nowMs)
+{
+    if (m_pool.empty())
+        return std::nullopt;
+    const uint32_t range = m_pool.front();
+    m_pool.pop_front();
+    Lease lease = leaseOfRange(range);
+    lease.id = m_nextLeaseId++;
+    lease.publicKey = publicKey;
+    lease.deadlineMs = nowMs + m_leaseDurationMs;
+    m_leases.emplace(lease.id, lease);
+    return lease;
+}
+
+Lease DataPlan::leaseOfRange(uint32_t range) const
+{
+    Lease lease;
+    lease.epoch = m_epoch;
+    lease.range = range;
+    lease.shard = m_ranges[range].shard;
+    lease.begin = m_ranges[range].begin;
+    lease.end = m_ranges[range].end;
+    return lease;
+}
+
+Status DataPlan::complete(uint64_t leaseId)
+{
+    const auto it = m_leases.find(leaseId);
+    if (it == m_leases.end())
+        return Error::make("unknown_lease", "lease " + std::to_string(leaseId) + " is not outstanding");
+    const uint32_t range = it->second.range;
+    m_leases.erase(it);
+    m_completed[range] = true;
+    ++m_completedCount;
+    if (m_completedCount == m_ranges.size()) {
+        // No lease can be outstanding here: every range is completed.
+        ++m_epoch;
+        m_completed.assign(m_ranges.size(), false);
+        m_completedCount = 0;
+        refillPool();
+    }
+    return Status::success();
+}
+
+bool DataPlan::releaseLease(uint64_t leaseId)
+{
+    const auto it = m_leases.find(leaseId);
+    if (it == m_leases.end())
+        return false;
+    // To the front: data that was due goes out next rather than at the end of the epoch.
+    m_pool.push_front(it->second.range);
+    m_leases.erase(it);
+    return true;
+}
+
+std::vector<Lease> DataPlan::release(const std::string& publicKey)
+{
+    std::vector<Lease> released;
+    for (const auto& [id, lease] : m_leases) {
+        if (lease.publicKey == publicKey)
+            released.push_back(lease);
+    }
+    for (auto it = released.rbegin(); it != released.rend(); ++it)
+        releaseLease(it->id);
+    return released;
+}
+
+std::vector<Lease> DataPlan::expire(int64_t nowMs)
+{
+    std::vector<Lease> expired;
+    for (const auto& [id, lease] : m_leases) {
+        if (lease.deadlineMs <= nowMs)
+            expired.push_back(lease);
+    }
+    for (auto it = expired.rbegin(); it != expired.rend(); ++it)
+        releaseLease(it->id);
+    return expired;
+}
+
+std::optional<Lease> DataPlan::findLease(uint64_t leaseId) const
+{
+    const auto it = m_leases.find(leaseId);
+    return it == m_leases.end() ? std::nullopt : std::optional<Lease>(it->second);
+}
+
+engine::ShardSlice DataPlan::sliceOf(const Lease& lease, const engine::DataSet& data)
+{
+    if (lease.shard >= data.train.size())
+        return {};
+    return engine::ShardSlice{&data.train[lease.shard], lease.begin, lease.end};
+}
+
+uint64_t DataPlan::fingerprint() const
+{
+    std::string bytes;
+    putU64(bytes, m_tokensPerRange);
+    putU64(bytes, m_seed);
+    for (const Range& r : m_ranges) {
+        putU32(bytes, r.shard);
+        putU64(bytes, r.begin);
+        putU64(bytes, r.end);
+    }
+    return fnv1a(kFnvOffset, bytes);
+}
+
+std::string DataPlan::serialize() const
+{
+    std::string out(kMagic, sizeof kMagic);
+    putU32(out, kFormatVersion);
+    putU32(out, 0);
+    putU64(out, fingerprint());
+    putU64(out, m_epoch);
+    putU64(out, m_nextLeaseId);
+    putU64(out, m_ranges.size());
+    std::string bits((m_ranges.size() + 7) / 8, '\0');
+    for (std::size_t i = 0; i < m_ranges.size(); ++i) {
+        if (m_completed[i])
+            bits[i / 8] = char(uint8_t(bits[i / 8]) | (1u << (i % 8)));
+    }
+    out += bits;
+    putU64(out, fnv1a(kFnvOffset, out));
+    return out;
+}
+
+Status DataPlan::restore(std::string_view blob)
+{
+    if (blob.size() < kHeaderBytes + 8 || std::memcmp(blob.data(), kMagic, sizeof kMagic) != 0)
+        return badBlob("is not a data plan");
+    if (getU32(blob, 8) != kFormatVersion)
+        return badBlob("has unknown format version " + std::to_string(getU32(blob, 8)));
+    if (fnv1a(kFnvOffset, blob.substr(0, blob.size() - 8)) != getU64(blob, blob.size() - 8))
+        return badBlob("is damaged (checksum mismatch)");
+    const uint64_t count = getU64(blob, 40);
+    if (count != m_ranges.size() || getU64(blob, 16) != fingerprint())
+        return badBlob("was written for other train shards, task size or seed (" + std::to_string(count)
+            + " ranges, now " + std::to_string(m_ranges.size()) + ")");
+    if (blob.size() != kHeaderBytes + (count + 7) / 8 + 8)
+        return badBlob("has the wrong size");
+    m_epoch = getU64(blob, 24);
+    m_nextLeaseId = std::max(m_nextLeaseId, getU64(blob, 32));
+    m_completedCount = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        m_completed[i] = (uint8_t(blob[kHeaderBytes + i / 8]) >> (i % 8)) & 1u;
+        m_completedCount += m_completed[i] ? 1 : 0;
+    }
+    if (m_completedCount == count) {
+        ++m_epoch;
+        m_completed.assign(count, false);
+        m_completedCount = 0;
+    }
+    // Leases of the lost round are gone: their ranges are simply not completed.
+    m_leases.clear();
+    refillPool();
+    return Status::success();
+}
+
+} // namespace crowdtrain::coordinator

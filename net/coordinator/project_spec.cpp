@@ -1,0 +1,374 @@
+#include "net/coordinator/project_spec.h"
+
+#include "engine/atomic_file.h"
+#include "engine/data_set.h"
+#include "engine/hf_gpt2_config.h"
+#include "engine/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <initializer_list>
+#include <limits>
+
+namespace crowdtrain::coordinator {
+namespace {
+
+using nlohmann::json;
+
+// Reads one JSON object's fields; every error names the file and the
+// dotted field path, and the first one found is kept.
+class FieldReader {
+public:
+    FieldReader(std::string file, std::string prefix)
+        : m_file(std::move(file))
+        , m_prefix(std::move(prefix))
+    { }
+
+    Error error(const std::string& field, const std::string& message) const
+    {
+        return Error::make("bad_spec", m_file + ": " + m_prefix + field + ": " + message);
+    }
+
+    // Unknown keys are errors: a misspelt optional field would otherwise be
+    // ignored and its default used without a word.
+    std::optional<Error> checkKeys(const json& object, std::initializer_list<const char*> known) const
+    {
+        for (const auto& [key, value] : object.items()) {
+            if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; }))
+                return error(key, "unknown field");
+        }
+        return std::nullopt;
+    }
+
+    std::optional<Error> integer(const json& object, const char* field, int64_t& out, int64_t min,
+        int64_t max = std::numeric_limits<int64_t>::max()) const
+    {
+        if (!object.contains(field))
+            return std::nullopt;
+        const json& v = object[field];
+        if (!v.is_number_integer())
+            return error(field, "must be an integer");
+        if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+            return error(field, "is too large");
+        const int64_t value = v.get<int64_t>();
+        if (value < min || value > max)
+            return error(field,
+                "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + std::to_string(value));
+        out = value;
+        return std::nullopt;
+    }
+
+    std::optional<Error> number(
+        const json& object, const char* field, double& out, double min, double max, bool minInclusive = true) const
+    {
+        if (!object.contains(field))
+            return std::nullopt;
+        const json& v = object[field];
+        if (!v.is_number())
+            return error(field, "must be a number");
+        const double value = v.get<double>();
+        if (!(minInclusive ? value >= min : value > min) || !(value <= max))
+            return error(field,
+                std::string("must be in ") + (minInclusive ? "[" : "(") + json(min).dump() + ", " + json(max).dump()
+                    + "], got " + v.dump());
+        out = value;
+        return std::nullopt;
+    }
+
+    std::optional<Error> boolean(const json& object, const char* field, bool& out) const
+    {
+        if (!object.contains(field))
+            return std::nullopt;
+        if (!object[field].is_boolean())
+            return error(field, "must be true or false");
+        out = object[field].get<bool>();
+        return std::nullopt;
+    }
+
+    std::optional<Error> object(const json& parent, const char* field, const json*& out) const
+    {
+        out = nullptr;
+        if (!parent.contains(field))
+            return std::nullopt;
+        if (!parent[field].is_object())
+            return error(field, "must be an object");
+        out = &parent[field];
+        return std::nullopt;
+    }
+
+    FieldReader nested(const char* field) const { return FieldReader(m_file, m_prefix + field + "."); }
+
+private:
+    std::string m_file;
+    std::string m_prefix;
+};
+
+#define CT_TRY(expr)                                                                                                   \
+    if (auto failure = (expr))                                                                                         \
+        return *failure;
+
+bool isSlug(const std::string& name)
+{
+    return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    });
+}
+
+std::optional<Error> parseModel(const FieldReader& top, const json& root, ProjectSpec& spec)
+{
+    if (!root.contains("model"))
+        return top.error("model", "is required");
+    const json* model = nullptr;
+    CT_TRY(top.object(root, "model", model));
+    const FieldReader r = top.nested("model");
+    CT_TRY(r.checkKeys(*model, {"preset", "n_layer", "n_head", "n_embd", "block_size", "vocab_size", "dropout"}));
+    if (model->contains("preset")) {
+        if (!(*model)["preset"].is_string())
+            return r.error("preset", "must be a string");
+        spec.modelPreset = (*model)["preset"].get<std::string>();
+        auto preset = engine::gptConfigByName(spec.modelPreset);
+        if (!preset)
+            return r.error("preset", preset.error().message);
+        spec.model = *preset;
+    } else {
+        for (const char* field : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
+            if (!model->contains(field))
+                return r.error(field, "is required without a preset");
+        }
+    }
+    // Explicit sizes override a preset's (a preset with a smaller vocab, say).
+    CT_TRY(r.integer(*model, "n_layer", spec.model.nLayer, 1, 1024));
+    CT_TRY(r.integer(*model, "n_head", spec.model.nHead, 1, 1024));
+    CT_TRY(r.integer(*model, "n_embd", spec.model.nEmbd, 1, 65536));
+    CT_TRY(r.integer(*model, "block_size", spec.model.blockSize, 1, 1 << 20));
+    CT_TRY(r.integer(*model, "vocab_size", spec.model.vocabSize, 1, 65536));
+    CT_TRY(r.number(*model, "dropout", spec.model.dropout, 0.0, 0.99));
+    if (Status valid = engine::validate(spec.model); !valid)
+        return top.error("model", valid.error().message);
+    return std::nullopt;
+}
+
+std::optional<Error> parseInit(const FieldReader& top, const json& root, ProjectSpec& spec)
+{
+    const json* init = nullptr;
+    CT_TRY(top.object(root, "init", init));
+    if (!init)
+        return std::nullopt;
+    const FieldReader r = top.nested("init");
+    CT_TRY(r.checkKeys(*init, {"seed", "import"}));
+    if (init->contains("seed") && init->contains("import"))
+        return top.error("init", "give either seed or import, not both");
+    int64_t seed = int64_t(spec.init.seed);
+    CT_TRY(r.integer(*init, "seed", seed, 0));
+    spec.init.seed = uint64_t(seed);
+    if (init->contains("import")) {
+        const json& dir = (*init)["import"];
+        if (!dir.is_string() || dir.get<std::string>().empty())
+            return r.error("import", "must be a folder path");
+        spec.init.importDir = std::filesystem::absolute(spec.file.parent_path() / dir.get<std::string>());
+    }
+    return std::nullopt;
+}
+
+std::optional<Error> parseTraining(const FieldReader& top, const json& root, ProjectSpec& spec)
+{
+    const json* o = nullptr;
+    CT_TRY(top.object(root, "inner", o));
+    if (o) {
+        const FieldReader r = top.nested("inner");
+        CT_TRY(r.checkKeys(*o,
+            {"steps", "batch_size", "learning_rate", "min_lr", "warmup_iters", "beta1", "beta2", "weight_decay",
+                "grad_clip"}));
+        InnerSpec& in = spec.inner;
+        CT_TRY(r.integer(*o, "steps", in.steps, 1, 1'000'000));
+        CT_TRY(r.integer(*o, "batch_size", in.batchSize, 1, 1'000'000));
+        CT_TRY(r.number(*o, "learning_rate", in.learningRate, 0.0, 10.0, false));
+        CT_TRY(r.number(*o, "min_lr", in.minLr, 0.0, 10.0));
+        CT_TRY(r.integer(*o, "warmup_iters", in.warmupIters, 0));
+        CT_TRY(r.number(*o, "beta1", in.beta1, 0.0, 0.999999));
+        CT_TRY(r.number(*o, "beta2", in.beta2, 0.0, 0.999999));
+        CT_TRY(r.number(*o, "weight_decay", in.weightDecay, 0.0, 10.0));
+        CT_TRY(r.number(*o, "grad_clip", in.gradClip, 0.0, 1e6));
+        if (in.minLr > in.learningRate)
+            return r.error("min_lr", "must not exceed learning_rate");
+    }
+    CT_TRY(top.object(root, "outer", o));
+    if (o) {
+        const FieldReader r = top.nested("outer");
+        CT_TRY(r.checkKeys(*o, {"lr", "momentum", "nesterov"}));
+        CT_TRY(r.number(*o, "lr", spec.outer.lr, 0.0, 10.0, false));
+        CT_TRY(r.number(*o, "momentum", spec.outer.momentum, 0.0, 0.999999));
+        CT_TRY(r.boolean(*o, "nesterov", spec.outer.nesterov));
+    }
+    CT_TRY(top.object(root, "round", o));
+    if (o) {
+        const FieldReader r = top.nested("round");
+        CT_TRY(r.checkKeys(*o, {"token_target", "deadline_seconds"}));
+        int64_t target = 0;
+        CT_TRY(r.integer(*o, "token_target", target, 0));
+        spec.round.tokenTarget = uint64_t(target);
+        CT_TRY(r.integer(*o, "deadline_seconds", spec.round.deadlineSeconds, 1, 7 * 24 * 3600));
+    }
+    return std::nullopt;
+}
+
+std::optional<Error> parseOutputs(const FieldReader& top, const json& root, ProjectSpec& spec)
+{
+    if (root.contains("codec")) {
+        const json& codec = root["codec"];
+        const auto parsed = codec.is_string() ? codecByName(codec.get<std::string>()) : std::nullopt;
+        if (!parsed)
+            return top.error("codec", "must be \"int8\", \"fp16\" or \"fp32\", got " + codec.dump());
+        spec.codec = *parsed;
+    }
+    const json* o = nullptr;
+    CT_TRY(top.object(root, "checkpoints", o));
+    if (o) {
+        const FieldReader r = top.nested("checkpoints");
+        CT_TRY(r.checkKeys(*o, {"every_rounds", "keep_last", "milestone_every"}));
+        CT_TRY(r.integer(*o, "every_rounds", spec.checkpoints.everyRounds, 1));
+        CT_TRY(r.integer(*o, "keep_last", spec.checkpoints.keepLast, 1));
+        CT_TRY(r.integer(*o, "milestone_every", spec.checkpoints.milestoneEvery, 0));
+    }
+    CT_TRY(top.object(root, "validation", o));
+    if (o) {
+        const FieldReader r = top.nested("validation");
+        CT_TRY(r.checkKeys(*o, {"batches", "batch_size"}));
+        CT_TRY(r.integer(*o, "batches", spec.validation.batches, 0, 1'000'000));
+        CT_TRY(r.integer(*o, "batch_size", spec.validation.batchSize, 1, 1'000'000));
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+std::string codecName(Codec codec)
+{
+    switch (codec) {
+    case Codec::Int8:
+        return "int8";
+    case Codec::Fp16:
+        return "fp16";
+    case Codec::Fp32:
+        return "fp32";
+    }
+    return "int8";
+}
+
+std::optional<Codec> codecByName(std::string_view name)
+{
+    for (Codec codec : {Codec::Int8, Codec::Fp16, Codec::Fp32}) {
+        if (name == codecName(codec))
+            return codec;
+    }
+    return std::nullopt;
+}
+
+uint64_t ProjectSpec::tokensPerTask() const
+{
+    return uint64_t(inner.steps) * uint64_t(inner.batchSize) * uint64_t(model.blockSize) + 1;
+}
+
+uint64_t ProjectSpec::roundTokenTarget() const
+{
+    return round.tokenTarget > 0 ? round.tokenTarget : tokensPerTask();
+}
+
+Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesystem::path& specFile)
+{
+    ProjectSpec spec;
+    spec.file = std::filesystem::absolute(specFile);
+    const std::string fileName = spec.file.string();
+    json root;
+    try {
+        root = json::parse(text);
+    } catch (const json::exception& e) {
+        return Error::make("bad_spec", fileName + ": not valid JSON: " + e.what());
+    }
+    if (!root.is_object())
+        return Error::make("bad_spec", fileName + ": must hold a JSON object");
+    const FieldReader top(fileName, "");
+    CT_TRY(top.checkKeys(root,
+        {"name", "description", "model", "data", "init", "inner", "outer", "round", "codec", "checkpoints",
+            "validation"}));
+
+    if (!root.contains("name") || !root["name"].is_string())
+        return top.error("name", "is required (a string)");
+    spec.name = root["name"].get<std::string>();
+    if (!isSlug(spec.name))
+        return top.error("name", "must be 1 to 64 characters of a-z, 0-9 and '-', got \"" + spec.name + "\"");
+    if (root.contains("description")) {
+        if (!root["description"].is_string())
+            return top.error("description", "must be a string");
+        spec.description = root["description"].get<std::string>();
+    }
+    CT_TRY(parseModel(top, root, spec));
+    if (!root.contains("data") || !root["data"].is_string() || root["data"].get<std::string>().empty())
+        return top.error("data", "is required (the path of a folder written by crowdtrain-prepare)");
+    spec.dataDir = std::filesystem::absolute(spec.file.parent_path() / root["data"].get<std::string>());
+    CT_TRY(parseInit(top, root, spec));
+    CT_TRY(parseTraining(top, root, spec));
+    CT_TRY(parseOutputs(top, root, spec));
+    return spec;
+}
+
+Status checkProjectData(const ProjectSpec& spec)
+{
+    const std::string where = spec.file.string() + ": ";
+    auto data = engine::openDataSet(spec.dataDir);
+    if (!data)
+        return Error::make("bad_spec", where + "data: " + data.error().message);
+    if (data->tokenizerDir) {
+        auto tokenizer = engine::loadTokenizer(*data->tokenizerDir);
+        if (!tokenizer)
+            return Error::make("bad_spec", where + "data: " + tokenizer.error().message);
+        if ((*tokenizer)->vocabSize() > spec.model.vocabSize)
+            return Error::make("bad_spec",
+                where + "model.vocab_size: " + std::to_string(spec.model.vocabSize) + " is smaller than the "
+                    + std::to_string((*tokenizer)->vocabSize()) + " tokens of the tokenizer in "
+                    + data->tokenizerDir->string());
+    }
+    const uint64_t task = spec.tokensPerTask();
+    const bool fits = std::any_of(
+        data->train.begin(), data->train.end(), [&](const engine::TokenShard& shard) { return shard.size() >= task; });
+    if (!fits)
+        return Error::make("bad_spec",
+            where + "inner: a task needs " + std::to_string(task)
+                + " tokens (steps * batch_size * block_size + 1) but no train shard in " + spec.dataDir.string()
+                + " holds that many");
+    if (spec.validation.batches > 0 && data->valTokens() <= uint64_t(spec.model.blockSize))
+        return Error::make("bad_spec",
+            where
+                + "validation: the data folder has no val shard longer than block_size (set validation.batches "
+                  "to 0 to validate nothing)");
+    if (spec.init.importDir) {
+        const auto configFile = *spec.init.importDir / "config.json";
+        auto text = engine::readWholeFile(configFile);
+        if (!text)
+            return Error::make("bad_spec", where + "init.import: " + text.error().message);
+        auto config = engine::parseHuggingFaceGpt2Config(*text, configFile.string());
+        if (!config)
+            return Error::make("bad_spec", where + "init.import: " + config.error().message);
+        engine::GptConfig expected = spec.model;
+        config->dropout = expected.dropout; // dropout does not change the weights
+        if (!(*config == expected))
+            return Error::make("bad_spec", where + "init.import: " + configFile.string() + " describes another model");
+    }
+    return Status::success();
+}
+
+Result<ProjectSpec> loadProjectSpec(const std::filesystem::path& specFile)
+{
+    auto text = engine::readWholeFile(specFile);
+    if (!text)
+        return text.error();
+    auto spec = parseProjectSpec(*text, specFile);
+    if (!spec)
+        return spec.error();
+    if (Status data = checkProjectData(*spec); !data)
+        return data.error();
+    return spec;
+}
+
+} // namespace crowdtrain::coordinator

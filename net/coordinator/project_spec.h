@@ -1,0 +1,113 @@
+#pragma once
+
+// A training project as its host describes it: a JSON file naming the model,
+// the prepared data folder, the initial weights and the DiLoCo
+// hyper-parameters. Every optional field has a default; unknown fields are
+// errors (a typo must not silently fall back to a default). Errors name the
+// file and the field ("spec.json: inner.steps: must be >= 1").
+//
+//   {"name": "tiny-shakespeare", "description": "...",
+//    "model": {"preset": "tiny"}  or  {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 65},
+//    "data": "data/shakespeare",            relative to the spec file's folder
+//    "init": {"seed": 1337}  or  {"import": "hf-gpt2-dir"},
+//    "inner": {"steps": 100, "batch_size": 8, "learning_rate": 6e-4, "min_lr": 6e-5, "warmup_iters": 10,
+//              "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1, "grad_clip": 1.0},
+//    "outer": {"lr": 0.7, "momentum": 0.9, "nesterov": true},
+//    "round": {"token_target": 0, "deadline_seconds": 600},
+//    "codec": "int8",
+//    "checkpoints": {"every_rounds": 10, "keep_last": 5, "milestone_every": 100},
+//    "validation": {"batches": 20, "batch_size": 8}}
+//
+// Plain data; thread-safe to copy.
+
+#include "engine/gpt_config.h"
+#include "engine/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace crowdtrain::coordinator {
+
+enum class Codec { Int8, Fp16, Fp32 };
+
+std::string codecName(Codec codec); // "int8", "fp16", "fp32"
+std::optional<Codec> codecByName(std::string_view name);
+
+struct InitSpec {
+    uint64_t seed = 1337; // theta_0 drawn with this torch seed
+    std::optional<std::filesystem::path> importDir; // or imported from a HF GPT-2 folder (absolute)
+};
+
+struct InnerSpec {
+    int64_t steps = 100; // H: inner AdamW steps per task
+    int64_t batchSize = 8; // sequences per inner step
+    double learningRate = 6e-4;
+    double minLr = 6e-5;
+    int64_t warmupIters = 0;
+    double beta1 = 0.9;
+    double beta2 = 0.95;
+    double weightDecay = 0.1;
+    double gradClip = 1.0; // 0 disables clipping
+};
+
+struct OuterSpec {
+    double lr = 0.7;
+    double momentum = 0.9;
+    bool nesterov = true;
+};
+
+struct RoundSpec {
+    uint64_t tokenTarget = 0; // 0: one task's worth of tokens (a round closes after one submission)
+    int64_t deadlineSeconds = 600; // how long a volunteer has to submit its task
+};
+
+struct CheckpointSpec {
+    int64_t everyRounds = 10; // publish every N rounds
+    int64_t keepLast = 5; // the last K published checkpoints are kept
+    int64_t milestoneEvery = 0; // and every round divisible by this (0: none)
+};
+
+struct ValidationSpec {
+    int64_t batches = 20;
+    int64_t batchSize = 8;
+};
+
+struct ProjectSpec {
+    std::filesystem::path file; // the spec file, absolute
+    std::string name; // slug [a-z0-9-]{1,64}
+    std::string description;
+    std::string modelPreset; // empty for a custom size
+    engine::GptConfig model;
+    std::filesystem::path dataDir; // absolute
+    InitSpec init;
+    InnerSpec inner;
+    OuterSpec outer;
+    RoundSpec round;
+    Codec codec = Codec::Int8;
+    CheckpointSpec checkpoints;
+    ValidationSpec validation;
+
+    // Tokens one task trains on: H * batch * block + 1 (the targets of the
+    // last window need one token more).
+    uint64_t tokensPerTask() const;
+    // round.tokenTarget, or tokensPerTask() when it is 0.
+    uint64_t roundTokenTarget() const;
+};
+
+// Parses and checks every field; relative paths resolve against
+// specFile's folder. Does not look at the data folder.
+Result<ProjectSpec> parseProjectSpec(std::string_view json, const std::filesystem::path& specFile);
+
+// Opens the data folder (engine::openDataSet) and checks that its tokenizer
+// (when it has one; llm.c folders have none) fits the model's vocab_size,
+// that one train shard holds at least one task, and that an import folder's
+// config.json describes the same model.
+Status checkProjectData(const ProjectSpec& spec);
+
+// Reads the file, parses it and checks its data.
+Result<ProjectSpec> loadProjectSpec(const std::filesystem::path& specFile);
+
+} // namespace crowdtrain::coordinator

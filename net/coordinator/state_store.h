@@ -1,0 +1,118 @@
+#pragma once
+
+// The project's state folder: the global model and outer-optimizer state of
+// the last rounds, the update that produced the latest version, and the
+// ledger.
+//   STATE/ledger.sqlite
+//   STATE/state/global-<v>.bin    theta_v, outer momentum, update residual
+//   STATE/state/update-<v>.bin    the encoded update u with theta_v = theta_{v-1} + decode(u)
+//
+// global-<v>.bin, all little-endian:
+//   "CTGLOBAL", u32 format version (1), u32 0, i64 version, u64 P, u64 extra bytes,
+//   P f32 params, P f32 momentum, P f32 update residual, extra bytes,
+//   SHA-256 of everything before it (32 bytes).
+// update-<v>.bin:
+//   "CTUPDATE", u32 format version (1), u32 0, i64 version, u64 P, u64 payload bytes,
+//   SHA-256 of the payload (32 bytes), payload (the codec's bytes, as published).
+//
+// Commit order: the state file (and update file) are written atomically
+// (temporary name, fsync, rename, folder fsync), then ONE ledger transaction
+// names them. A crash between the two leaves an orphan file that open()
+// deletes; the ledger's last round always names a complete file. The state
+// files of the last 2 rounds and the update of the last round are kept.
+//
+// A ProjectStore owns its ledger connection: move-only, used from one thread.
+
+#include "net/coordinator/data_plan.h"
+#include "net/coordinator/ledger.h"
+#include "net/coordinator/project_spec.h"
+
+#include "engine/data_set.h"
+#include "engine/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crowdtrain::coordinator {
+
+struct GlobalState {
+    int64_t version = 0; // outer steps applied
+    std::vector<float> params; // theta_v, P elements (flat, engine order)
+    std::vector<float> momentum; // outer Nesterov buffer; empty means zeros
+    std::vector<float> updateResidual; // server-side error feedback; empty means zeros
+    std::string extra; // the service's own bytes (an RNG state, say), kept verbatim
+};
+
+Status writeGlobalState(const std::filesystem::path& file, const GlobalState& state);
+// Error "state_corrupt" naming the file when it is truncated, damaged or
+// not a state file; "state_mismatch" when it holds another P than expected.
+Result<GlobalState> readGlobalState(
+    const std::filesystem::path& file, std::optional<uint64_t> expectedParameters = std::nullopt);
+
+Status writeUpdateFile(
+    const std::filesystem::path& file, int64_t version, uint64_t parameters, std::string_view payload);
+Result<std::string> readUpdateFile(
+    const std::filesystem::path& file, int64_t expectedVersion, uint64_t expectedParameters);
+
+// SHA-256 of the parameters' fp32 little-endian bytes, lowercase hex: what
+// volunteers check after applying an update.
+std::string parametersSha256Hex(std::span<const float> params);
+
+class ProjectStore {
+public:
+    // Creates the folder and ledger when missing, ties them to the spec's
+    // name and parameter count (reopening with another model is an error),
+    // and deletes orphaned and temporary files.
+    static Result<ProjectStore> open(const ProjectSpec& spec, const std::filesystem::path& stateDir);
+
+    // The last committed round; nothing for a fresh project, whose caller
+    // initialises theta_0 and commits version 0 (round 0, no update).
+    const std::optional<RoundRecord>& lastRound() const { return m_lastRound; }
+
+    // The state named by the ledger's last round, verified. Error "no_state"
+    // for a fresh project.
+    Result<GlobalState> loadLatest();
+
+    // Writes the state (and the encoded update, unless empty), then commits
+    // the round naming them; commit.record's state/update file names and
+    // version are filled in here. state.version must be the last version + 1
+    // (0 first) and commit.record.round the next round.
+    Status commit(const GlobalState& state, RoundCommit commit, std::string_view encodedUpdate);
+
+    // The encoded update that produced `version` (only the latest is kept).
+    Result<std::string> readUpdate(int64_t version);
+
+    // The data plan over `data`'s train shards for this project's task size,
+    // with the progress of the last committed round restored.
+    Result<DataPlan> restoreDataPlan(const engine::DataSet& data);
+
+    Ledger& ledger() { return m_ledger; }
+    const std::filesystem::path& dir() const { return m_dir; }
+    uint64_t parameterCount() const { return m_parameters; }
+    // Files open() removed: orphans of an interrupted commit and temporaries.
+    const std::vector<std::filesystem::path>& removedAtOpen() const { return m_removedAtOpen; }
+
+    static std::string stateFileName(int64_t version); // "state/global-<v>.bin"
+    static std::string updateFileName(int64_t version); // "state/update-<v>.bin"
+
+private:
+    ProjectStore(std::filesystem::path dir, Ledger ledger, uint64_t parameters, uint64_t tokensPerTask,
+        uint64_t dataSeed, int64_t leaseMs);
+    Status removeUnreferencedFiles(std::vector<std::filesystem::path>* removed);
+
+    std::filesystem::path m_dir;
+    Ledger m_ledger;
+    uint64_t m_parameters = 0;
+    uint64_t m_tokensPerTask = 0;
+    uint64_t m_dataSeed = 0;
+    int64_t m_leaseMs = 0;
+    std::optional<RoundRecord> m_lastRound;
+    std::vector<std::filesystem::path> m_removedAtOpen;
+};
+
+} // namespace crowdtrain::coordinator

@@ -1,0 +1,226 @@
+// The data plan: ranges cover the shards, every range is leased exactly once
+// per epoch, released and expired ranges come back, epochs roll over with a
+// new order, and progress survives serialization.
+#include "coordinator_fixtures.h"
+
+#include "net/coordinator/data_plan.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <set>
+
+using namespace crowdtrain;
+using namespace crowdtrain::coordinator;
+
+namespace {
+
+template <typename T> T orFail(Result<T> result)
+{
+    if (!result.ok())
+        qFatal("%s", result.error().message.c_str());
+    return std::move(result).value();
+}
+
+// Leases everything available, round-robin over a few keys.
+std::vector<Lease> leaseAll(DataPlan& plan, int64_t nowMs = 0)
+{
+    std::vector<Lease> leases;
+    const char* keys[] = {"a", "b", "c"};
+    while (auto lease = plan.lease(keys[leases.size() % 3], nowMs))
+        leases.push_back(*lease);
+    return leases;
+}
+
+} // namespace
+
+class TestDataPlan : public QObject {
+    Q_OBJECT
+
+private slots:
+    void rangesCoverEachTokenOnce()
+    {
+        // Stride 99: the last target of a range is the first input of the next.
+        DataPlan plan = orFail(DataPlan::create({1000, 250, 99}, 100, 1, 1000));
+        QCOMPARE(plan.rangeCount(), std::size_t(10 + 2)); // the 99-token shard holds none
+        const auto leases = leaseAll(plan);
+        std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> byShard;
+        for (const Lease& l : leases) {
+            QCOMPARE(l.end - l.begin, uint64_t(100));
+            byShard[l.shard].push_back({l.begin, l.end});
+        }
+        QCOMPARE(byShard.size(), std::size_t(2));
+        for (auto& [shard, ranges] : byShard) {
+            std::sort(ranges.begin(), ranges.end());
+            QCOMPARE(ranges.front().first, uint64_t(0));
+            for (std::size_t i = 1; i < ranges.size(); ++i)
+                QCOMPARE(ranges[i].first, ranges[i - 1].second - 1);
+            QVERIFY(ranges.back().second <= (shard == 0 ? 1000u : 250u));
+        }
+    }
+
+    void everyRangeOncePerEpoch()
+    {
+        DataPlan plan = orFail(DataPlan::create({5000, 3000}, 101, 9, 1000));
+        const std::size_t n = plan.rangeCount();
+        std::vector<uint32_t> firstOrder;
+        for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+            QCOMPARE(plan.epoch(), epoch);
+            const auto leases = leaseAll(plan);
+            QCOMPARE(leases.size(), n);
+            std::set<uint32_t> ranges;
+            std::set<uint64_t> ids;
+            for (const Lease& l : leases) {
+                ranges.insert(l.range);
+                ids.insert(l.id);
+                QCOMPARE(l.epoch, epoch);
+            }
+            QCOMPARE(ranges.size(), n); // no range twice
+            QCOMPARE(ids.size(), n);
+            QVERIFY(!plan.lease("d", 0)); // nothing left until completions
+            std::vector<uint32_t> order;
+            for (const Lease& l : leases)
+                order.push_back(l.range);
+            if (epoch == 0)
+                firstOrder = order;
+            else
+                QVERIFY(order != firstOrder); // each epoch is shuffled anew
+            for (std::size_t i = 0; i + 1 < leases.size(); ++i)
+                QVERIFY(plan.complete(leases[i].id).ok());
+            QCOMPARE(plan.epoch(), epoch);
+            QCOMPARE(plan.completedCount(), n - 1);
+            QVERIFY(plan.complete(leases.back().id).ok());
+            QVERIFY(!plan.complete(leases.back().id).ok()); // not twice
+        }
+        // The order is a function of (seed, epoch): another plan agrees.
+        DataPlan same = orFail(DataPlan::create({5000, 3000}, 101, 9, 1000));
+        std::vector<uint32_t> again;
+        for (const Lease& l : leaseAll(same))
+            again.push_back(l.range);
+        QVERIFY(again == firstOrder);
+    }
+
+    void releaseReturnsRanges()
+    {
+        DataPlan plan = orFail(DataPlan::create({2000}, 101, 3, 1000));
+        const std::size_t n = plan.rangeCount();
+        std::vector<Lease> alice;
+        for (int i = 0; i < 3; ++i)
+            alice.push_back(*plan.lease("alice", 0));
+        const Lease bob = *plan.lease("bob", 0);
+        QCOMPARE(plan.availableCount(), n - 4);
+        const auto released = plan.release("alice");
+        QCOMPARE(released.size(), std::size_t(3));
+        QCOMPARE(plan.availableCount(), n - 1);
+        QCOMPARE(plan.leasedCount(), std::size_t(1));
+        QCOMPARE(plan.complete(alice[0].id).error().code, std::string("unknown_lease"));
+        // Released data goes out next.
+        std::set<uint32_t> expected;
+        for (const Lease& l : alice)
+            expected.insert(l.range);
+        std::set<uint32_t> next;
+        for (int i = 0; i < 3; ++i)
+            next.insert(plan.lease("carol", 0)->range);
+        QCOMPARE(next, expected);
+        QVERIFY(plan.releaseLease(bob.id));
+        QVERIFY(!plan.releaseLease(bob.id));
+        QVERIFY(plan.release("nobody").empty());
+    }
+
+    void expiredLeasesReturn()
+    {
+        DataPlan plan = orFail(DataPlan::create({2000}, 101, 3, 1000));
+        const Lease early = *plan.lease("a", 0);
+        const Lease late = *plan.lease("b", 500);
+        QCOMPARE(early.deadlineMs, int64_t(1000));
+        QVERIFY(plan.expire(999).empty());
+        const auto expired = plan.expire(1000);
+        QCOMPARE(expired.size(), std::size_t(1));
+        QCOMPARE(expired[0].id, early.id);
+        QVERIFY(plan.findLease(late.id));
+        QVERIFY(!plan.findLease(early.id));
+        QCOMPARE(plan.lease("c", 1000)->range, early.range);
+    }
+
+    void persistenceRoundTrip()
+    {
+        DataPlan plan = orFail(DataPlan::create({3000, 1000}, 101, 5, 1000));
+        const std::size_t n = plan.rangeCount();
+        // Finish epoch 0, then complete a few of epoch 1 and lease some more.
+        for (const Lease& l : leaseAll(plan))
+            QVERIFY(plan.complete(l.id).ok());
+        std::set<uint32_t> done;
+        uint64_t lastId = 0;
+        for (int i = 0; i < 7; ++i) {
+            const Lease l = *plan.lease("a", 0);
+            done.insert(l.range);
+            QVERIFY(plan.complete(l.id).ok());
+        }
+        for (int i = 0; i < 4; ++i)
+            lastId = plan.lease("b", 0)->id; // outstanding when the coordinator dies
+        const std::string blob = plan.serialize();
+
+        DataPlan restored = orFail(DataPlan::create({3000, 1000}, 101, 5, 1000));
+        QVERIFY(restored.restore(blob).ok());
+        QCOMPARE(restored.epoch(), uint64_t(1));
+        QCOMPARE(restored.completedCount(), std::size_t(7));
+        QCOMPARE(restored.leasedCount(), std::size_t(0));
+        QCOMPARE(restored.availableCount(), n - 7); // the 4 lost leases are back in the pool
+        const auto rest = leaseAll(restored);
+        QCOMPARE(rest.size(), n - 7);
+        for (const Lease& l : rest) {
+            QVERIFY(!done.contains(l.range));
+            QVERIFY(l.id > lastId); // ids never repeat across restarts
+        }
+        QCOMPARE(restored.serialize().size(), blob.size());
+    }
+
+    void restoreRefusesOtherPlans()
+    {
+        DataPlan plan = orFail(DataPlan::create({3000}, 101, 5, 1000));
+        const std::string blob = plan.serialize();
+        DataPlan otherShards = orFail(DataPlan::create({3000, 500}, 101, 5, 1000));
+        QCOMPARE(otherShards.restore(blob).error().code, std::string("bad_data_plan"));
+        DataPlan otherTask = orFail(DataPlan::create({3000}, 201, 5, 1000));
+        QVERIFY(!otherTask.restore(blob).ok());
+        DataPlan otherSeed = orFail(DataPlan::create({3000}, 101, 6, 1000));
+        QVERIFY(!otherSeed.restore(blob).ok());
+        std::string damaged = blob;
+        damaged[damaged.size() / 2] = char(damaged[damaged.size() / 2] ^ 1);
+        QVERIFY(!plan.restore(damaged).ok());
+        QVERIFY(!plan.restore(blob.substr(0, 20)).ok());
+        QVERIFY(!plan.restore("").ok());
+        QVERIFY(plan.restore(blob).ok());
+    }
+
+    void badArguments()
+    {
+        QVERIFY(!DataPlan::create({50, 60}, 100, 1, 1000).ok()); // no shard holds a range
+        QVERIFY(!DataPlan::create(std::vector<uint64_t>{}, 100, 1, 1000).ok());
+        QVERIFY(!DataPlan::create({1000}, 1, 1, 1000).ok());
+        QVERIFY(!DataPlan::create({1000}, 100, 1, 0).ok());
+    }
+
+    void slicesPointIntoTheDataSet()
+    {
+        QTemporaryDir dir;
+        const std::filesystem::path root = dir.path().toStdString();
+        testing::makeDataFolder(root, 16, {300, 500});
+        const engine::DataSet data = orFail(engine::openDataSet(root));
+        DataPlan plan = orFail(DataPlan::create(data, 65, 1, 1000));
+        QCOMPARE(plan.rangeCount(), std::size_t(4 + 7));
+        for (const Lease& l : leaseAll(plan)) {
+            const engine::ShardSlice slice = DataPlan::sliceOf(l, data);
+            QCOMPARE(slice.shard, &data.train[l.shard]);
+            QCOMPARE(slice.end - slice.begin, uint64_t(65));
+            // A task's batches come from exactly this slice.
+            auto sampler = engine::BatchSampler::create({slice}, 8, 1);
+            QVERIFY(sampler.ok());
+            QCOMPARE(sampler->tokenCount(), uint64_t(65));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDataPlan)
+#include "tst_data_plan.moc"
