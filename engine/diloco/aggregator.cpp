@@ -1,0 +1,222 @@
+#include "engine/diloco/aggregator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace crowdtrain::diloco {
+
+namespace {
+
+Status checkWeight(double weightTokens)
+{
+    if (std::isfinite(weightTokens) && weightTokens > 0.0)
+        return Status::success();
+    std::ostringstream message;
+    message << "submission weight must be a positive token count, got " << weightTokens;
+    return Error::make("bad_weight", message.str());
+}
+
+std::string number(double value)
+{
+    std::ostringstream out;
+    out << value;
+    return out.str();
+}
+
+} // namespace
+
+RoundAggregator::RoundAggregator(int64_t n)
+    : m_acc(static_cast<std::size_t>(std::max<int64_t>(n, 0)), 0.0f)
+{ }
+
+Status RoundAggregator::checkUsable() const
+{
+    if (m_failed)
+        return *m_failed;
+    if (m_stream)
+        return Error::make("bad_state", "a streamed submission is in progress");
+    return Status::success();
+}
+
+Status RoundAggregator::add(Codec codec, std::string_view payload, double weightTokens)
+{
+    if (Status usable = checkUsable(); !usable)
+        return usable;
+    if (Status weight = checkWeight(weightTokens); !weight)
+        return weight;
+    if (Status added = decodeAccumulate(codec, payload, size(), float(weightTokens), m_acc.data()); !added)
+        return added;
+    ++m_submissions;
+    m_totalWeight += weightTokens;
+    return Status::success();
+}
+
+Status RoundAggregator::begin(Codec codec, double weightTokens)
+{
+    if (Status usable = checkUsable(); !usable)
+        return usable;
+    if (Status weight = checkWeight(weightTokens); !weight)
+        return weight;
+    m_stream.emplace(codec, size());
+    m_streamWeight = weightTokens;
+    return Status::success();
+}
+
+Status RoundAggregator::feed(std::string_view slice)
+{
+    if (m_failed)
+        return *m_failed;
+    if (!m_stream)
+        return Error::make("bad_state", "feed() without begin()");
+    const float weight = float(m_streamWeight);
+    float* acc = m_acc.data();
+    Status fed = m_stream->feed(slice, [acc, weight](int64_t first, const float* values, int64_t count) {
+        float* dst = acc + first;
+        for (int64_t i = 0; i < count; ++i)
+            dst[i] += weight * values[i];
+    });
+    if (!fed) {
+        m_stream.reset();
+        // Part of the payload may be in the sum already.
+        m_failed = Error::make("aggregator_failed", "a streamed submission failed midway: " + fed.error().message);
+    }
+    return fed;
+}
+
+Status RoundAggregator::commit()
+{
+    if (m_failed)
+        return *m_failed;
+    if (!m_stream)
+        return Error::make("bad_state", "commit() without begin()");
+    Status finished = m_stream->finish();
+    m_stream.reset();
+    if (!finished) {
+        m_failed = Error::make("aggregator_failed", "a streamed submission was truncated: " + finished.error().message);
+        return finished;
+    }
+    ++m_submissions;
+    m_totalWeight += m_streamWeight;
+    return Status::success();
+}
+
+Result<std::vector<float>> RoundAggregator::average() const
+{
+    if (m_failed)
+        return *m_failed;
+    if (m_submissions == 0)
+        return Error::make("empty", "no submissions to average");
+    std::vector<float> avg(m_acc.size());
+    const double total = m_totalWeight;
+    for (std::size_t i = 0; i < m_acc.size(); ++i)
+        avg[i] = float(double(m_acc[i]) / total);
+    return avg;
+}
+
+void RoundAggregator::reset()
+{
+    std::fill(m_acc.begin(), m_acc.end(), 0.0f);
+    m_submissions = 0;
+    m_totalWeight = 0.0;
+    m_failed.reset();
+    m_stream.reset();
+}
+
+NormGate::NormGate()
+    : NormGate(Options{})
+{ }
+
+NormGate::NormGate(Options options)
+    : m_options(options)
+{ }
+
+std::optional<double> NormGate::reference() const
+{
+    std::vector<double> norms = m_previous;
+    norms.insert(norms.end(), m_current.begin(), m_current.end());
+    if (norms.empty() || norms.size() < m_options.minReference)
+        return std::nullopt;
+    const std::size_t mid = norms.size() / 2;
+    std::nth_element(norms.begin(), norms.begin() + std::ptrdiff_t(mid), norms.end());
+    if (norms.size() % 2 == 1)
+        return norms[mid];
+    const double upper = norms[mid];
+    const double lower = *std::max_element(norms.begin(), norms.begin() + std::ptrdiff_t(mid));
+    return (lower + upper) / 2.0;
+}
+
+std::optional<std::string> NormGate::check(double norm) const
+{
+    if (!std::isfinite(norm))
+        return "non_finite: norm " + number(norm);
+    if (norm > m_options.absoluteMax)
+        return "norm_too_large: norm " + number(norm) + " exceeds the ceiling " + number(m_options.absoluteMax);
+    const std::optional<double> median = reference();
+    if (!median)
+        return std::nullopt;
+    if (norm > m_options.factor * *median)
+        return "norm_too_large: norm " + number(norm) + " exceeds " + number(m_options.factor) + " x median "
+            + number(*median);
+    if (norm < m_options.lowFactor * *median)
+        return "norm_too_small: norm " + number(norm) + " is below " + number(m_options.lowFactor) + " x median "
+            + number(*median);
+    return std::nullopt;
+}
+
+void NormGate::accept(double norm)
+{
+    // Bounded: a round has far fewer submissions; beyond this the median
+    // of the first ones is representative.
+    constexpr std::size_t kMaxNormsPerRound = 100000;
+    if (std::isfinite(norm) && m_current.size() < kMaxNormsPerRound)
+        m_current.push_back(norm);
+}
+
+void NormGate::closeRound()
+{
+    m_previous = std::move(m_current);
+    m_current.clear();
+}
+
+void NormGate::restore(State state)
+{
+    m_previous = std::move(state.previousRound);
+    m_current = std::move(state.currentRound);
+}
+
+double adamNormCeiling(int64_t elements, int64_t innerSteps, double innerLr)
+{
+    return 2.0 * double(innerSteps) * innerLr * std::sqrt(double(std::max<int64_t>(elements, 0)));
+}
+
+SubmissionVerdict verdictOf(const Result<PayloadStats>& stats, const NormGate& gate)
+{
+    SubmissionVerdict verdict;
+    if (!stats) {
+        verdict.reason = stats.error().code;
+        verdict.detail = stats.error().message;
+        return verdict;
+    }
+    verdict.stats = *stats;
+    if (!stats->finite) {
+        verdict.reason = "non_finite";
+        verdict.detail = "the payload decodes to NaN or infinity";
+        return verdict;
+    }
+    if (std::optional<std::string> why = gate.check(stats->l2Norm)) {
+        const std::size_t colon = why->find(':');
+        verdict.reason = why->substr(0, colon);
+        verdict.detail = colon == std::string::npos ? std::string() : why->substr(colon + 2);
+        return verdict;
+    }
+    verdict.accepted = true;
+    return verdict;
+}
+
+SubmissionVerdict verify(Codec codec, std::string_view payload, int64_t n, const NormGate& gate)
+{
+    return verdictOf(inspect(codec, payload, n), gate);
+}
+
+} // namespace crowdtrain::diloco

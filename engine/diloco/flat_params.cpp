@@ -1,0 +1,99 @@
+#include "engine/diloco/flat_params.h"
+
+#include "engine/model_io.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace crowdtrain::diloco {
+
+Manifest manifestOf(engine::Gpt& model)
+{
+    Manifest manifest;
+    for (const auto& [name, tensor] : engine::namedParameters(model)) {
+        ManifestEntry entry{name, tensor.sizes().vec(), manifest.totalElements, tensor.numel()};
+        manifest.totalElements += entry.numel;
+        manifest.entries.push_back(std::move(entry));
+    }
+    return manifest;
+}
+
+bool sameLayout(const Manifest& a, const Manifest& b)
+{
+    return a.totalElements == b.totalElements && a.entries == b.entries;
+}
+
+std::string manifestFingerprint(const Manifest& manifest)
+{
+    uint64_t hash = 0xcbf29ce484222325ull;
+    auto mix = [&hash](std::string_view text) {
+        for (unsigned char c : text) {
+            hash ^= c;
+            hash *= 0x100000001b3ull;
+        }
+    };
+    for (const ManifestEntry& entry : manifest.entries) {
+        mix(entry.name);
+        mix(":");
+        for (std::size_t i = 0; i < entry.shape.size(); ++i) {
+            if (i > 0)
+                mix(",");
+            mix(std::to_string(entry.shape[i]));
+        }
+        mix(";");
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+    return hex;
+}
+
+std::vector<float> flatten(engine::Gpt& model)
+{
+    torch::NoGradGuard noGrad;
+    const auto params = engine::namedParameters(model);
+    int64_t total = 0;
+    for (const auto& item : params)
+        total += item.second.numel();
+    std::vector<float> flat(static_cast<std::size_t>(total));
+    int64_t offset = 0;
+    for (const auto& item : params) {
+        const torch::Tensor cpu = item.second.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+        std::memcpy(flat.data() + offset, cpu.data_ptr<float>(), static_cast<std::size_t>(cpu.numel()) * sizeof(float));
+        offset += cpu.numel();
+    }
+    return flat;
+}
+
+Status assign(engine::Gpt& model, const float* flat, int64_t n)
+{
+    const auto params = engine::namedParameters(model);
+    int64_t total = 0;
+    for (const auto& item : params)
+        total += item.second.numel();
+    if (n != total)
+        return Error::make(
+            "bad_size", "flat vector has " + std::to_string(n) + " elements, the model has " + std::to_string(total));
+    if (total > 0 && flat == nullptr)
+        return Error::make("bad_argument", "no flat vector to assign");
+    torch::NoGradGuard noGrad;
+    int64_t offset = 0;
+    for (const auto& item : params) {
+        torch::Tensor param = item.second;
+        // from_blob does not copy; copy_ converts to the parameter's device and dtype.
+        const torch::Tensor source
+            = torch::from_blob(const_cast<float*>(flat + offset), param.sizes(), torch::kFloat32);
+        param.copy_(source);
+        offset += param.numel();
+    }
+    return Status::success();
+}
+
+std::vector<float> pseudoGradient(const float* global, const float* local, int64_t n)
+{
+    std::vector<float> delta(static_cast<std::size_t>(std::max<int64_t>(n, 0)));
+    for (int64_t i = 0; i < n; ++i)
+        delta[static_cast<std::size_t>(i)] = global[i] - local[i];
+    return delta;
+}
+
+} // namespace crowdtrain::diloco

@@ -1,0 +1,51 @@
+#pragma once
+
+// The model as one flat fp32 vector (the DiLoCo spec's "flat parameter
+// vector"): the engine's parameters in namedParameters() order, each
+// row-major, concatenated. The manifest lists (name, shape, offset) so that
+// two sides can check they build the same model. Thread-safe for distinct
+// models.
+
+#include "engine/gpt.h"
+#include "engine/result.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace crowdtrain::diloco {
+
+struct ManifestEntry {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t offset = 0; // first element in the flat vector
+    int64_t numel = 0;
+
+    bool operator==(const ManifestEntry&) const = default;
+};
+
+struct Manifest {
+    std::vector<ManifestEntry> entries;
+    int64_t totalElements = 0;
+};
+
+Manifest manifestOf(engine::Gpt& model);
+
+// Same names, shapes and offsets in the same order.
+bool sameLayout(const Manifest& a, const Manifest& b);
+
+// 16 lower-case hex digits: FNV-1a 64 over "name:d0,d1,...;" for each entry
+// in order. Stable across machines and versions; not a security hash.
+std::string manifestFingerprint(const Manifest& manifest);
+
+// The parameters as fp32 on the CPU, copied from whatever device they are on.
+std::vector<float> flatten(engine::Gpt& model);
+
+// Copies a flat vector into the model's parameters (any device and dtype).
+// "bad_size" unless n equals the parameter count; nothing changes then.
+Status assign(engine::Gpt& model, const float* flat, int64_t n);
+
+// The DiLoCo pseudo-gradient: global - local, element by element.
+std::vector<float> pseudoGradient(const float* global, const float* local, int64_t n);
+
+} // namespace crowdtrain::diloco
