@@ -1,0 +1,33 @@
+#pragma once
+
+// SHA-256 (libsodium crypto_hash_sha256) as 64 lowercase hex digits, the form
+// every hash takes on the wire. Sha256 hashes a stream piece by piece; one
+// object per thread.
+
+#include "engine/result.h"
+
+#include <filesystem>
+#include <sodium.h>
+#include <string>
+#include <string_view>
+
+namespace crowdtrain::net {
+
+std::string sha256Hex(std::string_view bytes);
+
+class Sha256 {
+public:
+    Sha256();
+    void update(std::string_view bytes);
+    void update(const void* data, std::size_t size);
+    // The digest; the object starts over afterwards.
+    std::string finishHex();
+
+private:
+    crypto_hash_sha256_state m_state;
+};
+
+// Hashes a file (or its first `maxBytes`), reading it in pieces.
+Result<std::string> sha256OfFile(const std::filesystem::path& file);
+
+} // namespace crowdtrain::net

@@ -1,0 +1,235 @@
+#include "net/wire/messages_common.h"
+
+#include "net/wire/limits.h"
+
+namespace crowdtrain::net {
+
+namespace {
+
+constexpr double kMaxLoss = 1e6;
+constexpr double kMaxHyper = 1e6;
+
+} // namespace
+
+std::string readCodec(MapView& view, std::string_view key)
+{
+    return view.oneOf(key, {kCodecInt8, kCodecFp16, kCodecFp32});
+}
+
+void ModelConfig::write(MapWriter& w) const
+{
+    w.u64("n_layer", nLayer).u64("n_head", nHead).u64("n_embd", nEmbd);
+    w.u64("block_size", blockSize).u64("vocab_size", vocabSize);
+}
+
+ModelConfig ModelConfig::read(MapView v)
+{
+    ModelConfig m;
+    m.nLayer = v.u64("n_layer", 1, kMaxModelDim);
+    m.nHead = v.u64("n_head", 1, kMaxModelDim);
+    m.nEmbd = v.u64("n_embd", 1, kMaxModelDim);
+    m.blockSize = v.u64("block_size", 1, kMaxModelDim);
+    m.vocabSize = v.u64("vocab_size", 1, kMaxModelDim);
+    if (!v.context().failed() && m.nEmbd % m.nHead != 0)
+        v.fail("n_embd", "must be a multiple of n_head");
+    return m;
+}
+
+void ProjectInfo::write(MapWriter& w) const
+{
+    w.str("name", name).str("description", description).map("model", mapOf(model)).str("codec", codec);
+    w.u64("round", round).u64("version", version).u64("tokens_trained", tokensTrained);
+    w.u64("volunteers_online", volunteersOnline).optF64("val_loss", valLoss);
+}
+
+ProjectInfo ProjectInfo::read(MapView v)
+{
+    ProjectInfo p;
+    p.name = v.projectName("name");
+    p.description = v.str("description", {kMaxDescriptionChars, 0});
+    p.model = ModelConfig::read(v.map("model"));
+    p.codec = readCodec(v, "codec");
+    p.round = v.u64("round");
+    p.version = v.u64("version");
+    p.tokensTrained = v.u64("tokens_trained");
+    p.volunteersOnline = v.u64("volunteers_online");
+    p.valLoss = v.optF64("val_loss", 0, kMaxLoss);
+    return p;
+}
+
+void TensorSpec::write(MapWriter& w) const
+{
+    ArrayWriter dims;
+    for (uint64_t d : shape)
+        dims.u64(d);
+    w.str("name", name).array("shape", dims);
+}
+
+TensorSpec TensorSpec::read(MapView v)
+{
+    TensorSpec t;
+    t.name = v.str("name", {kMaxTensorNameChars});
+    t.shape = v.u64s("shape", kMaxTensorRank, 1, kMaxTensorDim);
+    return t;
+}
+
+std::string manifestText(const std::vector<TensorSpec>& manifest)
+{
+    std::string text;
+    for (const TensorSpec& tensor : manifest) {
+        text += tensor.name + ' ';
+        if (tensor.shape.empty())
+            text += "scalar";
+        for (std::size_t i = 0; i < tensor.shape.size(); ++i)
+            text += (i ? "x" : "") + std::to_string(tensor.shape[i]);
+        text += '\n';
+    }
+    return text;
+}
+
+uint64_t manifestElements(const std::vector<TensorSpec>& manifest)
+{
+    uint64_t total = 0;
+    for (const TensorSpec& tensor : manifest) {
+        uint64_t count = 1;
+        for (uint64_t d : tensor.shape)
+            if (__builtin_mul_overflow(count, d, &count))
+                return UINT64_MAX;
+        if (__builtin_add_overflow(total, count, &total))
+            return UINT64_MAX;
+    }
+    return total;
+}
+
+void InnerSettings::write(MapWriter& w) const
+{
+    w.u64("steps", steps).u64("batch_size", batchSize).u64("block_size", blockSize);
+    w.f64("lr", learningRate).f64("min_lr", minLr).u64("warmup_iters", warmupIters);
+    w.f64("beta1", beta1).f64("beta2", beta2).f64("weight_decay", weightDecay).f64("grad_clip", gradClip);
+}
+
+InnerSettings InnerSettings::read(MapView v)
+{
+    InnerSettings s;
+    s.steps = v.u64("steps", 1, 1u << 30);
+    s.batchSize = v.u64("batch_size", 1, 1u << 20);
+    s.blockSize = v.u64("block_size", 1, kMaxModelDim);
+    s.learningRate = v.f64("lr", 0, kMaxHyper);
+    s.minLr = v.f64("min_lr", 0, kMaxHyper);
+    s.warmupIters = v.u64("warmup_iters", 0, 1u << 30);
+    s.beta1 = v.f64("beta1", 0, 1);
+    s.beta2 = v.f64("beta2", 0, 1);
+    s.weightDecay = v.f64("weight_decay", 0, kMaxHyper);
+    s.gradClip = v.f64("grad_clip", 0, kMaxHyper);
+    return s;
+}
+
+void ShardRange::write(MapWriter& w) const
+{
+    w.str("shard", shard).u64("begin", beginToken).u64("end", endToken);
+}
+
+ShardRange ShardRange::read(MapView v)
+{
+    ShardRange r;
+    r.shard = v.str("shard", {kMaxShardNameChars});
+    r.beginToken = v.u64("begin");
+    r.endToken = v.u64("end");
+    if (!v.context().failed() && r.endToken <= r.beginToken)
+        v.fail("end", "must be greater than begin");
+    return r;
+}
+
+void Task::write(MapWriter& w) const
+{
+    w.u64("task_id", taskId).u64("round", round).u64("version", version).array("shards", arrayOf(shards));
+    w.u64("inner_steps", innerSteps).u64("deadline_ms", deadlineMs);
+}
+
+Task Task::read(MapView v)
+{
+    Task t;
+    t.taskId = v.u64("task_id");
+    t.round = v.u64("round");
+    t.version = v.u64("version");
+    t.shards = readAll<ShardRange>(v, "shards", kMaxShardRanges);
+    if (!v.context().failed() && t.shards.empty())
+        v.fail("shards", "at least one range");
+    t.innerSteps = v.u64("inner_steps", 1, 1u << 30);
+    t.deadlineMs = v.u64("deadline_ms", 1, kMaxDelayMs);
+    return t;
+}
+
+void FileInfo::write(MapWriter& w) const
+{
+    w.str("name", name).u64("bytes", bytes).str("sha256", sha256).str("resource", resource);
+}
+
+FileInfo FileInfo::read(MapView v)
+{
+    FileInfo f;
+    f.name = v.str("name", {kMaxFileNameChars});
+    if (!v.context().failed() && (f.name.find('/') != std::string::npos || f.name == "." || f.name == ".."))
+        v.fail("name", "must be a plain file name");
+    f.bytes = v.u64("bytes", 0, kMaxResourceBytes);
+    f.sha256 = v.sha256Hex("sha256");
+    f.resource = v.str("resource", {kMaxResourceNameChars});
+    return f;
+}
+
+void CheckpointInfo::write(MapWriter& w) const
+{
+    w.u64("round", round).u64("version", version).u64("tokens", tokens).optF64("val_loss", valLoss);
+    w.u64("created_ms", createdMs).array("files", arrayOf(files));
+}
+
+CheckpointInfo CheckpointInfo::read(MapView v)
+{
+    CheckpointInfo c;
+    c.round = v.u64("round");
+    c.version = v.u64("version");
+    c.tokens = v.u64("tokens");
+    c.valLoss = v.optF64("val_loss", 0, kMaxLoss);
+    c.createdMs = v.u64("created_ms");
+    c.files = readAll<FileInfo>(v, "files", kMaxCheckpointFiles);
+    return c;
+}
+
+void MetricRow::write(MapWriter& w) const
+{
+    w.u64("round", round).u64("tokens", tokens).optF64("train_loss", trainLoss).optF64("val_loss", valLoss);
+    w.u64("volunteers", volunteers).u64("time_ms", timeMs);
+}
+
+MetricRow MetricRow::read(MapView v)
+{
+    MetricRow r;
+    r.round = v.u64("round");
+    r.tokens = v.u64("tokens");
+    r.trainLoss = v.optF64("train_loss", 0, kMaxLoss);
+    r.valLoss = v.optF64("val_loss", 0, kMaxLoss);
+    r.volunteers = v.u64("volunteers");
+    r.timeMs = v.u64("time_ms");
+    return r;
+}
+
+void ContributorRow::write(MapWriter& w) const
+{
+    w.str("display_name", displayName).str("public_key", publicKey).u64("tokens", tokens);
+    w.u64("rounds_accepted", roundsAccepted).u64("rounds_rejected", roundsRejected);
+    w.f64("compute_seconds", computeSeconds);
+}
+
+ContributorRow ContributorRow::read(MapView v)
+{
+    ContributorRow r;
+    r.displayName = v.str("display_name", {kMaxDisplayNameChars, 0});
+    r.publicKey = v.curveKey("public_key");
+    r.tokens = v.u64("tokens");
+    r.roundsAccepted = v.u64("rounds_accepted");
+    r.roundsRejected = v.u64("rounds_rejected");
+    r.computeSeconds = v.f64("compute_seconds", 0, 1e15);
+    return r;
+}
+
+} // namespace crowdtrain::net

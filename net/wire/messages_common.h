@@ -1,0 +1,178 @@
+#pragma once
+
+// Records shared by several messages of protocol version 1 (docs/protocol.md,
+// section "Records"). Plain data; `read` validates every field into the view's
+// DecodeContext (see msgpack_io.h).
+
+#include "net/wire/msgpack_io.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crowdtrain::net {
+
+// Payload codec names (byte layouts in docs/protocol.md).
+inline constexpr std::string_view kCodecInt8 = "int8";
+inline constexpr std::string_view kCodecFp16 = "fp16";
+inline constexpr std::string_view kCodecFp32 = "fp32";
+std::string readCodec(MapView& view, std::string_view key);
+
+template <typename T> MapWriter mapOf(const T& value)
+{
+    MapWriter writer;
+    value.write(writer);
+    return writer;
+}
+
+template <typename T> ArrayWriter arrayOf(const std::vector<T>& values)
+{
+    ArrayWriter writer;
+    for (const T& value : values)
+        writer.map(mapOf(value));
+    return writer;
+}
+
+template <typename T> std::vector<T> readAll(MapView& view, std::string_view key, std::size_t maxCount)
+{
+    std::vector<T> values;
+    for (MapView& element : view.maps(key, maxCount))
+        values.push_back(T::read(element));
+    return values;
+}
+
+struct ModelConfig {
+    uint64_t nLayer = 0;
+    uint64_t nHead = 0;
+    uint64_t nEmbd = 0;
+    uint64_t blockSize = 0;
+    uint64_t vocabSize = 0;
+
+    void write(MapWriter& w) const;
+    static ModelConfig read(MapView v);
+    bool operator==(const ModelConfig&) const = default;
+};
+
+struct ProjectInfo {
+    std::string name; // [a-z0-9-]{1,64}
+    std::string description;
+    ModelConfig model;
+    std::string codec; // "int8" | "fp16" | "fp32"
+    uint64_t round = 0; // the round in progress
+    uint64_t version = 0; // outer steps applied (theta_v)
+    uint64_t tokensTrained = 0;
+    uint64_t volunteersOnline = 0;
+    std::optional<double> valLoss; // latest validation loss, none before the first evaluation
+
+    void write(MapWriter& w) const;
+    static ProjectInfo read(MapView v);
+    bool operator==(const ProjectInfo&) const = default;
+};
+
+struct TensorSpec {
+    std::string name;
+    std::vector<uint64_t> shape;
+
+    void write(MapWriter& w) const;
+    static TensorSpec read(MapView v);
+    bool operator==(const TensorSpec&) const = default;
+};
+
+// The canonical text of a manifest, one line per tensor "<name> <d0>x<d1>...\n"
+// ("<name> scalar\n" for rank 0); its SHA-256 is the manifest fingerprint.
+std::string manifestText(const std::vector<TensorSpec>& manifest);
+// Sum over tensors of the product of the shape (P); UINT64_MAX on overflow.
+uint64_t manifestElements(const std::vector<TensorSpec>& manifest);
+
+struct InnerSettings {
+    uint64_t steps = 0; // H
+    uint64_t batchSize = 0;
+    uint64_t blockSize = 0;
+    double learningRate = 0;
+    double minLr = 0;
+    uint64_t warmupIters = 0;
+    double beta1 = 0;
+    double beta2 = 0;
+    double weightDecay = 0;
+    double gradClip = 0; // 0: no clipping
+
+    void write(MapWriter& w) const;
+    static InnerSettings read(MapView v);
+    bool operator==(const InnerSettings&) const = default;
+};
+
+struct ShardRange {
+    std::string shard; // shard file name in the project's data folder
+    uint64_t beginToken = 0;
+    uint64_t endToken = 0; // exclusive, > beginToken
+
+    void write(MapWriter& w) const;
+    static ShardRange read(MapView v);
+    bool operator==(const ShardRange&) const = default;
+};
+
+struct Task {
+    uint64_t taskId = 0;
+    uint64_t round = 0;
+    uint64_t version = 0; // the theta_v to start from
+    std::vector<ShardRange> shards;
+    uint64_t innerSteps = 0;
+    uint64_t deadlineMs = 0; // from the reply to the deadline of the submit
+
+    void write(MapWriter& w) const;
+    static Task read(MapView v);
+    bool operator==(const Task&) const = default;
+};
+
+struct FileInfo {
+    std::string name; // file name, no folders
+    uint64_t bytes = 0;
+    std::string sha256;
+    std::string resource; // resource name for describe/fetch
+
+    void write(MapWriter& w) const;
+    static FileInfo read(MapView v);
+    bool operator==(const FileInfo&) const = default;
+};
+
+struct CheckpointInfo {
+    uint64_t round = 0;
+    uint64_t version = 0;
+    uint64_t tokens = 0;
+    std::optional<double> valLoss;
+    uint64_t createdMs = 0; // Unix time in milliseconds
+    std::vector<FileInfo> files;
+
+    void write(MapWriter& w) const;
+    static CheckpointInfo read(MapView v);
+    bool operator==(const CheckpointInfo&) const = default;
+};
+
+struct MetricRow {
+    uint64_t round = 0;
+    uint64_t tokens = 0; // tokens trained up to the end of the round
+    std::optional<double> trainLoss;
+    std::optional<double> valLoss;
+    uint64_t volunteers = 0;
+    uint64_t timeMs = 0; // Unix time in milliseconds of the round's close
+
+    void write(MapWriter& w) const;
+    static MetricRow read(MapView v);
+    bool operator==(const MetricRow&) const = default;
+};
+
+struct ContributorRow {
+    std::string displayName;
+    std::string publicKey; // Z85
+    uint64_t tokens = 0;
+    uint64_t roundsAccepted = 0;
+    uint64_t roundsRejected = 0;
+    double computeSeconds = 0;
+
+    void write(MapWriter& w) const;
+    static ContributorRow read(MapView v);
+    bool operator==(const ContributorRow&) const = default;
+};
+
+} // namespace crowdtrain::net

@@ -1,0 +1,142 @@
+#include "net/wire/messages_session.h"
+
+#include "net/wire/limits.h"
+
+namespace crowdtrain::net {
+
+void ListProjectsReply::write(MapWriter& w) const
+{
+    w.array("projects", arrayOf(projects));
+}
+
+ListProjectsReply ListProjectsReply::read(MapView v)
+{
+    return {readAll<ProjectInfo>(v, "projects", kMaxProjects)};
+}
+
+void JoinRequest::write(MapWriter& w) const
+{
+    w.str("project", project).str("display_name", displayName);
+    w.str("client_version", clientVersion).str("device", device);
+}
+
+JoinRequest JoinRequest::read(MapView v)
+{
+    JoinRequest r;
+    r.project = v.projectName("project");
+    r.displayName = v.str("display_name", {kMaxDisplayNameChars, 0});
+    r.clientVersion = v.str("client_version", {kMaxClientVersionChars});
+    r.device = v.str("device", {kMaxDeviceChars, 0});
+    return r;
+}
+
+void JoinReply::write(MapWriter& w) const
+{
+    w.str("session", session).map("project", mapOf(project)).array("manifest", arrayOf(manifest));
+    w.str("manifest_sha256", manifestSha256).u64("version", version).str("state_resource", stateResource);
+    w.str("state_sha256", stateSha256).u64("state_bytes", stateBytes).u64("chunk_bytes", chunkBytes);
+    w.str("codec", codec).map("inner", mapOf(inner));
+    w.u64("heartbeat_interval_ms", heartbeatIntervalMs).u64("heartbeat_liveness", heartbeatLiveness);
+}
+
+JoinReply JoinReply::read(MapView v)
+{
+    JoinReply r;
+    r.session = v.str("session", {kMaxSessionChars});
+    r.project = ProjectInfo::read(v.map("project"));
+    r.manifest = readAll<TensorSpec>(v, "manifest", kMaxManifestTensors);
+    if (!v.context().failed() && r.manifest.empty())
+        v.fail("manifest", "at least one tensor");
+    r.manifestSha256 = v.sha256Hex("manifest_sha256");
+    r.version = v.u64("version");
+    r.stateResource = v.str("state_resource", {kMaxResourceNameChars});
+    r.stateSha256 = v.sha256Hex("state_sha256");
+    r.stateBytes = v.u64("state_bytes", 4, kMaxResourceBytes);
+    if (!v.context().failed()) {
+        const uint64_t elements = manifestElements(r.manifest);
+        if (elements > kMaxElements || r.stateBytes != 4 * elements)
+            v.fail("state_bytes", "must be 4 x the manifest's " + std::to_string(elements) + " elements");
+    }
+    r.chunkBytes = v.u64("chunk_bytes", 1, kMaxChunkBytes);
+    r.codec = readCodec(v, "codec");
+    r.inner = InnerSettings::read(v.map("inner"));
+    r.heartbeatIntervalMs = v.u64("heartbeat_interval_ms", kMinHeartbeatIntervalMs, kMaxHeartbeatIntervalMs);
+    r.heartbeatLiveness = v.u64("heartbeat_liveness", kMinHeartbeatLiveness, kMaxHeartbeatLiveness);
+    return r;
+}
+
+void HeartbeatRequest::write(MapWriter& w) const
+{
+    w.str("project", project).str("session", session).u64("version", version);
+}
+
+HeartbeatRequest HeartbeatRequest::read(MapView v)
+{
+    HeartbeatRequest r;
+    r.project = v.projectName("project");
+    r.session = v.str("session", {kMaxSessionChars});
+    r.version = v.u64("version");
+    return r;
+}
+
+void HeartbeatReply::write(MapWriter& w) const
+{
+    w.u64("version", version).u64("round", round).str("state", state);
+}
+
+HeartbeatReply HeartbeatReply::read(MapView v)
+{
+    HeartbeatReply r;
+    r.version = v.u64("version");
+    r.round = v.u64("round");
+    r.state = v.oneOf("state", {kStateTrain, kStateWait});
+    return r;
+}
+
+void LeaveRequest::write(MapWriter& w) const
+{
+    w.str("project", project).str("session", session);
+}
+
+LeaveRequest LeaveRequest::read(MapView v)
+{
+    LeaveRequest r;
+    r.project = v.projectName("project");
+    r.session = v.str("session", {kMaxSessionChars});
+    return r;
+}
+
+void GetTaskRequest::write(MapWriter& w) const
+{
+    w.str("project", project).str("session", session).u64("version", version);
+}
+
+GetTaskRequest GetTaskRequest::read(MapView v)
+{
+    GetTaskRequest r;
+    r.project = v.projectName("project");
+    r.session = v.str("session", {kMaxSessionChars});
+    r.version = v.u64("version");
+    return r;
+}
+
+void GetTaskReply::write(MapWriter& w) const
+{
+    if (task)
+        w.str("status", "assigned").map("task", mapOf(*task));
+    else
+        w.str("status", "wait").u64("retry_after_ms", retryAfterMs);
+}
+
+GetTaskReply GetTaskReply::read(MapView v)
+{
+    GetTaskReply r;
+    const std::string status = v.oneOf("status", {"assigned", "wait"});
+    if (status == "assigned")
+        r.task = Task::read(v.map("task"));
+    else if (status == "wait")
+        r.retryAfterMs = v.u64("retry_after_ms", 0, kMaxDelayMs);
+    return r;
+}
+
+} // namespace crowdtrain::net

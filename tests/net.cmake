@@ -1,0 +1,4 @@
+# net/: wire messages, CurveZMQ transport, chunked transfer (tst_wire is listed in CMakeLists.txt).
+crowdtrain_test(tst_protocol SOURCES tst_protocol.cpp LIBS crowdtrain::wire)
+crowdtrain_test(tst_transport SOURCES tst_transport.cpp LIBS crowdtrain::transport)
+crowdtrain_test(tst_transfer SOURCES tst_transfer.cpp LIBS crowdtrain::transfer)
