@@ -1,16 +1,94 @@
 // crowdtrain-server: a project coordinator (design.md, "Processes").
 #include "app/args.h"
+#include "engine/cpu_runtime.h"
+#include "net/coordinator/coordinator_server.h"
 
+#include <csignal>
+#include <cstdio>
 #include <iostream>
+
+namespace {
+
+crowdtrain::coordinator::CoordinatorServer* g_server = nullptr;
+
+void onSignal(int)
+{
+    if (g_server)
+        g_server->stop();
+}
+
+std::filesystem::path defaultStateDir()
+{
+    if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg)
+        return std::filesystem::path(xdg) / "crowdtrain-server";
+    if (const char* home = std::getenv("HOME"); home && *home)
+        return std::filesystem::path(home) / ".local/share/crowdtrain-server";
+    return "crowdtrain-server-state";
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
-    using crowdtrain::app::Args;
-    Args args("crowdtrain-server", "the Crowdtrain project coordinator",
-        "  crowdtrain-server PROJECT_SPEC...   coordinate the projects described by the spec files");
-    args.option("bind", "ZeroMQ endpoint for requests", "tcp://127.0.0.1:7400");
-    if (auto exitCode = args.parse(crowdtrain::app::argumentsOf(argc, argv)))
+    using namespace crowdtrain;
+    engine::prepareCpuRuntime(argv);
+    app::Args args("crowdtrain-server", "the Crowdtrain project coordinator",
+        "  crowdtrain-server PROJECT_SPEC...   coordinate the projects described by the spec files\n"
+        "Prints the server's public key (volunteers pass it to crowdtrain-worker --server-key) and the\n"
+        "bound endpoints, then serves until SIGINT or SIGTERM.");
+    args.option("bind", "ZeroMQ endpoint for requests (ROUTER); port * picks a free one", "tcp://127.0.0.1:7400");
+    args.option("publish", "ZeroMQ endpoint for live events (PUB)", "tcp://127.0.0.1:7401");
+    args.option("state", "state folder (one sub-folder per project); default $XDG_DATA_HOME/crowdtrain-server");
+    args.option("keys", "the server's Curve key pair file, created when missing; default STATE/server.key");
+    args.option("heartbeat-ms", "heartbeat interval announced to volunteers", "5000");
+    args.option("liveness", "missed heartbeat intervals before a volunteer counts as gone", "3");
+    args.option("threads", "CPU threads for evaluation (0 = all cores)", "0");
+    if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
         return *exitCode;
-    std::cerr << "crowdtrain-server: the coordinator is not built yet; see --help\n";
-    return 2;
+    if (args.positionals().empty()) {
+        std::cerr << "crowdtrain-server: give at least one project spec file (see --help)\n";
+        return 2;
+    }
+    engine::configureCpuThreads(int(args.integer("threads")));
+
+    coordinator::ServerOptions options;
+    options.bindEndpoint = args.value("bind");
+    options.publishEndpoint = args.value("publish");
+    options.stateDir = args.has("state") ? std::filesystem::path(args.value("state")) : defaultStateDir();
+    options.runtime.heartbeatIntervalMs = uint64_t(std::max(100LL, args.integer("heartbeat-ms")));
+    options.runtime.heartbeatLiveness = uint64_t(std::max(1LL, args.integer("liveness")));
+    std::error_code ec;
+    std::filesystem::create_directories(options.stateDir, ec);
+    const auto keyFile = args.has("keys") ? std::filesystem::path(args.value("keys")) : options.stateDir / "server.key";
+    auto keys = net::loadOrCreateKeyPair(keyFile);
+    if (!keys) {
+        std::cerr << "crowdtrain-server: " << keys.error().message << "\n";
+        return 1;
+    }
+    options.keys = *keys;
+
+    std::vector<coordinator::ProjectSpec> specs;
+    for (const std::string& file : args.positionals()) {
+        auto spec = coordinator::loadProjectSpec(file);
+        if (!spec) {
+            std::cerr << "crowdtrain-server: " << spec.error().message << "\n";
+            return 1;
+        }
+        specs.push_back(std::move(*spec));
+    }
+    auto server = coordinator::CoordinatorServer::start(std::move(options), std::move(specs));
+    if (!server) {
+        std::cerr << "crowdtrain-server: " << server.error().message << "\n";
+        return 1;
+    }
+    g_server = server->get();
+    std::signal(SIGINT, onSignal);
+    std::signal(SIGTERM, onSignal);
+    // One line a script can parse, then serve.
+    std::printf("{\"public_key\":\"%s\",\"requests\":\"%s\",\"events\":\"%s\"}\n", (*server)->keys().publicKey.c_str(),
+        (*server)->requestEndpoint().c_str(), (*server)->publishEndpoint().c_str());
+    std::fflush(stdout);
+    (*server)->run();
+    g_server = nullptr;
+    return 0;
 }

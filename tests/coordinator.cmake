@@ -10,3 +10,8 @@ crowdtrain_test(tst_data_plan SOURCES tst_data_plan.cpp ${_ct_coordinator_fixtur
     LIBS crowdtrain::coordinator_store)
 crowdtrain_test(tst_checkpoint_store SOURCES tst_checkpoint_store.cpp
     LIBS crowdtrain::coordinator_store)
+
+# The coordinator service as a process, against clients speaking the protocol.
+crowdtrain_test(tst_coordinator SOURCES tst_coordinator.cpp coordinator_process.h
+    LIBS crowdtrain::coordinator Qt6::Core)
+add_dependencies(tst_coordinator crowdtrain-server crowdtrain-prepare)

@@ -156,6 +156,24 @@ Status DataPlan::complete(uint64_t leaseId)
         return Error::make("unknown_lease", "lease " + std::to_string(leaseId) + " is not outstanding");
     const uint32_t range = it->second.range;
     m_leases.erase(it);
+    return markCompleted(range);
+}
+
+Status DataPlan::completeRange(uint32_t range)
+{
+    if (range >= m_ranges.size() || m_completed[range])
+        return Error::make("unknown_range", "range " + std::to_string(range) + " is not open in this epoch");
+    for (auto it = m_leases.begin(); it != m_leases.end(); ++it)
+        if (it->second.range == range) {
+            m_leases.erase(it);
+            break;
+        }
+    std::erase(m_pool, range);
+    return markCompleted(range);
+}
+
+Status DataPlan::markCompleted(uint32_t range)
+{
     m_completed[range] = true;
     ++m_completedCount;
     if (m_completedCount == m_ranges.size()) {

@@ -58,6 +58,9 @@ public:
     // Error for an unknown lease (completed, released or expired already).
     Status complete(uint64_t leaseId);
 
+    // Marks a range done without a lease: a durable acceptance replayed
+    // after a restart. Error when the range is unknown or already done.
+    Status completeRange(uint32_t range);
     // Returns a vanished volunteer's outstanding ranges to the pool.
     std::vector<Lease> release(const std::string& publicKey);
     // Returns one lease's range to the pool (its submission was rejected).
@@ -91,6 +94,7 @@ private:
 
     DataPlan() = default;
     void refillPool();
+    Status markCompleted(uint32_t range);
     uint64_t fingerprint() const;
     Lease leaseOfRange(uint32_t range) const;
 

@@ -1,0 +1,235 @@
+#include "net/coordinator/coordinator_server.h"
+
+#include "net/transfer/resource_table.h"
+#include "net/transport/curve_socket.h"
+
+#include <chrono>
+
+namespace crowdtrain::coordinator {
+
+int64_t unixTimeMs()
+{
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+CoordinatorServer::CoordinatorServer(ServerOptions options)
+    : m_options(std::move(options))
+{ }
+
+CoordinatorServer::~CoordinatorServer()
+{
+    m_router.close();
+    m_pub.close();
+    m_zap.reset();
+}
+
+Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::start(
+    ServerOptions options, std::vector<ProjectSpec> projects)
+{
+    if (projects.empty())
+        return Error::make("bad_options", "no project to serve");
+    std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(std::move(options)));
+    const int64_t now = unixTimeMs();
+    for (ProjectSpec& spec : projects) {
+        const std::string name = spec.name;
+        if (server->m_projects.contains(name))
+            return Error::make("bad_options", "project " + name + " is listed twice");
+        auto runtime
+            = ProjectRuntime::open(std::move(spec), server->m_options.stateDir / name, server->m_options.runtime, now);
+        if (!runtime)
+            return Error::make(runtime.error().code, name + ": " + runtime.error().message);
+        server->m_projects.emplace(name, std::move(*runtime));
+    }
+    auto zap = net::ZapAuthenticator::start(server->m_context);
+    if (!zap)
+        return zap.error();
+    server->m_zap = std::move(*zap);
+    // The transport's hard cap sits above the protocol's limit, so that a
+    // request a little too big is answered "too_large" rather than cut off.
+    auto router = net::makeCurveServerSocket(server->m_context, zmq::socket_type::router, server->m_options.keys,
+        server->m_options.bindEndpoint, int64_t(net::kMaxRequestBytes) * 2);
+    if (!router)
+        return router.error();
+    server->m_router = std::move(*router);
+    auto pub = net::makeCurveServerSocket(
+        server->m_context, zmq::socket_type::pub, server->m_options.keys, server->m_options.publishEndpoint);
+    if (!pub)
+        return pub.error();
+    server->m_pub = std::move(*pub);
+    return server;
+}
+
+std::string CoordinatorServer::requestEndpoint() const
+{
+    return net::lastEndpoint(m_router);
+}
+std::string CoordinatorServer::publishEndpoint() const
+{
+    return net::lastEndpoint(m_pub);
+}
+
+void CoordinatorServer::run()
+{
+    auto lastTick = std::chrono::steady_clock::now();
+    while (!m_stop.load()) {
+        zmq::pollitem_t items[] = {{m_router.handle(), 0, ZMQ_POLLIN, 0}};
+        try {
+            zmq::poll(items, 1, std::chrono::milliseconds(m_options.tickMs));
+        } catch (const zmq::error_t& e) {
+            if (e.num() == EINTR)
+                continue;
+            std::fprintf(stderr, "poll failed: %s\n", e.what());
+            return;
+        }
+        // Drain what is waiting, then tick; a flood cannot starve the rounds
+        // for long because each request is short.
+        for (int i = 0; i < 1000; ++i) {
+            auto request = net::receiveRequest(m_router);
+            if (!request)
+                break;
+            const std::string reply = handle(request->payload, request->peerKey, unixTimeMs());
+            (void)net::sendReply(m_router, request->route, reply);
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (now - lastTick >= std::chrono::milliseconds(m_options.tickMs)) {
+            lastTick = now;
+            for (auto& [name, runtime] : m_projects)
+                publish(runtime->tick(unixTimeMs()));
+        }
+    }
+}
+
+void CoordinatorServer::publish(const PublishedEvents& events)
+{
+    for (const net::EventFrames& frames : events.frames) {
+        try {
+            m_pub.send(zmq::buffer(frames.topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+            m_pub.send(zmq::buffer(frames.body), zmq::send_flags::dontwait);
+        } catch (const zmq::error_t&) {
+            // PUB never blocks; a full queue drops the event for slow subscribers.
+        }
+    }
+}
+
+ProjectRuntime* CoordinatorServer::project(const std::string& name)
+{
+    auto it = m_projects.find(name);
+    return it == m_projects.end() ? nullptr : it->second.get();
+}
+
+std::string CoordinatorServer::handle(std::string_view request, const std::string& peerKey, int64_t nowMs)
+{
+    if (request.size() > net::kMaxRequestBytes)
+        return net::encodeErrorReply(net::bestEffortRequestId(request),
+            Error::make("too_large",
+                "request of " + std::to_string(request.size()) + " bytes exceeds the limit of "
+                    + std::to_string(net::kMaxRequestBytes)));
+    auto envelope = net::decodeEnvelope(request, net::EnvelopeKind::Request);
+    if (!envelope)
+        return net::encodeErrorReply(net::bestEffortRequestId(request), envelope.error());
+    try {
+        auto reply = dispatch(*envelope, peerKey, nowMs);
+        if (!reply)
+            return net::encodeErrorReply(envelope->id, reply.error());
+        return std::move(*reply);
+    } catch (const std::exception& e) {
+        // A bug, not the peer's fault; nothing was half-applied (handlers
+        // validate first), so say so and carry on serving.
+        return net::encodeErrorReply(envelope->id, Error::make("internal", e.what()));
+    }
+}
+
+namespace {
+
+// Decodes the body as Request, finds its project, and calls `handler`.
+template <typename Request, typename Handler>
+Result<std::string> serve(const net::Envelope& envelope, const std::function<ProjectRuntime*(const std::string&)>& find,
+    const std::string& peerKey, int64_t nowMs, Handler handler)
+{
+    auto request = net::decodeBody<Request>(envelope);
+    if (!request)
+        return request.error();
+    ProjectRuntime* runtime = find(request->project);
+    if (!runtime)
+        return Error::make("unknown_project", "no project named \"" + request->project + "\" here");
+    runtime->touch(peerKey, nowMs);
+    auto reply = handler(*runtime, *request);
+    if (!reply)
+        return reply.error();
+    return net::encodeReply(*reply, envelope.id);
+}
+
+} // namespace
+
+Result<std::string> CoordinatorServer::dispatch(const net::Envelope& e, const std::string& key, int64_t now)
+{
+    using namespace net;
+    const std::function<ProjectRuntime*(const std::string&)> find
+        = [this](const std::string& name) { return project(name); };
+    const std::string& type = e.type;
+    if (type == ListProjectsRequest::kType) {
+        if (auto request = decodeBody<ListProjectsRequest>(e); !request)
+            return request.error();
+        ListProjectsReply reply;
+        for (const auto& [name, runtime] : m_projects)
+            reply.projects.push_back(runtime->info());
+        return encodeReply(reply, e.id);
+    }
+    if (type == JoinRequest::kType)
+        return serve<JoinRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const JoinRequest& r) { return p.join(key, r, now); });
+    if (type == HeartbeatRequest::kType)
+        return serve<HeartbeatRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const HeartbeatRequest& r) { return p.heartbeat(key, r); });
+    if (type == LeaveRequest::kType)
+        return serve<LeaveRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const LeaveRequest& r) { return p.leave(key, r); });
+    if (type == GetTaskRequest::kType)
+        return serve<GetTaskRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const GetTaskRequest& r) { return p.getTask(key, r, now); });
+    if (type == UploadChunkRequest::kType)
+        return serve<UploadChunkRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const UploadChunkRequest& r) { return p.uploadChunk(key, r); });
+    if (type == SubmitRequest::kType)
+        return serve<SubmitRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const SubmitRequest& r) { return p.submit(key, r, now); });
+    if (type == GetUpdateRequest::kType)
+        return serve<GetUpdateRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const GetUpdateRequest& r) { return p.getUpdate(r); });
+    if (type == ListCheckpointsRequest::kType)
+        return serve<ListCheckpointsRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const ListCheckpointsRequest&) { return p.listCheckpoints(); });
+    if (type == MetricsRequest::kType)
+        return serve<MetricsRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const MetricsRequest& r) { return p.metrics(r); });
+    if (type == LeaderboardRequest::kType)
+        return serve<LeaderboardRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const LeaderboardRequest& r) { return p.leaderboard(r); });
+    if (type == MyStatsRequest::kType)
+        return serve<MyStatsRequest>(
+            e, find, key, now, [&](ProjectRuntime& p, const MyStatsRequest&) { return p.myStats(key); });
+    if (type == DescribeRequest::kType || type == FetchRequest::kType) {
+        Result<std::string> projectName = Error::make("malformed", "body");
+        if (type == DescribeRequest::kType) {
+            auto request = decodeBody<DescribeRequest>(e);
+            projectName = request ? Result<std::string>(request->project) : Result<std::string>(request.error());
+        } else {
+            auto request = decodeBody<FetchRequest>(e);
+            projectName = request ? Result<std::string>(request->project) : Result<std::string>(request.error());
+        }
+        if (!projectName)
+            return projectName.error();
+        ProjectRuntime* runtime = project(*projectName);
+        if (!runtime)
+            return Error::make("unknown_project", "no project named \"" + *projectName + "\" here");
+        runtime->touch(key, now);
+        auto reply = handleTransferRequest(runtime->resources(), e);
+        if (!reply)
+            return Error::make("unknown_type", "not a transfer request");
+        return std::move(*reply);
+    }
+    return Error::make("unknown_type", "no request type \"" + type + "\" in protocol version 1");
+}
+
+} // namespace crowdtrain::coordinator

@@ -1,0 +1,61 @@
+#pragma once
+
+// crowdtrain-server's engine room: one ROUTER socket for requests and one PUB
+// socket for events, both CurveZMQ with the server's key pair (plaintext
+// clients never get past the handshake), serving one or more projects. One
+// thread runs the loop: receive, check size, decode, dispatch to the
+// project, reply; every tick it lets each project expire peers and close
+// rounds, and publishes what they report.
+
+#include "net/coordinator/project_runtime.h"
+#include "net/transport/curve_keys.h"
+#include "net/transport/zap_authenticator.h"
+
+#include <atomic>
+#include <zmq.hpp>
+
+namespace crowdtrain::coordinator {
+
+struct ServerOptions {
+    std::string bindEndpoint = "tcp://127.0.0.1:7700"; // requests (ROUTER)
+    std::string publishEndpoint = "tcp://127.0.0.1:7701"; // events (PUB)
+    net::CurveKeyPair keys;
+    std::filesystem::path stateDir; // one sub-folder per project
+    RuntimeOptions runtime;
+    int tickMs = 50;
+};
+
+class CoordinatorServer {
+public:
+    static Result<std::unique_ptr<CoordinatorServer>> start(ServerOptions options, std::vector<ProjectSpec> projects);
+    ~CoordinatorServer();
+
+    // Serves until stop() (from any thread or a signal handler).
+    void run();
+    void stop() { m_stop.store(true); }
+
+    std::string requestEndpoint() const; // after binding "tcp://127.0.0.1:*": the real port
+    std::string publishEndpoint() const;
+    const net::CurveKeyPair& keys() const { return m_options.keys; }
+
+    // The reply bytes for one request from `peerKey` (exposed for tests).
+    std::string handle(std::string_view request, const std::string& peerKey, int64_t nowMs);
+
+private:
+    explicit CoordinatorServer(ServerOptions options);
+    Result<std::string> dispatch(const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs);
+    ProjectRuntime* project(const std::string& name);
+    void publish(const PublishedEvents& events);
+
+    ServerOptions m_options;
+    zmq::context_t m_context;
+    std::unique_ptr<net::ZapAuthenticator> m_zap;
+    zmq::socket_t m_router;
+    zmq::socket_t m_pub;
+    std::map<std::string, std::unique_ptr<ProjectRuntime>, std::less<>> m_projects;
+    std::atomic<bool> m_stop{false};
+};
+
+int64_t unixTimeMs();
+
+} // namespace crowdtrain::coordinator

@@ -1,0 +1,126 @@
+#pragma once
+
+// A real crowdtrain-server process for the multi-process tests: a prepared
+// Tiny Shakespeare data folder, a project spec, the server started on
+// loopback ports it picks itself, its public key and endpoints read from the
+// first line it prints.
+
+#include <QProcess>
+#include <QTest>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace crowdtrain::testing {
+
+inline std::filesystem::path binary(const char* name)
+{
+    return std::filesystem::path(CROWDTRAIN_BIN_DIR) / name;
+}
+
+// Tiny Shakespeare, char-level, 90/10 split, prepared once per test run.
+inline std::filesystem::path preparedShakespeare(const std::filesystem::path& dir)
+{
+    const auto data = dir / "data";
+    if (std::filesystem::exists(data / "tokenizer"))
+        return data;
+    QProcess prepare;
+    prepare.start(QString::fromStdString(binary("crowdtrain-prepare").string()),
+        {QStringLiteral(CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt"), QStringLiteral("--tokenizer"),
+            QStringLiteral("char"), QStringLiteral("--val-fraction"), QStringLiteral("0.1"), QStringLiteral("--out"),
+            QString::fromStdString(data.string())});
+    if (!prepare.waitForFinished(120000) || prepare.exitCode() != 0)
+        qFatal("crowdtrain-prepare failed: %s", prepare.readAllStandardError().constData());
+    return data;
+}
+
+struct SpecOptions {
+    int64_t innerSteps = 20;
+    int64_t batchSize = 8;
+    int64_t tasksPerRound = 2;
+    int64_t checkpointEvery = 2;
+    int64_t deadlineSeconds = 60;
+    std::string codec = "int8";
+};
+
+// A small model (2 layers, 32 wide, block 32) so that rounds take seconds.
+inline std::filesystem::path writeSpec(
+    const std::filesystem::path& dir, const std::filesystem::path& data, const SpecOptions& o = {})
+{
+    const int64_t block = 32;
+    nlohmann::json spec = {{"name", "tiny"}, {"description", "test project"},
+        {"model", {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", block}, {"vocab_size", 65}}},
+        {"data", data.string()}, {"init", {{"seed", 7}}},
+        {"inner",
+            {{"steps", o.innerSteps}, {"batch_size", o.batchSize}, {"learning_rate", 2e-3}, {"min_lr", 2e-4},
+                {"warmup_iters", 5}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}, {"grad_clip", 1.0}}},
+        {"round",
+            {{"token_target", o.tasksPerRound * o.innerSteps * o.batchSize * block},
+                {"deadline_seconds", o.deadlineSeconds}}},
+        {"codec", o.codec}, {"checkpoints", {{"every_rounds", o.checkpointEvery}, {"keep_last", 3}}},
+        {"validation", {{"batches", 8}, {"batch_size", 16}}}};
+    const auto file = dir / "tiny.project.json";
+    std::ofstream(file) << spec.dump(2);
+    return file;
+}
+
+class ServerProcess {
+public:
+    ~ServerProcess() { kill(); }
+
+    // Starts the server and waits for its first line; false on failure.
+    bool start(const std::filesystem::path& spec, const std::filesystem::path& state, int heartbeatMs = 300,
+        const std::string& bind = "tcp://127.0.0.1:*")
+    {
+        m_process.setProcessChannelMode(QProcess::SeparateChannels);
+        m_process.start(QString::fromStdString(binary("crowdtrain-server").string()),
+            {QString::fromStdString(spec.string()), QStringLiteral("--state"), QString::fromStdString(state.string()),
+                QStringLiteral("--bind"), QString::fromStdString(bind), QStringLiteral("--publish"),
+                QStringLiteral("tcp://127.0.0.1:*"), QStringLiteral("--heartbeat-ms"), QString::number(heartbeatMs),
+                QStringLiteral("--threads"), QStringLiteral("1")});
+        if (!m_process.waitForStarted(10000))
+            return false;
+        QByteArray line;
+        for (int i = 0; i < 600 && !line.contains('\n'); ++i) {
+            m_process.waitForReadyRead(100);
+            line += m_process.readAllStandardOutput();
+            if (m_process.state() == QProcess::NotRunning)
+                break;
+        }
+        const auto json = nlohmann::json::parse(line.toStdString(), nullptr, false);
+        if (json.is_discarded()) {
+            qWarning("server said: %s / %s", line.constData(), m_process.readAllStandardError().constData());
+            return false;
+        }
+        publicKey = json.at("public_key").get<std::string>();
+        endpoint = json.at("requests").get<std::string>();
+        events = json.at("events").get<std::string>();
+        return true;
+    }
+
+    void kill()
+    {
+        if (m_process.state() != QProcess::NotRunning) {
+            m_process.kill(); // SIGKILL
+            m_process.waitForFinished(10000);
+        }
+    }
+    void terminate()
+    {
+        m_process.terminate();
+        if (!m_process.waitForFinished(10000))
+            kill();
+    }
+    QByteArray stderrText() { return m_process.readAllStandardError(); }
+
+    std::string publicKey;
+    std::string endpoint;
+    std::string events;
+
+private:
+    QProcess m_process;
+};
+
+} // namespace crowdtrain::testing

@@ -1,0 +1,295 @@
+// The coordinator against hostile and honest clients, over real CurveZMQ
+// sockets on loopback: a crowdtrain-server process and this test speaking
+// the protocol directly. Every bad submission is rejected with its reason
+// and leaves no trace in the model: the round's published update is
+// recomputed here from the accepted submissions alone and must match.
+
+#include "coordinator_fixtures.h"
+#include "coordinator_process.h"
+
+#include "engine/diloco/codec.h"
+#include "net/transfer/download.h"
+#include "net/transfer/sha256.h"
+#include "net/transfer/socket_source.h"
+#include "net/transport/client.h"
+#include "net/transport/curve_keys.h"
+#include "net/wire/messages.h"
+
+#include <QTemporaryDir>
+#include <random>
+
+using namespace crowdtrain;
+using namespace crowdtrain::testing;
+
+namespace {
+
+struct Volunteer {
+    std::unique_ptr<net::Client> client;
+    net::JoinReply joined;
+    std::string key;
+};
+
+std::vector<float> randomDelta(int64_t n, float scale, uint64_t seed)
+{
+    std::mt19937 rng{static_cast<uint32_t>(seed)};
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> delta(static_cast<std::size_t>(n));
+    for (float& x : delta)
+        x = normal(rng);
+    return delta;
+}
+
+} // namespace
+
+class TestCoordinator : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+    zmq::context_t m_context;
+    ServerProcess m_server;
+    std::vector<std::string> m_rejections;
+
+    Volunteer join(const std::string& name)
+    {
+        auto keys = net::generateKeyPair();
+        if (!keys)
+            qFatal("no keys");
+        Volunteer v;
+        v.key = keys->publicKey;
+        auto client = net::Client::connect(m_context, {m_server.endpoint, m_server.publicKey, *keys});
+        if (!client)
+            qFatal("connect: %s", client.error().message.c_str());
+        v.client = std::move(*client);
+        auto joined = v.client->request<net::JoinReply>(net::JoinRequest{"tiny", name, "test", "CPU"}, 10000);
+        if (!joined)
+            qFatal("join: %s", joined.error().message.c_str());
+        v.joined = *joined;
+        return v;
+    }
+
+    net::Task task(Volunteer& v)
+    {
+        auto reply = v.client->request<net::GetTaskReply>(
+            net::GetTaskRequest{"tiny", v.joined.session, v.joined.version}, 10000);
+        if (!reply || !reply->task)
+            qFatal("no task: %s", reply ? "none offered" : reply.error().message.c_str());
+        return *reply->task;
+    }
+
+    // Uploads `payload` for the task and submits it with `tweak` applied.
+    Result<net::SubmitReply> submit(Volunteer& v, const net::Task& t, const std::string& payload, uint64_t tokens,
+        const std::function<void(net::SubmitRequest&)>& tweak = {})
+    {
+        const uint64_t chunk = v.joined.chunkBytes;
+        uint64_t index = 0;
+        for (uint64_t at = 0; at < payload.size(); at += chunk, ++index) {
+            auto up = v.client->request<net::UploadChunkReply>(
+                net::UploadChunkRequest{"tiny", v.joined.session, t.taskId, index, payload.substr(at, chunk)});
+            if (!up)
+                return up.error();
+        }
+        net::SubmitRequest s{"tiny", v.joined.session, t.taskId, t.round, t.version, tokens, 1000, 3.5, v.joined.codec,
+            manifestElements(), payload.size(), index, net::sha256Hex(payload)};
+        if (tweak)
+            tweak(s);
+        return v.client->request<net::SubmitReply>(s, 20000);
+    }
+
+    uint64_t manifestElements() const { return m_elements; }
+    uint64_t m_elements = 0;
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        const std::filesystem::path dir = m_dir.path().toStdString();
+        const auto data = preparedShakespeare(dir);
+        const auto spec = writeSpec(dir, data, SpecOptions{.tasksPerRound = 2, .checkpointEvery = 1});
+        QVERIFY(m_server.start(spec, dir / "state"));
+    }
+
+    void joinDescribesTheProject()
+    {
+        Volunteer v = join("alice");
+        m_elements = net::manifestElements(v.joined.manifest);
+        QVERIFY(m_elements > 10000);
+        QCOMPARE(v.joined.stateBytes, m_elements * 4);
+        QCOMPARE(v.joined.version, uint64_t(0));
+        QCOMPARE(v.joined.codec, std::string("int8"));
+        QCOMPARE(v.joined.inner.steps, uint64_t(20));
+        QCOMPARE(v.joined.manifestSha256, net::sha256Hex(net::manifestText(v.joined.manifest)));
+        auto projects = v.client->request<net::ListProjectsReply>(net::ListProjectsRequest{});
+        QVERIFY(projects);
+        QCOMPARE(projects->projects.size(), std::size_t(1));
+        QCOMPARE(projects->projects[0].volunteersOnline, uint64_t(1));
+    }
+
+    void plaintextClientIsRefused()
+    {
+        zmq::socket_t plain(m_context, zmq::socket_type::dealer);
+        plain.set(zmq::sockopt::linger, 0);
+        plain.connect(m_server.endpoint);
+        const std::string request = net::encodeRequest(net::ListProjectsRequest{}, 1);
+        plain.send(zmq::buffer(request), zmq::send_flags::dontwait);
+        zmq::pollitem_t items[] = {{plain.handle(), 0, ZMQ_POLLIN, 0}};
+        QCOMPARE(zmq::poll(items, 1, std::chrono::milliseconds(1500)), 0);
+    }
+
+    void malformedAndOversizedRequestsGetErrors()
+    {
+        Volunteer v = join("mallory");
+        auto garbage = v.client->call("\x93\x01\x02", 0, 5000);
+        QVERIFY(garbage);
+        QCOMPARE(garbage->type, std::string("error"));
+        QCOMPARE(net::errorFromReply(*garbage).code, std::string("malformed"));
+        // A well-formed envelope of an unknown type.
+        auto unknown = v.client->request<net::LeaveReply>(net::JoinRequest{"no-such-project", "x", "t", "CPU"});
+        QVERIFY(!unknown);
+        QCOMPARE(unknown.error().code, std::string("unknown_project"));
+        const std::string big(net::kMaxRequestBytes + 1000, 'x');
+        auto oversized = v.client->call(big, 0, 10000);
+        QVERIFY(oversized);
+        QCOMPARE(net::errorFromReply(*oversized).code, std::string("too_large"));
+        // The server still serves.
+        QVERIFY(v.client->request<net::ListProjectsReply>(net::ListProjectsRequest{}));
+    }
+
+    void badSubmissionsAreRejectedAndChangeNothing()
+    {
+        Volunteer honest = join("honest");
+        Volunteer bad = join("bad");
+        const int64_t n = int64_t(m_elements);
+        const uint64_t tokens = 20 * 8 * 32;
+        auto expectRejected = [&](const net::Task& t, const std::string& payload, const char* code,
+                                  const std::function<void(net::SubmitRequest&)>& tweak = {}) {
+            auto r = submit(bad, t, payload, tokens, tweak);
+            QVERIFY2(!r, code);
+            QCOMPARE(r.error().code, std::string(code));
+        };
+        const auto good = randomDelta(n, 1e-3f, 1);
+        const std::string goodPayload = diloco::encode(diloco::Codec::Int8, good.data(), n);
+
+        // Wrong shape: a payload for fewer elements (its upload is refused).
+        {
+            const net::Task t = task(bad);
+            const std::string shortPayload = diloco::encode(diloco::Codec::Int8, good.data(), n - 300);
+            auto r
+                = submit(bad, t, shortPayload, tokens, [&](net::SubmitRequest& s) { s.elements = uint64_t(n - 300); });
+            QVERIFY(!r);
+            QCOMPARE(r.error().code, std::string("bad_shape"));
+        }
+        // NaN values.
+        {
+            auto nan = good;
+            nan[12345 % n] = std::numeric_limits<float>::quiet_NaN();
+            expectRejected(task(bad), diloco::encode(diloco::Codec::Int8, nan.data(), n), "non_finite");
+        }
+        // A stale version.
+        expectRejected(task(bad), goodPayload, "stale_version", [](net::SubmitRequest& s) { s.version += 1; });
+        // A payload that does not match its checksum.
+        expectRejected(task(bad), goodPayload, "checksum_mismatch",
+            [](net::SubmitRequest& s) { s.sha256 = std::string(64, '0'); });
+
+        // The honest one, then a 100x copy of it from the attacker.
+        const net::Task honestTask = task(honest);
+        QVERIFY(submit(honest, honestTask, goodPayload, tokens));
+        auto scaled = good;
+        for (float& x : scaled)
+            x *= 100.0f;
+        expectRejected(task(bad), diloco::encode(diloco::Codec::Int8, scaled.data(), n), "norm_out_of_bounds");
+        auto stats = bad.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
+        QVERIFY(stats);
+        // The short payload was refused at upload, before a submission existed.
+        QCOMPARE(stats->stats.roundsRejected, uint64_t(4));
+        QCOMPARE(stats->stats.tokens, uint64_t(0));
+
+        // A second honest submission closes the round (2 tasks' tokens).
+        const auto good2 = randomDelta(n, 1e-3f, 2);
+        const std::string goodPayload2 = diloco::encode(diloco::Codec::Int8, good2.data(), n);
+        const net::Task t2 = task(honest);
+        QVERIFY(submit(honest, t2, goodPayload2, tokens));
+        net::HeartbeatReply beat;
+        for (int i = 0; i < 100; ++i) {
+            auto hb
+                = honest.client->request<net::HeartbeatReply>(net::HeartbeatRequest{"tiny", honest.joined.session, 0});
+            QVERIFY(hb);
+            beat = *hb;
+            if (beat.version == 1)
+                break;
+            QTest::qWait(100);
+        }
+        QCOMPARE(beat.version, uint64_t(1));
+
+        // Recompute the update from the accepted two alone: token-weighted
+        // average, Nesterov from zero momentum, int8 with zero residual.
+        std::vector<float> avg(static_cast<std::size_t>(n), 0.0f);
+        QVERIFY(diloco::decodeAccumulate(diloco::Codec::Int8, goodPayload, n, float(tokens), avg.data()));
+        QVERIFY(diloco::decodeAccumulate(diloco::Codec::Int8, goodPayload2, n, float(tokens), avg.data()));
+        std::vector<float> expected(static_cast<std::size_t>(n));
+        const float total = float(2 * tokens);
+        for (int64_t i = 0; i < n; ++i) {
+            const float a = avg[std::size_t(i)] / total;
+            const float m = a; // momentum buffer after one step from zero
+            expected[std::size_t(i)] = -0.7f * (a + 0.9f * m);
+        }
+        auto update = honest.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 0});
+        QVERIFY(update);
+        const std::filesystem::path target = m_dir.path().toStdString() + "/update.bin";
+        QVERIFY(net::downloadResource(*honest.client, "tiny", update->resource, target));
+        const std::string published = readAll(target);
+        QCOMPARE(net::sha256Hex(published), update->sha256);
+        std::vector<float> got(static_cast<std::size_t>(n));
+        QVERIFY(diloco::decode(diloco::Codec::Int8, published, n, got.data()));
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            worst = std::max(worst, double(std::abs(got[std::size_t(i)] - expected[std::size_t(i)])));
+            scale = std::max(scale, double(std::abs(expected[std::size_t(i)])));
+        }
+        // Within the int8 quantum of the update (max/127 per block, half of it rounding).
+        QVERIFY2(worst <= scale / 127.0, (std::to_string(worst) + " vs " + std::to_string(scale)).c_str());
+    }
+
+    void checkpointDownloadResumesAndDetectsCorruption()
+    {
+        Volunteer v = join("reader");
+        net::ListCheckpointsReply list;
+        for (int i = 0; i < 100; ++i) {
+            auto r = v.client->request<net::ListCheckpointsReply>(net::ListCheckpointsRequest{"tiny"});
+            QVERIFY(r);
+            list = *r;
+            if (!list.checkpoints.empty())
+                break;
+            QTest::qWait(100);
+        }
+        if (list.checkpoints.empty())
+            qWarning("server: %s", m_server.stderrText().constData());
+        QVERIFY(!list.checkpoints.empty());
+        const net::FileInfo* model = nullptr;
+        for (const auto& f : list.checkpoints.back().files)
+            if (f.name == "model.safetensors")
+                model = &f;
+        QVERIFY(model);
+        const std::filesystem::path target = m_dir.path().toStdString() + "/model.safetensors";
+        // Interrupted after the first chunk...
+        std::atomic<bool> cancel{false};
+        net::DownloadOptions options;
+        options.cancel = &cancel;
+        options.progress = [&](uint64_t, uint64_t) { cancel.store(true); };
+        net::SocketSource source(*v.client, "tiny");
+        auto first = net::Download(source, model->resource, target, options).run();
+        const bool multiChunk = model->bytes > v.joined.chunkBytes;
+        if (multiChunk) {
+            QVERIFY(!first);
+            QCOMPARE(first.error().code, std::string("cancelled"));
+        }
+        // ... then resumed to the end, verified.
+        auto second = net::Download(source, model->resource, target).run();
+        QVERIFY2(second, second ? "" : second.error().message.c_str());
+        if (multiChunk)
+            QVERIFY(second->resumedChunks >= 1);
+        QCOMPARE(net::sha256Hex(readAll(target)), model->sha256);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCoordinator)
+#include "tst_coordinator.moc"
