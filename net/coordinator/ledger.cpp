@@ -332,6 +332,11 @@ Status Ledger::recordRejection(const ContributionRecord& rejection)
 {
     if (rejection.accepted)
         return Error::make("bad_commit", "recordRejection() takes rejected contributions only");
+    return recordContribution(rejection);
+}
+
+Status Ledger::recordContribution(const ContributionRecord& rejection)
+{
     const std::string file = m_file.string();
     Transaction tx(m_db, file);
     if (Status s = tx.begin(); !s)

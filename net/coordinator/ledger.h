@@ -115,6 +115,10 @@ public:
 
     // Writes one rejected contribution now, whether or not its round is ever
     // committed: a rejection is information about its sender.
+    // Any contribution of the open round, written at once: a durably
+    // accepted submission is in the ledger before it is acknowledged, and
+    // commitRound() repeating it later adds nothing.
+    Status recordContribution(const ContributionRecord& contribution);
     Status recordRejection(const ContributionRecord& rejection);
 
     // A metric sample between rounds (volunteers online, say).

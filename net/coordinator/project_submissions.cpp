@@ -124,9 +124,11 @@ Result<net::SubmitReply> ProjectRuntime::submit(
             "expected " + std::string(diloco::codecName(m_codec)) + " of " + std::to_string(m_parameters)
                 + " elements (" + std::to_string(expected) + " bytes), got " + request.codec + " of "
                 + std::to_string(request.elements) + " elements (" + std::to_string(request.totalBytes) + " bytes)"));
-    if (task.receivedBytes != expected)
+    if (task.receivedBytes != expected || request.chunks != task.nextChunk)
         return refuse(Error::make("bad_shape",
-            "uploaded " + std::to_string(task.receivedBytes) + " of " + std::to_string(expected) + " bytes"));
+            "uploaded " + std::to_string(task.receivedBytes) + " of " + std::to_string(expected) + " bytes in "
+                + std::to_string(task.nextChunk) + " chunks; the submission announces " + std::to_string(request.chunks)
+                + " chunks"));
     if (request.tokens == 0 || request.tokens > task.tokens)
         return refuse(Error::make("bad_tokens",
             "tokens must be 1.." + std::to_string(task.tokens) + " for this task, got "
@@ -171,7 +173,14 @@ Status ProjectRuntime::reject(
 Status ProjectRuntime::acceptDurably(
     const std::string& key, const TaskState& task, const net::SubmitRequest& request, double norm, int64_t nowMs)
 {
-    const std::string stem = pendingStem(m_version + 1, task.lease.id);
+    // Lease ids handed out after the last commit are handed out again after a
+    // restart, so a stem may already hold an accepted submission: never
+    // overwrite it.
+    std::string stem = pendingStem(m_version + 1, task.lease.id);
+    for (int k = 1; std::filesystem::exists(pendingDir() / (stem + ".json"))
+         || std::filesystem::exists(pendingDir() / (stem + ".bin"));
+         ++k)
+        stem = pendingStem(m_version + 1, task.lease.id) + "-" + std::to_string(k);
     const auto payload = pendingDir() / (stem + ".bin");
     if (Status s = syncFile(task.uploadFile); !s)
         return s;
@@ -184,14 +193,16 @@ Status ProjectRuntime::acceptDurably(
         {"train_loss", request.trainLoss}, {"norm", norm}, {"submitted_at_ms", nowMs}};
     if (Status s = engine::writeFileAtomically(pendingDir() / (stem + ".json"), record.dump()); !s)
         return s;
+    ContributionRecord contribution{
+        m_version + 1, key, int64_t(request.tokens), int64_t(request.computeMs), request.trainLoss, true, "", nowMs};
+    if (Status s = m_store->ledger().recordContribution(contribution); !s)
+        return s;
     if (Status s = accumulateFile(payload, double(request.tokens)); !s)
         return s;
     if (Status s = m_plan->complete(task.lease.id); !s)
         return s;
     m_tasks.erase(task.lease.id);
     m_normGate.accept(norm);
-    ContributionRecord contribution{
-        m_version + 1, key, int64_t(request.tokens), int64_t(request.computeMs), request.trainLoss, true, "", nowMs};
     m_accepted.push_back({contribution, task.lease.range, norm});
     m_acceptedTokens += int64_t(request.tokens);
     return Status::success();

@@ -1,0 +1,198 @@
+// The whole system on loopback: a crowdtrain-server process and several
+// crowdtrain-worker processes training the small model char-level on Tiny
+// Shakespeare. Churn is real: workers are SIGKILLed, join late, and the
+// server itself is SIGKILLed and restarted on the same port.
+
+#include "coordinator_process.h"
+
+#include "net/transport/client.h"
+#include "net/transport/curve_keys.h"
+#include "net/wire/messages.h"
+
+#include <QTemporaryDir>
+
+using namespace crowdtrain;
+using namespace crowdtrain::testing;
+
+namespace {
+
+class WorkerProcess {
+public:
+    ~WorkerProcess()
+    {
+        if (m_process.state() != QProcess::NotRunning) {
+            m_process.kill();
+            m_process.waitForFinished(5000);
+        }
+    }
+    void start(const ServerProcess& server, const std::filesystem::path& data, const std::filesystem::path& home,
+        const std::string& name, int maxTasks)
+    {
+        m_process.start(QString::fromStdString(binary("crowdtrain-worker").string()),
+            {QStringLiteral("join"), QString::fromStdString(server.endpoint), QStringLiteral("tiny"),
+                QStringLiteral("--server-key"), QString::fromStdString(server.publicKey), QStringLiteral("--data"),
+                QString::fromStdString(data.string()), QStringLiteral("--data-dir"),
+                QString::fromStdString(home.string()), QStringLiteral("--name"), QString::fromStdString(name),
+                QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--max-tasks"),
+                QString::number(maxTasks)});
+        QVERIFY(m_process.waitForStarted(10000));
+    }
+    // The worker's JSON summary (its last stdout line) once it has exited.
+    nlohmann::json finish(int timeoutMs)
+    {
+        if (!m_process.waitForFinished(timeoutMs)) {
+            qWarning("worker still running; its log: %s", m_process.readAllStandardError().right(3000).constData());
+            return {};
+        }
+        const QList<QByteArray> lines = m_process.readAllStandardOutput().trimmed().split('\n');
+        auto json = nlohmann::json::parse(lines.isEmpty() ? QByteArray() : lines.last(), nullptr, false);
+        if (json.is_discarded()) {
+            qWarning("worker log: %s", m_process.readAllStandardError().right(3000).constData());
+            return {};
+        }
+        return json;
+    }
+    void kill()
+    {
+        m_process.kill();
+        m_process.waitForFinished(5000);
+    }
+
+private:
+    QProcess m_process;
+};
+
+// A client of our own, to read the project's metrics and ledger.
+class Observer {
+public:
+    Observer(zmq::context_t& context, const ServerProcess& server)
+    {
+        auto keys = net::generateKeyPair();
+        auto client = net::Client::connect(context, {server.endpoint, server.publicKey, *keys});
+        if (!client)
+            qFatal("observer: %s", client.error().message.c_str());
+        m_client = std::move(*client);
+    }
+    std::vector<net::MetricRow> metrics()
+    {
+        auto reply = m_client->request<net::MetricsReply>(net::MetricsRequest{"tiny", 0, 4096}, 10000);
+        return reply ? reply->rows : std::vector<net::MetricRow>{};
+    }
+    uint64_t version()
+    {
+        auto reply = m_client->request<net::ListProjectsReply>(net::ListProjectsRequest{}, 10000);
+        return reply && !reply->projects.empty() ? reply->projects[0].version : 0;
+    }
+    std::map<std::string, net::ContributorRow> leaderboard()
+    {
+        std::map<std::string, net::ContributorRow> byName;
+        auto reply = m_client->request<net::LeaderboardReply>(net::LeaderboardRequest{"tiny", 100}, 10000);
+        if (reply)
+            for (const auto& row : reply->rows)
+                byName[row.displayName] = row;
+        return byName;
+    }
+    bool waitForVersion(uint64_t atLeast, int timeoutMs)
+    {
+        for (int waited = 0; waited < timeoutMs; waited += 200) {
+            if (version() >= atLeast)
+                return true;
+            QTest::qWait(200);
+        }
+        return false;
+    }
+
+private:
+    std::unique_ptr<net::Client> m_client;
+};
+
+} // namespace
+
+class TestSwarm : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+    zmq::context_t m_context;
+    std::filesystem::path m_data;
+
+    std::filesystem::path dir() const { return m_dir.path().toStdString(); }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        m_data = preparedShakespeare(dir());
+    }
+
+    // Three volunteers, one killed mid-run, one joining late: rounds keep
+    // closing and the coordinator's validation loss falls.
+    void swarmTrainsThroughChurn()
+    {
+        const auto spec = writeSpec(dir() / "a", m_data, SpecOptions{.innerSteps = 30, .tasksPerRound = 3});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir() / "a/state"));
+        Observer observer(m_context, server);
+
+        WorkerProcess w1, w2, victim;
+        w1.start(server, m_data, dir() / "a/w1", "w1", 12);
+        w2.start(server, m_data, dir() / "a/w2", "w2", 12);
+        victim.start(server, m_data, dir() / "a/victim", "victim", 1000);
+        QVERIFY2(observer.waitForVersion(2, 120000), server.stderrText().constData());
+        victim.kill(); // SIGKILL, possibly mid-task
+        const uint64_t atKill = observer.version();
+        QVERIFY2(observer.waitForVersion(atKill + 2, 120000), "rounds stopped after a volunteer was killed");
+
+        WorkerProcess joiner; // a fresh volunteer, behind by several versions
+        joiner.start(server, m_data, dir() / "a/joiner", "joiner", 3);
+        const auto joined = joiner.finish(180000);
+        QVERIFY(!joined.is_null());
+        QVERIFY(joined.value("accepted", 0) >= 1);
+        const auto s1 = w1.finish(240000), s2 = w2.finish(240000);
+        QVERIFY(!s1.is_null() && !s2.is_null());
+
+        const auto rows = observer.metrics();
+        QVERIFY(rows.size() >= 5);
+        QVERIFY(rows.front().valLoss && rows.back().valLoss);
+        qInfo("validation loss: round %llu %.3f -> round %llu %.3f", (unsigned long long)rows.front().round,
+            *rows.front().valLoss, (unsigned long long)rows.back().round, *rows.back().valLoss);
+        QVERIFY(*rows.back().valLoss < *rows.front().valLoss - 0.5);
+        const auto board = observer.leaderboard();
+        QCOMPARE(board.at("w1").roundsAccepted, uint64_t(s1.value("accepted", -1)));
+        QCOMPARE(board.at("joiner").roundsAccepted, uint64_t(joined.value("accepted", -1)));
+        server.terminate();
+    }
+
+    // kill -9 of the server mid-run: workers reconnect to the restarted
+    // server by themselves, and every submission a worker saw accepted is in
+    // the ledger.
+    void serverKilledAndRestartedLosesNothingAccepted()
+    {
+        const auto spec = writeSpec(dir() / "b", m_data, SpecOptions{.innerSteps = 20, .tasksPerRound = 4});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir() / "b/state"));
+        const std::string endpoint = server.endpoint;
+        Observer before(m_context, server);
+        WorkerProcess w1, w2;
+        w1.start(server, m_data, dir() / "b/w1", "w1", 10);
+        w2.start(server, m_data, dir() / "b/w2", "w2", 10);
+        QVERIFY(before.waitForVersion(1, 120000));
+        QTest::qWait(700); // into the next round: some submissions accepted, not committed
+        server.kill();
+        QTest::qWait(1500);
+        ServerProcess restarted;
+        QVERIFY(restarted.start(spec, dir() / "b/state", 300, endpoint));
+        QCOMPARE(restarted.publicKey, server.publicKey); // the same key pair, from the state folder
+        const auto s1 = w1.finish(300000), s2 = w2.finish(300000);
+        QVERIFY(!s1.is_null() && !s2.is_null());
+        Observer after(m_context, restarted);
+        // Let the last round close, then compare with what the workers were told.
+        QTest::qWait(1500);
+        const auto board = after.leaderboard();
+        QCOMPARE(board.at("w1").roundsAccepted, uint64_t(s1.value("accepted", -1)));
+        QCOMPARE(board.at("w2").roundsAccepted, uint64_t(s2.value("accepted", -1)));
+        restarted.terminate();
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSwarm)
+#include "tst_swarm.moc"
