@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# DiLoCo across volunteer processes against synchronous training on the same
+# tokens, one run, one machine, one environment:
+#   - quality: the coordinator's validation loss after R rounds of V workers
+#     against crowdtrain-train with V times the batch for R*H steps;
+#   - communication: bytes each volunteer sent and received per training
+#     token, against a ring all-reduce of fp32 gradients every step;
+#   - utilisation: each volunteer's compute time over its wall time.
+#
+#   bench/diloco_swarm.sh [BUILD_DIR] [ROUNDS] [VOLUNTEERS] [H]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../build/dev}
+rounds=${2:-30}
+volunteers=${3:-4}
+H=${4:-100}
+batch=8; block=64; layers=2; heads=2; embd=64
+lr=3e-3; min_lr=3e-4; warmup=20
+text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
+work=$(mktemp -d)
+server_pid=
+cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+"$build/bin/crowdtrain-prepare" "$text" --out "$work/data" --tokenizer char --val-fraction 0.1 >/dev/null 2>&1
+cat > "$work/spec.json" <<JSON
+{"name": "bench", "model": {"n_layer": $layers, "n_head": $heads, "n_embd": $embd, "block_size": $block, "vocab_size": 65},
+ "data": "$work/data", "init": {"seed": 1337},
+ "inner": {"steps": $H, "batch_size": $batch, "learning_rate": $lr, "min_lr": $min_lr, "warmup_iters": $warmup,
+           "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
+ "outer": {"lr": 0.7, "momentum": 0.9, "nesterov": true},
+ "round": {"token_target": $((volunteers * H * batch * block)), "deadline_seconds": 600},
+ "codec": "int8", "checkpoints": {"every_rounds": 1000, "keep_last": 1},
+ "validation": {"batches": 100, "batch_size": 16}}
+JSON
+"$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" --bind 'tcp://127.0.0.1:*' \
+    --publish 'tcp://127.0.0.1:*' --heartbeat-ms 1000 --threads 1 > "$work/server.out" 2> "$work/server.err" &
+server_pid=$!
+for _ in $(seq 100); do [ -s "$work/server.out" ] && break; sleep 0.2; done
+key=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['public_key'])" "$work/server.out")
+endpoint=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['requests'])" "$work/server.out")
+
+start=$(date +%s.%N)
+pids=()
+for i in $(seq "$volunteers"); do
+    "$build/bin/crowdtrain-worker" join "$endpoint" bench --server-key "$key" --data "$work/data" \
+        --data-dir "$work/v$i" --name "v$i" --threads 1 --max-rounds "$rounds" \
+        > "$work/v$i.json" 2> "$work/v$i.log" &
+    pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+swarm_seconds=$(echo "$(date +%s.%N) - $start" | bc)
+sleep 2   # the last round's close
+sqlite3_db="$work/state/bench/ledger.sqlite"
+diloco_val=$(/usr/bin/python3 - "$sqlite3_db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+row = db.execute("SELECT round, val_loss FROM rounds ORDER BY round DESC LIMIT 1").fetchone()
+print(f"{row[1]} {row[0]}")
+PY
+)
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
+
+steps=$((rounds * H))
+sync=$("$build/bin/crowdtrain-train" --data "$work/data" --n-layer $layers --n-head $heads --n-embd $embd \
+    --block-size $block --batch-size $((volunteers * batch)) --max-iters $steps --learning-rate $lr --min-lr $min_lr \
+    --warmup-iters $warmup --lr-decay-iters $steps --beta1 0.9 --beta2 0.99 --weight-decay 0.1 --grad-clip 1.0 \
+    --dropout 0 --eval-interval 0 --eval-iters 100 --device cpu --threads 1 --log-interval 1000000 2>/dev/null | tail -n 1)
+
+/usr/bin/python3 - "$work" "$volunteers" "$rounds" "$H" "$batch" "$block" "$diloco_val" "$sync" "$swarm_seconds" "$embd" "$layers" <<'PY'
+import json, sys, glob
+work, V, R, H, B, T = sys.argv[1], *map(int, sys.argv[2:7])
+val, last_round = sys.argv[7].split()
+sync = json.loads(sys.argv[8])
+summaries = [json.loads(open(f).read().strip().splitlines()[-1]) for f in sorted(glob.glob(f"{work}/v*.json"))]
+d, L, vocab = int(sys.argv[10]), int(sys.argv[11]), 65
+P = vocab * d + T * d + L * (12 * d * d + 13 * d) + 2 * d  # GPT-2 with a tied head
+tokens = sum(s["tokens"] for s in summaries)
+sent = sum(s["bytes_sent"] for s in summaries); recv = sum(s["bytes_received"] for s in summaries)
+print(f"| volunteers | rounds | H | tokens | DiLoCo val loss | sync val loss | ratio |")
+print(f"| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print(f"| {V} | {last_round} | {H} | {tokens} | {float(val):.4f} | {sync['final_val_loss']:.4f} | {float(val)/sync['final_val_loss']:.3f} |")
+print()
+per_token = (sent + recv) / tokens
+dp = 2 * 2 * (V - 1) / V * 4 * P / (B * T)
+print("| bytes per training token | sent | received | total | data-parallel all-reduce | reduction |")
+print("| --- | ---: | ---: | ---: | ---: | ---: |")
+print(f"| per volunteer | {sent/tokens:.2f} | {recv/tokens:.2f} | {per_token:.2f} | {dp:.1f} | {dp/per_token:.0f}x |")
+print()
+print("| volunteer | tasks | accepted | tokens | compute s | wall s | utilisation |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+for i, s in enumerate(summaries, 1):
+    print(f"| v{i} | {s['tasks']} | {s['accepted']} | {s['tokens']} | {s['compute_s']:.1f} | {s['wall_s']:.1f} | {s['compute_s']/s['wall_s']:.3f} |")
+print(f"\nsync run: {sync['steps']} steps of batch {V*B}, {sync['tokens_per_second']:.0f} tokens/s; P = {P} parameters")
+PY

@@ -1,0 +1,96 @@
+#pragma once
+
+// The volunteer agent: joins one project on a coordinator and trains for it
+// until stopped (design.md, "Processes"; the round in notes/diloco_spec.md):
+//   join -> theta_v (local file with the right SHA-256, or a download of the
+//   state) -> get_task -> H inner AdamW steps -> Delta = theta_v - theta_local,
+//   encoded with the project's codec and error feedback -> upload_chunk... ->
+//   submit -> wait for version v+1 (heartbeats) -> get_update, apply, check
+//   the SHA-256 (else the full state) -> next task.
+// One thread (the caller of run()) owns the socket; training runs on a
+// thread of its own while that thread keeps heartbeating. When the
+// coordinator stops answering for `liveness` heartbeat intervals the agent
+// reconnects with exponential backoff and joins again, keeping a finished
+// pseudo-gradient for a version the server still holds. Identity
+// (<data-dir>/identity.key), theta_v, the residual and partial downloads are
+// kept under the data folder (local_store.h), so a restart is the same
+// volunteer and downloads nothing it already has.
+//
+// Thread-safety: run() on one thread; stop() and summary() from any thread
+// (stop() only sets an atomic flag, so a signal handler may call it).
+
+#include "engine/result.h"
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace crowdtrain::volunteer {
+
+struct AgentOptions {
+    std::string endpoint; // "tcp://host:port"
+    std::string serverKey; // Z85, or "@FILE" / FILE holding it
+    std::string project;
+    std::string displayName;
+    std::filesystem::path dataDir; // identity + state; empty: defaultDataDir()
+    std::filesystem::path preparedDataDir; // the project's shards (crowdtrain-prepare output)
+    std::string device = "cpu"; // "cpu", "cuda", "cuda:N", "auto"
+    int threads = 0; // torch intra-op threads for training (0 = as configured)
+    uint64_t maxTasks = 0; // stop after this many submissions (0 = forever)
+    uint64_t maxRounds = 0; // stop after the version advanced this many times (0 = forever)
+    std::string clientVersion; // sent at join
+    std::function<void(const std::string&)> log; // progress lines; called on run()'s thread
+};
+
+struct AgentSummary {
+    uint64_t tasks = 0; // submissions judged by the server (accepted + rejected)
+    uint64_t accepted = 0;
+    uint64_t rejected = 0;
+    uint64_t dropped = 0; // trained but not counted: cancelled, stale or unknown to the server
+    uint64_t tokens = 0; // tokens trained in inner steps
+    double computeMs = 0; // time inside inner steps
+    double wallMs = 0; // since run() started
+    uint64_t bytesSent = 0; // request frames
+    uint64_t bytesReceived = 0; // reply frames
+    uint64_t version = 0; // theta_v held at the end
+    uint64_t reconnects = 0;
+
+    // computeMs / wallMs
+    double utilisation() const { return wallMs > 0 ? computeMs / wallMs : 0.0; }
+    // {"tasks":..,"accepted":..,"rejected":..,"tokens":..,"compute_s":..,"wall_s":..,
+    //  "bytes_sent":..,"bytes_received":..,"version":..} plus a few extras.
+    std::string toJson() const;
+};
+
+class AgentLoop;
+
+class VolunteerAgent {
+public:
+    explicit VolunteerAgent(AgentOptions options);
+    ~VolunteerAgent();
+    VolunteerAgent(const VolunteerAgent&) = delete;
+    VolunteerAgent& operator=(const VolunteerAgent&) = delete;
+
+    // Runs until stop(), a limit, or an error no retry can fix (a bad key,
+    // an unknown project, a data folder that does not match, a disk error).
+    // Network trouble is never such an error: it is retried forever.
+    Status run();
+    void stop() { m_stop.store(true); }
+    bool stopRequested() const { return m_stop.load(); }
+    AgentSummary summary() const;
+
+private:
+    friend class AgentLoop;
+    void publish(const AgentSummary& summary);
+
+    AgentOptions m_options;
+    std::atomic<bool> m_stop{false};
+    mutable std::mutex m_summaryMutex;
+    AgentSummary m_summary;
+};
+
+} // namespace crowdtrain::volunteer

@@ -1,0 +1,75 @@
+#include "net/volunteer/connection.h"
+
+namespace crowdtrain::volunteer {
+namespace {
+
+// msgpack::packer's stream: counts instead of storing.
+struct ByteCounter {
+    uint64_t bytes = 0;
+    void write(const char*, std::size_t n) { bytes += n; }
+};
+
+} // namespace
+
+bool isConnectionError(const Error& error)
+{
+    return error.code == "timeout" || error.code == "zmq_error" || error.code == "send_failed";
+}
+
+Result<std::unique_ptr<Connection>> Connection::open(
+    zmq::context_t& context, net::ClientOptions options, Traffic& traffic)
+{
+    auto client = net::Client::connect(context, std::move(options));
+    if (!client)
+        return client.error();
+    return std::unique_ptr<Connection>(new Connection(std::move(*client), traffic));
+}
+
+Connection::Connection(std::unique_ptr<net::Client> client, Traffic& traffic)
+    : m_client(std::move(client))
+    , m_traffic(traffic)
+{ }
+
+Result<net::Envelope> Connection::send(const std::string& frame, uint64_t id, int timeoutMs)
+{
+    m_traffic.bytesSent += frame.size();
+    ++m_traffic.requests;
+    auto envelope = m_client->call(frame, id, timeoutMs);
+    if (envelope) {
+        // Client keeps the reply frame to itself; msgpack-c writes the
+        // shortest encoding, so packing the decoded tree again gives the size
+        // of the frame the server (also msgpack-c) sent.
+        ByteCounter counter;
+        msgpack::pack(counter, envelope->handle.get());
+        m_traffic.bytesReceived += counter.bytes;
+    }
+    return envelope;
+}
+
+ConnectionSource::ConnectionSource(Connection& connection, std::string project, int timeoutMs)
+    : m_connection(connection)
+    , m_project(std::move(project))
+    , m_timeoutMs(timeoutMs)
+{ }
+
+Result<net::ResourceDescription> ConnectionSource::describe(const std::string& resource)
+{
+    auto reply = m_connection.call<net::ResourceDescription>(net::DescribeRequest{m_project, resource}, m_timeoutMs);
+    if (reply && reply->resource != resource)
+        return Error::make("malformed", "asked to describe " + resource + ", got " + reply->resource);
+    return reply;
+}
+
+Result<std::string> ConnectionSource::fetch(const std::string& resource, uint64_t index)
+{
+    auto reply = m_connection.call<net::FetchReply>(net::FetchRequest{m_project, resource, index}, m_timeoutMs);
+    if (!reply)
+        return reply.error();
+    if (reply->resource != resource || reply->index != index)
+        return Error::make("checksum_mismatch",
+            "asked for chunk " + std::to_string(index) + " of " + resource + ", got chunk "
+                + std::to_string(reply->index) + " of " + reply->resource);
+    return std::move(reply->data);
+}
+
+} // namespace crowdtrain::volunteer

@@ -1,0 +1,121 @@
+#include "net/volunteer/inner_trainer.h"
+
+#include "engine/diloco/flat_params.h"
+
+#include <ATen/Parallel.h>
+#include <cmath>
+#include <limits>
+
+namespace crowdtrain::volunteer {
+
+InnerTrainer::InnerTrainer(engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads)
+    : m_inner(inner)
+    , m_torchThreads(torchThreads)
+{
+    model.dropout = 0.0;
+    m_options.model = model;
+    m_options.batchSize = int64_t(inner.batchSize);
+    m_options.gradAccumulationSteps = 1;
+    m_options.maxIters = int64_t(inner.steps);
+    // Warmup over this volunteer's first inner steps, then a constant rate:
+    // a decay horizon far away keeps the cosine at its start.
+    m_options.schedule.learningRate = inner.learningRate;
+    m_options.schedule.minLr = inner.minLr;
+    m_options.schedule.warmupIters = int64_t(inner.warmupIters);
+    m_options.schedule.lrDecayIters = std::numeric_limits<int64_t>::max() / 4;
+    m_options.schedule.decayLr = true;
+    m_options.beta1 = inner.beta1;
+    m_options.beta2 = inner.beta2;
+    m_options.weightDecay = inner.weightDecay;
+    m_options.gradClip = inner.gradClip;
+    m_options.evalInterval = 0;
+    m_options.evalIters = 0;
+    m_options.device = std::move(device);
+}
+
+InnerTrainer::~InnerTrainer() = default;
+
+std::vector<net::TensorSpec> InnerTrainer::wireManifestOf(const engine::GptConfig& model)
+{
+    engine::GptConfig config = model;
+    config.dropout = 0.0;
+    torch::NoGradGuard noGrad;
+    engine::Gpt gpt(config);
+    std::vector<net::TensorSpec> specs;
+    for (const auto& entry : diloco::manifestOf(gpt).entries)
+        specs.push_back({entry.name, std::vector<uint64_t>(entry.shape.begin(), entry.shape.end())});
+    return specs;
+}
+
+int64_t InnerTrainer::innerStepsTaken() const
+{
+    return m_trainer ? m_trainer->stepCount() : 0;
+}
+
+bool InnerTrainer::sameSettings(const engine::GptConfig& model, const net::InnerSettings& inner) const
+{
+    engine::GptConfig config = model;
+    config.dropout = 0.0;
+    return config == m_options.model && inner == m_inner;
+}
+
+Result<TaskOutcome> InnerTrainer::run(const std::vector<float>& theta, std::unique_ptr<engine::BatchSource> source,
+    uint64_t steps, const std::atomic<bool>& abort, const std::function<void(const engine::StepReport&)>& onStep)
+{
+    try {
+        return runUnguarded(theta, std::move(source), steps, abort, onStep);
+    } catch (const c10::Error& e) {
+        return Error::make("train_failed", std::string("training failed: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+        return Error::make("train_failed", std::string("training failed: ") + e.what());
+    }
+}
+
+Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
+    std::unique_ptr<engine::BatchSource> source, uint64_t steps, const std::atomic<bool>& abort,
+    const std::function<void(const engine::StepReport&)>& onStep)
+{
+    // The OpenMP thread count is per thread: a fresh training thread starts
+    // with the default, not what main() configured.
+    if (m_torchThreads > 0)
+        at::set_num_threads(m_torchThreads);
+    if (!source)
+        return Error::make("bad_options", "no data source for the task");
+    if (!m_trainer) {
+        engine::TrainData data;
+        data.train = std::move(source);
+        auto trainer = engine::Trainer::create(m_options, std::move(data));
+        if (!trainer)
+            return trainer.error();
+        m_trainer = std::move(*trainer);
+    } else {
+        if (source->blockSize() != m_options.model.blockSize)
+            return Error::make("bad_options", "the task's windows do not match the model's block size");
+        m_trainer->data().train = std::move(source);
+    }
+    if (Status assigned = diloco::assign(m_trainer->model(), theta.data(), int64_t(theta.size())); !assigned)
+        return assigned.error();
+
+    TaskOutcome outcome;
+    double lossSum = 0;
+    for (uint64_t i = 0; i < steps; ++i) {
+        if (abort.load())
+            return Error::make("cancelled", "training stopped after " + std::to_string(i) + " steps");
+        const engine::StepReport report = m_trainer->step();
+        lossSum += report.loss;
+        outcome.lastLoss = report.loss;
+        outcome.computeMs += report.stepMs;
+        ++outcome.steps;
+        if (onStep)
+            onStep(report);
+    }
+    outcome.tokens = outcome.steps * uint64_t(m_options.batchSize) * uint64_t(m_options.model.blockSize);
+    outcome.meanLoss = outcome.steps ? lossSum / double(outcome.steps) : 0.0;
+    outcome.local = diloco::flatten(m_trainer->model());
+    for (float v : outcome.local)
+        if (!std::isfinite(v))
+            return Error::make("non_finite", "the local weights are not finite after the inner steps");
+    return outcome;
+}
+
+} // namespace crowdtrain::volunteer

@@ -1,0 +1,208 @@
+#include "net/volunteer/local_store.h"
+
+#include "net/transfer/sha256.h"
+#include "net/transport/atomic_write.h"
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace crowdtrain::volunteer {
+
+static_assert(std::endian::native == std::endian::little, "float files and the wire are little-endian");
+
+namespace {
+
+constexpr std::string_view kMetaHeader = "crowdtrain-floats 1";
+constexpr std::size_t kMaxMetaBytes = 4096;
+constexpr std::size_t kMaxKeyFileBytes = 4096;
+constexpr std::string_view kZ85Alphabet
+    = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+
+std::filesystem::path metaFile(const std::filesystem::path& file)
+{
+    std::filesystem::path meta = file;
+    meta += ".meta";
+    return meta;
+}
+
+bool isZ85Key(std::string_view text)
+{
+    return text.size() == 40 && text.find_first_not_of(kZ85Alphabet) == std::string_view::npos;
+}
+
+bool isSlug(const std::string& name)
+{
+    if (name.empty() || name.size() > 64)
+        return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+            return false;
+    return true;
+}
+
+} // namespace
+
+Result<std::filesystem::path> defaultDataDir(const char* xdgDataHome, const char* home)
+{
+    if (xdgDataHome && *xdgDataHome && std::filesystem::path(xdgDataHome).is_absolute())
+        return std::filesystem::path(xdgDataHome) / "crowdtrain";
+    if (home && *home && std::filesystem::path(home).is_absolute())
+        return std::filesystem::path(home) / ".local" / "share" / "crowdtrain";
+    return Error::make("no_data_dir", "neither XDG_DATA_HOME nor HOME names a folder; pass --data-dir");
+}
+
+Result<std::filesystem::path> defaultDataDir()
+{
+    return defaultDataDir(std::getenv("XDG_DATA_HOME"), std::getenv("HOME"));
+}
+
+std::string floatsSha256(const std::vector<float>& values)
+{
+    return net::sha256Hex(
+        std::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+}
+
+Result<std::vector<float>> floatsFromBytes(const std::string& bytes, uint64_t elements)
+{
+    if (elements > bytes.size() / sizeof(float) || bytes.size() != elements * sizeof(float))
+        return Error::make("bad_size",
+            "expected " + std::to_string(elements) + " float32 values (" + std::to_string(elements * 4)
+                + " bytes), got " + std::to_string(bytes.size()) + " bytes");
+    std::vector<float> values(elements);
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    return values;
+}
+
+Status saveFloats(const std::filesystem::path& file, uint64_t version, const std::string& manifestSha256,
+    const std::vector<float>& values)
+{
+    const std::string_view bytes(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    if (Status written = net::writeFileAtomic(file, bytes, 0600); !written)
+        return written;
+    std::ostringstream meta;
+    meta << kMetaHeader << "\nversion " << version << "\nelements " << values.size() << "\nsha256 "
+         << net::sha256Hex(bytes) << "\nmanifest " << (manifestSha256.empty() ? "-" : manifestSha256) << "\n";
+    return net::writeFileAtomic(metaFile(file), meta.str(), 0600);
+}
+
+Result<std::optional<StoredFloats>> loadFloats(const std::filesystem::path& file)
+{
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec) || !std::filesystem::exists(metaFile(file), ec))
+        return std::optional<StoredFloats>();
+    auto metaText = net::readSmallFile(metaFile(file), kMaxMetaBytes);
+    if (!metaText)
+        return metaText.error();
+    std::istringstream meta(*metaText);
+    std::string header, key;
+    std::getline(meta, header);
+    StoredFloats stored;
+    uint64_t elements = 0;
+    bool ok = header == kMetaHeader;
+    ok = ok && (meta >> key >> stored.version) && key == "version";
+    ok = ok && (meta >> key >> elements) && key == "elements";
+    ok = ok && (meta >> key >> stored.sha256) && key == "sha256";
+    ok = ok && (meta >> key >> stored.manifestSha256) && key == "manifest";
+    if (!ok)
+        return Error::make("malformed", metaFile(file).string() + ": not a crowdtrain-floats 1 description");
+    if (stored.manifestSha256 == "-")
+        stored.manifestSha256.clear();
+    const uint64_t bytes = std::filesystem::file_size(file, ec);
+    if (ec)
+        return Error::make("io_error", "cannot read " + file.string() + ": " + ec.message());
+    if (elements > (uint64_t(1) << 40) || bytes != elements * sizeof(float))
+        return Error::make("checksum_mismatch",
+            file.string() + " holds " + std::to_string(bytes) + " bytes, its .meta says " + std::to_string(elements)
+                + " float32 values");
+    stored.values.resize(elements);
+    std::ifstream in(file, std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(stored.values.data()), std::streamsize(bytes)))
+        return Error::make("io_error", "cannot read " + file.string());
+    if (floatsSha256(stored.values) != stored.sha256)
+        return Error::make("checksum_mismatch", file.string() + " does not match the SHA-256 in its .meta");
+    return std::optional<StoredFloats>(std::move(stored));
+}
+
+void removeFloats(const std::filesystem::path& file)
+{
+    std::error_code ec;
+    std::filesystem::remove(metaFile(file), ec);
+    std::filesystem::remove(file, ec);
+}
+
+Result<ProjectFolder> ProjectFolder::open(const std::filesystem::path& dataDir, const std::string& project)
+{
+    if (!isSlug(project))
+        return Error::make("bad_project", "project name '" + project + "' is not a slug [a-z0-9-]{1,64}");
+    const std::filesystem::path dir = dataDir / "projects" / project;
+    std::error_code ec;
+    std::filesystem::create_directories(dir / "downloads", ec);
+    if (ec)
+        return Error::make("io_error", "cannot create " + (dir / "downloads").string() + ": " + ec.message());
+    return ProjectFolder(dir);
+}
+
+std::filesystem::path ProjectFolder::downloadTarget(const std::string& resource) const
+{
+    // Resource names may hold '/' ("checkpoint/40/model.safetensors"): keep one level.
+    std::string name = resource;
+    for (char& c : name)
+        if (c == '/' || c == '\\')
+            c = '_';
+    if (name.empty() || name[0] == '.')
+        name = "_" + name;
+    return downloadsDir() / name;
+}
+
+void ProjectFolder::pruneDownloads(const std::string& keepResource) const
+{
+    const std::string keep = downloadTarget(keepResource).filename().string();
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(downloadsDir(), ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name == keep || name.rfind(keep + ".", 0) == 0)
+            continue;
+        std::filesystem::remove(entry.path(), ec);
+    }
+}
+
+std::filesystem::path identityKeyFile(const std::filesystem::path& dataDir)
+{
+    return dataDir / "identity.key";
+}
+
+Result<std::string> resolveServerKey(const std::string& keyOrFile)
+{
+    if (isZ85Key(keyOrFile))
+        return keyOrFile;
+    std::string path = keyOrFile;
+    if (!path.empty() && path[0] == '@')
+        path.erase(0, 1);
+    if (path.empty())
+        return Error::make("bad_server_key", "no server key given (40 Z85 characters, or @FILE)");
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+        return Error::make(
+            "bad_server_key", "'" + keyOrFile + "' is neither a 40-character Z85 key nor a readable key file");
+    auto text = net::readSmallFile(path, kMaxKeyFileBytes);
+    if (!text)
+        return Error::make("bad_server_key", text.error().message);
+    std::istringstream words(*text);
+    std::string word, previous;
+    std::string firstKey;
+    while (words >> word) {
+        if (previous == "public" && isZ85Key(word))
+            return word;
+        if (firstKey.empty() && isZ85Key(word))
+            firstKey = word;
+        previous = word;
+    }
+    if (!firstKey.empty() && text->find("secret") == std::string::npos)
+        return firstKey;
+    return Error::make("bad_server_key", path + ": no 40-character Z85 public key in the file");
+}
+
+} // namespace crowdtrain::volunteer

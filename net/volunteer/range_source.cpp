@@ -1,0 +1,116 @@
+#include "net/volunteer/range_source.h"
+
+#include <algorithm>
+
+namespace crowdtrain::volunteer {
+
+uint64_t windowsIn(uint64_t tokens, int64_t blockSize)
+{
+    if (blockSize < 1 || tokens < 2)
+        return 0;
+    return (tokens - 1) / uint64_t(blockSize);
+}
+
+ShardLibrary::ShardLibrary(std::filesystem::path dataDir)
+    : m_dir(std::move(dataDir))
+{ }
+
+Result<const engine::TokenShard*> ShardLibrary::shard(const std::string& name)
+{
+    if (auto it = m_shards.find(name); it != m_shards.end())
+        return static_cast<const engine::TokenShard*>(it->second.get());
+    const std::filesystem::path asPath(name);
+    if (name.empty() || name == "." || name == ".." || asPath.has_parent_path() || asPath.filename() != asPath
+        || name.find('\\') != std::string::npos)
+        return Error::make("bad_shard_name", "the task names shard '" + name + "', which is not a plain file name");
+    const std::filesystem::path file = m_dir / asPath;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec))
+        return Error::make("missing_shard",
+            "shard " + name + " of the task is not in " + m_dir.string()
+                + " (is --data this project's prepared data folder?)");
+    auto opened = engine::TokenShard::open(file);
+    if (!opened)
+        return opened.error();
+    auto stored = std::make_unique<engine::TokenShard>(std::move(*opened));
+    const engine::TokenShard* pointer = stored.get();
+    m_shards.emplace(name, std::move(stored));
+    return pointer;
+}
+
+Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary& library,
+    const std::vector<net::ShardRange>& ranges, int64_t blockSize, int64_t vocabSize, int64_t batchSize,
+    uint64_t windowsNeeded)
+{
+    if (blockSize < 1 || vocabSize < 1 || batchSize < 1)
+        return Error::make("bad_range", "block size, vocabulary size and batch size must be positive");
+    std::unique_ptr<RangeBatchSource> source(new RangeBatchSource());
+    source->m_blockSize = blockSize;
+    source->m_batchSize = batchSize;
+    uint64_t windows = 0;
+    for (const net::ShardRange& range : ranges) {
+        auto shard = library.shard(range.shard);
+        if (!shard)
+            return shard.error();
+        const engine::TokenShard& tokens = **shard;
+        if (range.beginToken >= range.endToken || range.endToken > tokens.size())
+            return Error::make("shard_mismatch",
+                "the task's range [" + std::to_string(range.beginToken) + ", " + std::to_string(range.endToken)
+                    + ") of " + range.shard + " is outside the local shard's " + std::to_string(tokens.size())
+                    + " tokens (a different data folder?)");
+        const uint16_t* first = tokens.tokens() + range.beginToken;
+        const uint16_t* last = tokens.tokens() + range.endToken;
+        if (const uint16_t* big = std::find_if(first, last, [&](uint16_t t) { return int64_t(t) >= vocabSize; });
+            big != last)
+            return Error::make("shard_mismatch",
+                "token " + std::to_string(*big) + " at " + std::to_string(range.beginToken + uint64_t(big - first))
+                    + " of " + range.shard + " is outside the model's vocabulary of " + std::to_string(vocabSize)
+                    + " (a different tokenizer?)");
+        source->m_tokenCount += range.endToken - range.beginToken;
+        const uint64_t inRange = windowsIn(range.endToken - range.beginToken, blockSize);
+        if (inRange == 0)
+            continue;
+        windows += inRange;
+        source->m_slices.push_back({&tokens, range.beginToken, range.endToken});
+        source->m_windowEnds.push_back(windows);
+    }
+    if (windows == 0 || windows < windowsNeeded)
+        return Error::make("bad_range",
+            "the task's ranges hold " + std::to_string(windows) + " windows of " + std::to_string(blockSize + 1)
+                + " tokens; its steps need " + std::to_string(windowsNeeded));
+    return source;
+}
+
+std::pair<const engine::ShardSlice*, uint64_t> RangeBatchSource::windowStart(uint64_t index) const
+{
+    const auto slice = std::upper_bound(m_windowEnds.begin(), m_windowEnds.end(), index) - m_windowEnds.begin();
+    const uint64_t before = slice == 0 ? 0 : m_windowEnds[std::size_t(slice - 1)];
+    const engine::ShardSlice* s = &m_slices[std::size_t(slice)];
+    return {s, s->begin + (index - before) * uint64_t(m_blockSize)};
+}
+
+void RangeBatchSource::next(int64_t batch, int64_t* x, int64_t* y)
+{
+    const uint64_t total = windowCount();
+    const std::size_t t = std::size_t(m_blockSize);
+    for (int64_t row = 0; row < batch; ++row) {
+        const auto [slice, start] = windowStart(m_nextWindow % total);
+        const uint16_t* tokens = slice->shard->tokens() + start;
+        int64_t* xRow = x + std::size_t(row) * t;
+        int64_t* yRow = y + std::size_t(row) * t;
+        for (std::size_t i = 0; i < t; ++i) {
+            xRow[i] = tokens[i];
+            yRow[i] = tokens[i + 1];
+        }
+        ++m_nextWindow;
+    }
+    ++m_position;
+}
+
+void RangeBatchSource::setPosition(uint64_t batchesDrawn)
+{
+    m_position = batchesDrawn;
+    m_nextWindow = batchesDrawn * uint64_t(m_batchSize);
+}
+
+} // namespace crowdtrain::volunteer

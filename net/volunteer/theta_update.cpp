@@ -1,0 +1,18 @@
+#include "net/volunteer/theta_update.h"
+
+#include "net/volunteer/local_store.h"
+
+namespace crowdtrain::volunteer {
+
+Result<std::vector<float>> applyPublishedUpdate(const std::vector<float>& theta, diloco::Codec codec,
+    std::string_view payload, const std::string& expectedStateSha256)
+{
+    std::vector<float> next = theta;
+    if (Status applied = diloco::applyUpdate(codec, payload, int64_t(next.size()), next.data()); !applied)
+        return applied.error();
+    if (floatsSha256(next) != expectedStateSha256)
+        return Error::make("checksum_mismatch", "theta after the update does not match the published SHA-256");
+    return next;
+}
+
+} // namespace crowdtrain::volunteer

@@ -1,0 +1,499 @@
+// The volunteer agent's pieces, without a coordinator: the task's window walk,
+// the data folder and its float files, server keys, update application with
+// its SHA-256 check, the reconnect schedule, the inner trainer, and the byte
+// counts of a connection (against a stand-in server on 127.0.0.1).
+#include "engine/diloco/flat_params.h"
+#include "engine/token_shard.h"
+#include "net/transport/curve_socket.h"
+#include "net/transport/zap_authenticator.h"
+#include "net/volunteer/agent.h"
+#include "net/volunteer/backoff.h"
+#include "net/volunteer/connection.h"
+#include "net/volunteer/inner_trainer.h"
+#include "net/volunteer/local_store.h"
+#include "net/volunteer/range_source.h"
+#include "net/volunteer/theta_update.h"
+#include "net/wire/messages.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+using namespace crowdtrain;
+using namespace crowdtrain::volunteer;
+
+namespace {
+
+std::filesystem::path dirOf(const QTemporaryDir& dir)
+{
+    return dir.path().toStdString();
+}
+
+// Token k is k % modulus, so a window's first token tells where it starts.
+void writeCountingShard(const std::filesystem::path& file, std::size_t count, uint16_t modulus = 60000)
+{
+    std::vector<uint16_t> tokens(count);
+    for (std::size_t k = 0; k < count; ++k)
+        tokens[k] = uint16_t(k % modulus);
+    if (Status written = engine::writeTokenShard(file, tokens); !written)
+        qFatal("%s", written.error().message.c_str());
+}
+
+net::CurveKeyPair freshKeys()
+{
+    auto keys = net::generateKeyPair();
+    if (!keys)
+        qFatal("%s", keys.error().message.c_str());
+    return *keys;
+}
+
+// Answers heartbeats; records the exact request and reply frames' sizes.
+class HeartbeatServer {
+public:
+    HeartbeatServer(zmq::context_t& context, const net::CurveKeyPair& keys)
+    {
+        auto socket = net::makeCurveServerSocket(context, zmq::socket_type::router, keys, "tcp://127.0.0.1:*");
+        if (!socket)
+            qFatal("%s", socket.error().message.c_str());
+        m_socket = std::move(*socket);
+        endpoint = net::lastEndpoint(m_socket);
+        m_thread = std::thread([this] { run(); });
+    }
+    ~HeartbeatServer()
+    {
+        m_stop = true;
+        m_thread.join();
+    }
+    std::string endpoint;
+    std::atomic<uint64_t> requestBytes{0};
+    std::atomic<uint64_t> replyBytes{0};
+
+private:
+    void run()
+    {
+        while (!m_stop) {
+            zmq::pollitem_t item{m_socket.handle(), 0, ZMQ_POLLIN, 0};
+            if (zmq::poll(&item, 1, std::chrono::milliseconds(20)) == 0)
+                continue;
+            auto request = net::receiveRequest(m_socket);
+            if (!request)
+                continue;
+            auto envelope = net::decodeEnvelope(request->payload, net::EnvelopeKind::Request);
+            const std::string reply = envelope
+                ? net::encodeReply(net::HeartbeatReply{7, 8, std::string(net::kStateTrain)}, envelope->id)
+                : net::encodeErrorReply(net::bestEffortRequestId(request->payload), envelope.error());
+            requestBytes += request->payload.size();
+            replyBytes += reply.size();
+            (void)net::sendReply(m_socket, request->route, reply);
+        }
+    }
+    zmq::socket_t m_socket;
+    std::atomic<bool> m_stop{false};
+    std::thread m_thread;
+};
+
+} // namespace
+
+class TestVolunteer : public QObject {
+    Q_OBJECT
+
+private slots:
+    void windowsOfARange_data()
+    {
+        QTest::addColumn<qulonglong>("tokens");
+        QTest::addColumn<qlonglong>("block");
+        QTest::addColumn<qulonglong>("windows");
+        QTest::newRow("exact task") << 2ull * 3 * 8 + 1 << 8ll << 6ull;
+        QTest::newRow("one short") << 2ull * 3 * 8 << 8ll << 5ull;
+        QTest::newRow("one window") << 9ull << 8ll << 1ull;
+        QTest::newRow("too short") << 8ull << 8ll << 0ull;
+        QTest::newRow("empty") << 0ull << 8ll << 0ull;
+    }
+    void windowsOfARange()
+    {
+        QFETCH(qulonglong, tokens);
+        QFETCH(qlonglong, block);
+        QFETCH(qulonglong, windows);
+        QCOMPARE(windowsIn(tokens, block), uint64_t(windows));
+    }
+
+    void rangeWalkIsSequential()
+    {
+        QTemporaryDir dir;
+        writeCountingShard(dirOf(dir) / "data_train_000000.bin", 1000);
+        ShardLibrary library(dirOf(dir));
+        const int64_t t = 8, b = 3, h = 2;
+        const uint64_t begin = 100, end = begin + uint64_t(h * b * t) + 1;
+        auto source
+            = RangeBatchSource::create(library, {{"data_train_000000.bin", begin, end}}, t, 60000, b, uint64_t(h * b));
+        QVERIFY2(source, source ? "" : source.error().message.c_str());
+        QCOMPARE((*source)->windowCount(), uint64_t(h * b));
+        std::vector<int64_t> x(std::size_t(b * t)), y(x.size());
+        for (int64_t step = 0; step < h; ++step) {
+            (*source)->next(b, x.data(), y.data());
+            for (int64_t row = 0; row < b; ++row)
+                for (int64_t i = 0; i < t; ++i) {
+                    const int64_t expected = int64_t(begin) + (step * b + row) * t + i;
+                    QCOMPARE(x[std::size_t(row * t + i)], expected);
+                    QCOMPARE(y[std::size_t(row * t + i)], expected + 1);
+                }
+        }
+        QCOMPARE((*source)->position(), uint64_t(h));
+        // The last target is the range's last token.
+        QCOMPARE(uint64_t(y.back()), end - 1);
+        // setPosition replays a step exactly.
+        (*source)->setPosition(1);
+        std::vector<int64_t> again(x.size()), againY(x.size());
+        (*source)->next(b, again.data(), againY.data());
+        QCOMPARE(again, x);
+        QCOMPARE(againY, y);
+    }
+
+    void rangesAreWalkedInOrder()
+    {
+        QTemporaryDir dir;
+        writeCountingShard(dirOf(dir) / "a_train.bin", 100);
+        writeCountingShard(dirOf(dir) / "b_train.bin", 200);
+        ShardLibrary library(dirOf(dir));
+        // 2 windows of 4+1 in the first range, 1 in the second.
+        auto source
+            = RangeBatchSource::create(library, {{"a_train.bin", 10, 19}, {"b_train.bin", 150, 155}}, 4, 60000, 3, 3);
+        QVERIFY2(source, source ? "" : source.error().message.c_str());
+        std::vector<int64_t> x(12), y(12);
+        (*source)->next(3, x.data(), y.data());
+        QCOMPARE(x[0], 10);
+        QCOMPARE(x[4], 14);
+        QCOMPARE(y[7], 18);
+        QCOMPARE(x[8], 150);
+        QCOMPARE(y[11], 154);
+        QCOMPARE((*source)->windowStart(2).first->shard->path().filename().string(), std::string("b_train.bin"));
+    }
+
+    void badRangesAreClearErrors()
+    {
+        QTemporaryDir dir;
+        writeCountingShard(dirOf(dir) / "data_train.bin", 100, 50);
+        ShardLibrary library(dirOf(dir));
+        auto codeOf = [&](std::vector<net::ShardRange> ranges, int64_t vocab, uint64_t needed) {
+            auto source = RangeBatchSource::create(library, ranges, 4, vocab, 2, needed);
+            return source ? std::string("ok") : source.error().code;
+        };
+        QCOMPARE(codeOf({{"data_train.bin", 0, 9}}, 50, 2), std::string("ok"));
+        QCOMPARE(codeOf({{"missing_train.bin", 0, 9}}, 50, 2), std::string("missing_shard"));
+        QCOMPARE(codeOf({{"../data_train.bin", 0, 9}}, 50, 2), std::string("bad_shard_name"));
+        QCOMPARE(codeOf({{"sub/data_train.bin", 0, 9}}, 50, 2), std::string("bad_shard_name"));
+        QCOMPARE(codeOf({{"..", 0, 9}}, 50, 2), std::string("bad_shard_name"));
+        QCOMPARE(codeOf({{"", 0, 9}}, 50, 2), std::string("bad_shard_name"));
+        QCOMPARE(codeOf({{"data_train.bin", 95, 105}}, 50, 2), std::string("shard_mismatch"));
+        QCOMPARE(codeOf({{"data_train.bin", 9, 9}}, 50, 2), std::string("shard_mismatch"));
+        // Tokens 0..49 repeat: a vocabulary of 40 cannot hold them.
+        QCOMPARE(codeOf({{"data_train.bin", 0, 60}}, 40, 2), std::string("shard_mismatch"));
+        QCOMPARE(codeOf({{"data_train.bin", 0, 9}}, 50, 3), std::string("bad_range"));
+        // A file that is not a shard.
+        std::ofstream(dirOf(dir) / "junk_train.bin") << "not a shard";
+        const std::string junk = codeOf({{"junk_train.bin", 0, 9}}, 50, 2);
+        QVERIFY(junk != "ok" && junk != "missing_shard");
+    }
+
+    void dataDirFollowsXdg()
+    {
+        QCOMPARE(*defaultDataDir("/x/data", "/home/v"), std::filesystem::path("/x/data/crowdtrain"));
+        QCOMPARE(*defaultDataDir("", "/home/v"), std::filesystem::path("/home/v/.local/share/crowdtrain"));
+        QCOMPARE(*defaultDataDir(nullptr, "/home/v"), std::filesystem::path("/home/v/.local/share/crowdtrain"));
+        // XDG says relative paths are invalid and must be ignored.
+        QCOMPARE(*defaultDataDir("relative", "/home/v"), std::filesystem::path("/home/v/.local/share/crowdtrain"));
+        QCOMPARE(defaultDataDir(nullptr, nullptr).error().code, std::string("no_data_dir"));
+    }
+
+    void identityPersists()
+    {
+        QTemporaryDir dir;
+        auto first = net::loadOrCreateKeyPair(identityKeyFile(dirOf(dir)));
+        QVERIFY(first);
+        auto second = net::loadOrCreateKeyPair(identityKeyFile(dirOf(dir)));
+        QVERIFY(second);
+        QCOMPARE(first->publicKey, second->publicKey);
+        QCOMPARE(identityKeyFile(dirOf(dir)).filename().string(), std::string("identity.key"));
+    }
+
+    void projectFolder()
+    {
+        QTemporaryDir dir;
+        QCOMPARE(ProjectFolder::open(dirOf(dir), "Bad Name").error().code, std::string("bad_project"));
+        QCOMPARE(ProjectFolder::open(dirOf(dir), "../x").error().code, std::string("bad_project"));
+        auto folder = ProjectFolder::open(dirOf(dir), "tiny-shakespeare");
+        QVERIFY(folder);
+        QVERIFY(std::filesystem::is_directory(dirOf(dir) / "projects" / "tiny-shakespeare" / "downloads"));
+        QCOMPARE(folder->downloadTarget("checkpoint/40/model.safetensors").parent_path(), folder->downloadsDir());
+        QCOMPARE(folder->downloadTarget("../evil").parent_path(), folder->downloadsDir());
+        // Pruning keeps the named resource and its partial files only.
+        for (const char* name : {"state-v3.part", "state-v3.part.progress", "state-v2.part", "update-v1"})
+            std::ofstream(folder->downloadsDir() / name) << "x";
+        folder->pruneDownloads("state-v3");
+        QVERIFY(std::filesystem::exists(folder->downloadsDir() / "state-v3.part"));
+        QVERIFY(std::filesystem::exists(folder->downloadsDir() / "state-v3.part.progress"));
+        QVERIFY(!std::filesystem::exists(folder->downloadsDir() / "state-v2.part"));
+        QVERIFY(!std::filesystem::exists(folder->downloadsDir() / "update-v1"));
+    }
+
+    void floatFilesRoundTripAndDetectDamage()
+    {
+        QTemporaryDir dir;
+        const auto file = dirOf(dir) / "theta.f32";
+        auto absent = loadFloats(file);
+        QVERIFY(absent && !*absent);
+        const std::vector<float> values{1.5f, -2.0f, 0.0f, 3.25f};
+        QVERIFY(saveFloats(file, 12, "abc", values));
+        auto loaded = loadFloats(file);
+        QVERIFY(loaded && *loaded);
+        QCOMPARE((*loaded)->version, uint64_t(12));
+        QCOMPARE((*loaded)->manifestSha256, std::string("abc"));
+        QCOMPARE((*loaded)->values, values);
+        QCOMPARE((*loaded)->sha256, floatsSha256(values));
+        {
+            std::fstream out(file, std::ios::in | std::ios::out | std::ios::binary);
+            out.seekp(4);
+            out.put('\x7f');
+        }
+        QCOMPARE(loadFloats(file).error().code, std::string("checksum_mismatch"));
+        std::ofstream(file.string() + ".meta") << "garbage\n";
+        QCOMPARE(loadFloats(file).error().code, std::string("malformed"));
+        removeFloats(file);
+        QVERIFY(!*loadFloats(file));
+        QCOMPARE(floatsFromBytes(std::string(7, '\0'), 2).error().code, std::string("bad_size"));
+        QCOMPARE(floatsFromBytes(std::string(8, '\0'), 2)->size(), std::size_t(2));
+    }
+
+    void serverKeyFromTextOrFile()
+    {
+        QTemporaryDir dir;
+        const net::CurveKeyPair keys = freshKeys();
+        QCOMPARE(*resolveServerKey(keys.publicKey), keys.publicKey);
+        const auto pairFile = dirOf(dir) / "server.key";
+        std::ofstream(pairFile) << net::formatKeyPairFile(keys);
+        QCOMPARE(*resolveServerKey("@" + pairFile.string()), keys.publicKey);
+        QCOMPARE(*resolveServerKey(pairFile.string()), keys.publicKey);
+        const auto publicFile = dirOf(dir) / "server.pub";
+        std::ofstream(publicFile) << keys.publicKey << "\n";
+        QCOMPARE(*resolveServerKey("@" + publicFile.string()), keys.publicKey);
+        QCOMPARE(resolveServerKey("short").error().code, std::string("bad_server_key"));
+        QCOMPARE(resolveServerKey("@" + (dirOf(dir) / "none").string()).error().code, std::string("bad_server_key"));
+        std::ofstream(dirOf(dir) / "empty.key") << "nothing here\n";
+        QCOMPARE(resolveServerKey((dirOf(dir) / "empty.key").string()).error().code, std::string("bad_server_key"));
+    }
+
+    void updateIsAppliedAndChecked()
+    {
+        const int64_t n = 1000;
+        std::vector<float> theta(static_cast<std::size_t>(n)), update(static_cast<std::size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+            theta[std::size_t(i)] = float(i % 17) * 0.01f - 0.05f;
+            update[std::size_t(i)] = float((i * 7) % 13) * 1e-3f - 6e-3f;
+        }
+        const std::string payload = diloco::encode(diloco::Codec::Int8, update.data(), n);
+        std::vector<float> expected = theta;
+        QVERIFY(diloco::applyUpdate(diloco::Codec::Int8, payload, n, expected.data()));
+        const std::string sha = floatsSha256(expected);
+
+        auto next = applyPublishedUpdate(theta, diloco::Codec::Int8, payload, sha);
+        QVERIFY(next);
+        QCOMPARE(*next, expected);
+        QVERIFY(*next != theta);
+        // Another base (a volunteer whose copy drifted) fails the check.
+        std::vector<float> drifted = theta;
+        drifted[5] += 1e-6f;
+        QCOMPARE(applyPublishedUpdate(drifted, diloco::Codec::Int8, payload, sha).error().code,
+            std::string("checksum_mismatch"));
+        // A damaged payload: wrong size, or one byte changed.
+        QCOMPARE(applyPublishedUpdate(theta, diloco::Codec::Int8, payload.substr(1), sha).error().code,
+            std::string("bad_size"));
+        std::string flipped = payload;
+        flipped[10] = char(flipped[10] ^ 0x01);
+        QCOMPARE(applyPublishedUpdate(theta, diloco::Codec::Int8, flipped, sha).error().code,
+            std::string("checksum_mismatch"));
+    }
+
+    void backoffDoublesAndResets()
+    {
+        ReconnectBackoff backoff;
+        std::vector<uint64_t> delays;
+        for (int i = 0; i < 8; ++i)
+            delays.push_back(backoff.nextDelayMs());
+        QCOMPARE(delays, (std::vector<uint64_t>{1000, 2000, 4000, 8000, 16000, 32000, 32000, 32000}));
+        QCOMPARE(backoff.attempts(), uint64_t(8));
+        backoff.reset();
+        QCOMPARE(backoff.nextDelayMs(), net::kReconnectInitialMs);
+
+        Liveness liveness(3);
+        QVERIFY(!liveness.missed());
+        QVERIFY(!liveness.missed());
+        liveness.answered();
+        QVERIFY(!liveness.missed());
+        QVERIFY(!liveness.missed());
+        QVERIFY(liveness.missed());
+    }
+
+    void innerTrainerRunsTasksAndKeepsItsOptimizer()
+    {
+        QTemporaryDir dir;
+        writeCountingShard(dirOf(dir) / "d_train.bin", 4000, 16);
+        ShardLibrary library(dirOf(dir));
+        engine::GptConfig model{1, 2, 16, 8, 16, 0.0};
+        net::InnerSettings inner{3, 2, 8, 1e-2, 1e-3, 2, 0.9, 0.95, 0.1, 1.0};
+        const auto manifest = InnerTrainer::wireManifestOf(model);
+        QVERIFY(!manifest.empty());
+        QVERIFY(manifest.front().name.find("wte") != std::string::npos);
+        QCOMPARE(manifest.front().shape, (std::vector<uint64_t>{16, 16}));
+
+        InnerTrainer trainer(model, inner, "cpu", 1);
+        QVERIFY(trainer.sameSettings(model, inner));
+        torch::manual_seed(1);
+        engine::Gpt reference(model);
+        std::vector<float> theta = diloco::flatten(reference);
+        QCOMPARE(uint64_t(theta.size()), net::manifestElements(manifest));
+        std::atomic<bool> abort{false};
+        int reports = 0;
+        auto source = RangeBatchSource::create(library, {{"d_train.bin", 0, 3 * 2 * 8 + 1}}, 8, 16, 2, 6);
+        QVERIFY(source);
+        auto outcome = trainer.run(theta, std::move(*source), 3, abort, [&](const engine::StepReport&) { ++reports; });
+        QVERIFY2(outcome, outcome ? "" : outcome.error().message.c_str());
+        QCOMPARE(reports, 3);
+        QCOMPARE(outcome->steps, uint64_t(3));
+        QCOMPARE(outcome->tokens, uint64_t(3 * 2 * 8));
+        QCOMPARE(outcome->local.size(), theta.size());
+        QVERIFY(outcome->local != theta);
+        QVERIFY(std::isfinite(outcome->meanLoss) && outcome->meanLoss > 0);
+        QVERIFY(outcome->computeMs > 0);
+
+        // The next task starts from theta again, with the same optimizer.
+        source = RangeBatchSource::create(library, {{"d_train.bin", 48, 48 + 3 * 2 * 8 + 1}}, 8, 16, 2, 6);
+        auto second = trainer.run(theta, std::move(*source), 3, abort, {});
+        QVERIFY(second);
+        QCOMPARE(trainer.innerStepsTaken(), int64_t(6));
+
+        abort = true;
+        source = RangeBatchSource::create(library, {{"d_train.bin", 0, 49}}, 8, 16, 2, 6);
+        QCOMPARE(trainer.run(theta, std::move(*source), 3, abort, {}).error().code, std::string("cancelled"));
+        QCOMPARE(trainer.run(theta, nullptr, 3, abort, {}).error().code, std::string("bad_options"));
+        abort = false;
+        source = RangeBatchSource::create(library, {{"d_train.bin", 0, 49}}, 8, 16, 2, 6);
+        QCOMPARE(
+            trainer.run(std::vector<float>(3), std::move(*source), 3, abort, {}).error().code, std::string("bad_size"));
+    }
+
+    void connectionCountsBytes()
+    {
+        zmq::context_t context(1);
+        auto zap = net::ZapAuthenticator::start(context);
+        QVERIFY(zap);
+        const net::CurveKeyPair serverKeys = freshKeys();
+        HeartbeatServer server(context, serverKeys);
+        Traffic traffic;
+        net::ClientOptions options{server.endpoint, serverKeys.publicKey, freshKeys()};
+        auto connection = Connection::open(context, options, traffic);
+        QVERIFY(connection);
+        for (int i = 0; i < 3; ++i) {
+            auto reply = (*connection)
+                             ->call<net::HeartbeatReply>(
+                                 net::HeartbeatRequest{"tiny", "session-" + std::to_string(i), uint64_t(i)}, 5000);
+            QVERIFY2(reply, reply ? "" : reply.error().message.c_str());
+            QCOMPARE(reply->version, uint64_t(7));
+        }
+        QCOMPARE(traffic.requests, uint64_t(3));
+        QCOMPARE(traffic.bytesSent, server.requestBytes.load());
+        QCOMPARE(traffic.bytesReceived, server.replyBytes.load());
+        QVERIFY(traffic.bytesSent > 0 && traffic.bytesReceived > 0);
+        connection->reset();
+    }
+
+    void connectionErrorsAreClassified()
+    {
+        QVERIFY(isConnectionError(Error::make("timeout", "")));
+        QVERIFY(isConnectionError(Error::make("zmq_error", "")));
+        QVERIFY(!isConnectionError(Error::make("stale_version", "")));
+        QVERIFY(!isConnectionError(Error::make("not_joined", "")));
+    }
+
+    void summaryJson()
+    {
+        AgentSummary summary;
+        summary.tasks = 3;
+        summary.accepted = 2;
+        summary.rejected = 1;
+        summary.tokens = 4096;
+        summary.computeMs = 1500;
+        summary.wallMs = 3000;
+        summary.bytesSent = 10;
+        summary.bytesReceived = 20;
+        summary.version = 4;
+        const auto json = nlohmann::json::parse(summary.toJson());
+        for (const char* key : {"tasks", "accepted", "rejected", "tokens", "compute_s", "wall_s", "bytes_sent",
+                 "bytes_received", "version"})
+            QVERIFY2(json.contains(key), key);
+        QCOMPARE(json["tasks"].get<int>(), 3);
+        QCOMPARE(json["compute_s"].get<double>(), 1.5);
+        QCOMPARE(json["wall_s"].get<double>(), 3.0);
+        QCOMPARE(summary.utilisation(), 0.5);
+    }
+
+    void agentStopsOnBadSetUp()
+    {
+        QTemporaryDir dir;
+        AgentOptions options;
+        options.endpoint = "tcp://127.0.0.1:1";
+        options.serverKey = "not-a-key";
+        options.project = "tiny";
+        options.dataDir = dirOf(dir) / "state";
+        options.preparedDataDir = dirOf(dir);
+        VolunteerAgent agent(options);
+        const Status ran = agent.run();
+        QVERIFY(!ran);
+        QCOMPARE(ran.error().code, std::string("bad_server_key"));
+        // The identity was created on the way.
+        QVERIFY(std::filesystem::exists(dirOf(dir) / "state" / "identity.key"));
+
+        options.serverKey = freshKeys().publicKey;
+        options.preparedDataDir = dirOf(dir) / "no-such-folder";
+        VolunteerAgent second(options);
+        QCOMPARE(second.run().error().code, std::string("missing_shard"));
+    }
+
+    void agentRetriesAnAbsentServerUntilStopped()
+    {
+        QTemporaryDir dir;
+        AgentOptions options;
+        options.endpoint = "tcp://127.0.0.1:9"; // nothing listens
+        options.serverKey = freshKeys().publicKey;
+        options.project = "tiny";
+        options.dataDir = dirOf(dir);
+        options.preparedDataDir = dirOf(dir);
+        std::vector<std::string> lines;
+        std::mutex linesMutex;
+        options.log = [&](const std::string& line) {
+            std::lock_guard lock(linesMutex);
+            lines.push_back(line);
+        };
+        VolunteerAgent agent(options);
+        Status ran = Status::success();
+        std::thread runner([&] { ran = agent.run(); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        agent.stop();
+        runner.join();
+        QVERIFY(ran);
+        const AgentSummary summary = agent.summary();
+        QCOMPARE(summary.tasks, uint64_t(0));
+        QVERIFY(summary.bytesSent > 0); // join requests went out
+        QCOMPARE(summary.bytesReceived, uint64_t(0));
+        std::lock_guard lock(linesMutex);
+        bool retried = false;
+        for (const auto& line : lines)
+            retried = retried || line.find("retrying") != std::string::npos;
+        QVERIFY(retried);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestVolunteer)
+#include "tst_volunteer.moc"
