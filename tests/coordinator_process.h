@@ -61,6 +61,7 @@ inline std::filesystem::path writeSpec(
                 {"deadline_seconds", o.deadlineSeconds}}},
         {"codec", o.codec}, {"checkpoints", {{"every_rounds", o.checkpointEvery}, {"keep_last", 3}}},
         {"validation", {{"batches", 8}, {"batch_size", 16}}}};
+    std::filesystem::create_directories(dir);
     const auto file = dir / "tiny.project.json";
     std::ofstream(file) << spec.dump(2);
     return file;
