@@ -4,6 +4,7 @@
 #include "net/transport/curve_socket.h"
 
 #include <chrono>
+#include <set>
 
 namespace crowdtrain::coordinator {
 
@@ -118,6 +119,23 @@ ProjectRuntime* CoordinatorServer::project(const std::string& name)
     return it == m_projects.end() ? nullptr : it->second.get();
 }
 
+namespace {
+
+// The codes of docs/protocol.md a request handler may answer with. Anything
+// else is a fault on this side (a disk or ledger error, say): the client
+// sees "internal", with the original code kept in the message.
+Error protocolError(const Error& error)
+{
+    static const std::set<std::string, std::less<>> kCodes = {"malformed", "unsupported_version", "unknown_type",
+        "too_large", "unknown_project", "not_joined", "stale_version", "unknown_task", "bad_shape", "bad_tokens",
+        "checksum_mismatch", "non_finite", "norm_out_of_bounds", "not_found", "bad_index", "unavailable", "internal"};
+    if (kCodes.contains(error.code))
+        return error;
+    return Error::make("internal", error.code + ": " + error.message);
+}
+
+} // namespace
+
 std::string CoordinatorServer::handle(std::string_view request, const std::string& peerKey, int64_t nowMs)
 {
     if (request.size() > net::kMaxRequestBytes)
@@ -131,7 +149,7 @@ std::string CoordinatorServer::handle(std::string_view request, const std::strin
     try {
         auto reply = dispatch(*envelope, peerKey, nowMs);
         if (!reply)
-            return net::encodeErrorReply(envelope->id, reply.error());
+            return net::encodeErrorReply(envelope->id, protocolError(reply.error()));
         return std::move(*reply);
     } catch (const std::exception& e) {
         // A bug, not the peer's fault; nothing was half-applied (handlers

@@ -4,6 +4,7 @@
 #include "engine/model_io.h"
 #include "net/transfer/sha256.h"
 
+#include <algorithm>
 #include <random>
 
 namespace crowdtrain::coordinator {
@@ -40,13 +41,29 @@ std::string updateResourceName(int64_t version)
     return "update-v" + std::to_string(version);
 }
 
+// Tokens a round needs. A task trains on H * batch * block tokens (its range
+// holds one more, the last target), so "one task's worth" (token_target 0)
+// is that many: a submission of a whole task closes the round.
+int64_t roundTarget(const ProjectSpec& spec)
+{
+    return spec.round.tokenTarget > 0 ? int64_t(spec.round.tokenTarget) : int64_t(spec.tokensPerTask() - 1);
+}
+
 } // namespace
 
 ProjectRuntime::ProjectRuntime(ProjectSpec spec, RuntimeOptions options)
     : m_spec(std::move(spec))
     , m_options(options)
     , m_codec(dilocoCodec(m_spec.codec))
-{ }
+{
+    // Within what the join reply may carry (net/wire/limits.h), so that the
+    // liveness rule applied here is the one announced.
+    m_options.heartbeatIntervalMs
+        = std::clamp(m_options.heartbeatIntervalMs, net::kMinHeartbeatIntervalMs, net::kMaxHeartbeatIntervalMs);
+    m_options.heartbeatLiveness
+        = std::clamp(m_options.heartbeatLiveness, net::kMinHeartbeatLiveness, net::kMaxHeartbeatLiveness);
+    m_options.retryAfterMs = std::min(m_options.retryAfterMs, net::kMaxDelayMs);
+}
 
 ProjectRuntime::~ProjectRuntime() = default;
 
@@ -59,6 +76,8 @@ Result<std::unique_ptr<ProjectRuntime>> ProjectRuntime::open(
             return s.error();
     } catch (const c10::Error& e) {
         return Error::make("project_failed", runtime->name() + ": " + e.what_without_backtrace());
+    } catch (const std::exception& e) { // a damaged pending record, say
+        return Error::make("project_failed", runtime->name() + ": " + e.what());
     }
     return runtime;
 }
@@ -251,8 +270,8 @@ Result<net::HeartbeatReply> ProjectRuntime::heartbeat(const std::string& key, co
     bool working = false;
     for (const auto& [id, task] : m_tasks)
         working = working || task.lease.publicKey == key;
-    const bool available = m_acceptedTokens + int64_t(outstandingTokens()) < int64_t(m_spec.roundTokenTarget())
-        && m_plan->availableCount() > 0;
+    const bool available
+        = m_acceptedTokens + int64_t(outstandingTokens()) < roundTarget(m_spec) && m_plan->availableCount() > 0;
     return net::HeartbeatReply{uint64_t(m_version), uint64_t(m_version + 1),
         std::string(working || available ? net::kStateTrain : net::kStateWait)};
 }
@@ -311,14 +330,16 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
         wire.shards.push_back(
             {m_data->train[task.lease.shard].path().filename().string(), task.lease.begin, task.lease.end});
         wire.innerSteps = uint64_t(m_spec.inner.steps);
-        wire.deadlineMs = uint64_t(std::max<int64_t>(0, task.lease.deadlineMs - nowMs));
+        // At least 1 (the wire's minimum): a lease past its deadline is only
+        // expired at the next tick.
+        wire.deadlineMs = uint64_t(std::max<int64_t>(1, task.lease.deadlineMs - nowMs));
         return wire;
     };
     for (const auto& [id, task] : m_tasks)
         if (task.lease.publicKey == key)
             return net::GetTaskReply{toWire(task), 0};
     net::GetTaskReply none{std::nullopt, m_options.retryAfterMs};
-    if (m_acceptedTokens + int64_t(outstandingTokens()) >= int64_t(m_spec.roundTokenTarget()))
+    if (m_acceptedTokens + int64_t(outstandingTokens()) >= roundTarget(m_spec))
         return none;
     auto lease = m_plan->lease(key, nowMs);
     if (!lease)
@@ -357,7 +378,7 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
 
 bool ProjectRuntime::roundDue() const
 {
-    return !m_accepted.empty() && m_acceptedTokens >= int64_t(m_spec.roundTokenTarget()) && m_tasks.empty();
+    return !m_accepted.empty() && m_acceptedTokens >= roundTarget(m_spec) && m_tasks.empty();
 }
 
 std::filesystem::path ProjectRuntime::pendingDir() const

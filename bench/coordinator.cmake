@@ -1,0 +1,8 @@
+# Coordinator scale: a real crowdtrain-server against simulated volunteers over CurveZMQ on loopback.
+add_executable(bench_coordinator_scale bench_coordinator_scale.cpp coordinator_driver.cpp coordinator_driver.h
+    coordinator_process.h)
+target_link_libraries(bench_coordinator_scale PRIVATE crowdtrain::coordinator crowdtrain::policy)
+target_compile_definitions(bench_coordinator_scale PRIVATE
+    CROWDTRAIN_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}"
+    CROWDTRAIN_SHARED_DATA_DIR="${PROJECT_SOURCE_DIR}/../shared/data")
+add_dependencies(bench_coordinator_scale crowdtrain-server crowdtrain-prepare)
