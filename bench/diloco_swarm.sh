@@ -62,12 +62,19 @@ PY
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 
 steps=$((rounds * H))
-sync=$("$build/bin/crowdtrain-train" --data "$work/data" --n-layer $layers --n-head $heads --n-embd $embd \
-    --block-size $block --batch-size $((volunteers * batch)) --max-iters $steps --learning-rate $lr --min-lr $min_lr \
-    --warmup-iters $warmup --lr-decay-iters $steps --beta1 0.9 --beta2 0.99 --weight-decay 0.1 --grad-clip 1.0 \
-    --dropout 0 --eval-interval 0 --eval-iters 100 --device cpu --threads 1 --log-interval 1000000 2>/dev/null | tail -n 1)
+# The volunteers' inner schedule is warmup then a constant rate (the protocol
+# has no decay horizon), so the like-for-like synchronous run uses the same;
+# a second one decays to min_lr over the run, as nanoGPT would.
+sync_run() {
+    "$build/bin/crowdtrain-train" --data "$work/data" --n-layer $layers --n-head $heads --n-embd $embd \
+        --block-size $block --batch-size $((volunteers * batch)) --max-iters $steps --learning-rate $lr --min-lr "$1" \
+        --warmup-iters $warmup --lr-decay-iters $steps --beta1 0.9 --beta2 0.99 --weight-decay 0.1 --grad-clip 1.0 \
+        --dropout 0 --eval-interval 0 --eval-iters 100 --device cpu --threads 1 --log-interval 1000000 2>/dev/null | tail -n 1
+}
+sync=$(sync_run $lr)
+sync_cosine=$(sync_run $min_lr)
 
-/usr/bin/python3 - "$work" "$volunteers" "$rounds" "$H" "$batch" "$block" "$diloco_val" "$sync" "$swarm_seconds" "$embd" "$layers" <<'PY'
+/usr/bin/python3 - "$work" "$volunteers" "$rounds" "$H" "$batch" "$block" "$diloco_val" "$sync" "$swarm_seconds" "$embd" "$layers" "$sync_cosine" <<'PY'
 import json, sys, glob
 work, V, R, H, B, T = sys.argv[1], *map(int, sys.argv[2:7])
 val, last_round = sys.argv[7].split()
@@ -77,9 +84,10 @@ d, L, vocab = int(sys.argv[10]), int(sys.argv[11]), 65
 P = vocab * d + T * d + L * (12 * d * d + 13 * d) + 2 * d  # GPT-2 with a tied head
 tokens = sum(s["tokens"] for s in summaries)
 sent = sum(s["bytes_sent"] for s in summaries); recv = sum(s["bytes_received"] for s in summaries)
-print(f"| volunteers | rounds | H | tokens | DiLoCo val loss | sync val loss | ratio |")
-print(f"| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-print(f"| {V} | {last_round} | {H} | {tokens} | {float(val):.4f} | {sync['final_val_loss']:.4f} | {float(val)/sync['final_val_loss']:.3f} |")
+cosine = json.loads(sys.argv[12])
+print(f"| volunteers | rounds | H | tokens | DiLoCo val loss | sync val loss (same schedule) | ratio | sync, cosine decay |")
+print(f"| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print(f"| {V} | {last_round} | {H} | {tokens} | {float(val):.4f} | {sync['final_val_loss']:.4f} | {float(val)/sync['final_val_loss']:.3f} | {cosine['final_val_loss']:.4f} |")
 print()
 per_token = (sent + recv) / tokens
 dp = 2 * 2 * (V - 1) / V * 4 * P / (B * T)

@@ -150,9 +150,13 @@ private slots:
         const auto s1 = w1.finish(240000), s2 = w2.finish(240000);
         QVERIFY(!s1.is_null() && !s2.is_null());
 
-        const auto rows = observer.metrics();
+        // The coordinator evaluates each new version after publishing it: the
+        // newest row may not have its loss yet.
+        std::vector<net::MetricRow> rows;
+        for (const auto& row : observer.metrics())
+            if (row.valLoss)
+                rows.push_back(row);
         QVERIFY(rows.size() >= 5);
-        QVERIFY(rows.front().valLoss && rows.back().valLoss);
         qInfo("validation loss: round %llu %.3f -> round %llu %.3f", (unsigned long long)rows.front().round,
             *rows.front().valLoss, (unsigned long long)rows.back().round, *rows.back().valLoss);
         QVERIFY(*rows.back().valLoss < *rows.front().valLoss - 0.5);

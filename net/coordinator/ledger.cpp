@@ -354,6 +354,26 @@ Status Ledger::recordContribution(const ContributionRecord& rejection)
     return tx.commit();
 }
 
+Status Ledger::setValidationLoss(int64_t round, double valLoss)
+{
+    const std::string file = m_file.string();
+    Transaction tx(m_db, file);
+    if (Status s = tx.begin(); !s)
+        return s;
+    for (const char* sql : {"UPDATE rounds SET val_loss = ?2 WHERE round = ?1",
+             "UPDATE metrics SET val_loss = ?2 WHERE round = ?1"}) {
+        auto statement = Statement::prepare(m_db, file, sql);
+        if (!statement)
+            return statement.error();
+        statement->bind(1, round);
+        statement->bind(2, std::optional<double>(valLoss));
+        auto done = statement->step();
+        if (!done)
+            return done.error();
+    }
+    return tx.commit();
+}
+
 Status Ledger::appendMetric(const MetricSample& m)
 {
     auto s = Statement::prepare(m_db, m_file.string(),

@@ -119,6 +119,8 @@ public:
     // accepted submission is in the ledger before it is acknowledged, and
     // commitRound() repeating it later adds nothing.
     Status recordContribution(const ContributionRecord& contribution);
+    // The validation loss of a committed round, evaluated after its commit.
+    Status setValidationLoss(int64_t round, double valLoss);
     Status recordRejection(const ContributionRecord& rejection);
 
     // A metric sample between rounds (volunteers online, say).

@@ -5,10 +5,18 @@
 
 #include "engine/batch_sampler.h"
 
+#include <chrono>
+
 namespace crowdtrain::coordinator {
 namespace {
 
 constexpr uint64_t kValidationSeed = 0x5eed;
+
+int64_t unixNowMs()
+{
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
 
 net::CheckpointInfo wireCheckpoint(const CheckpointInfo& c)
 {
@@ -72,7 +80,6 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
     std::vector<float> next = m_params;
     if (Status s = diloco::applyUpdate(diloco::Codec::Int8, encoded, m_parameters, next.data()); !s)
         return s.error();
-    const std::optional<double> valLoss = evaluate(next);
 
     double lossSum = 0;
     for (const Accepted& a : m_accepted)
@@ -80,7 +87,6 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
     RoundCommit commit;
     commit.record.round = m_version + 1;
     commit.record.trainLoss = lossSum / double(m_acceptedTokens);
-    commit.record.valLoss = valLoss;
     commit.record.volunteersOnline = int64_t(volunteersOnline());
     commit.record.closedAtMs = nowMs;
     for (const Accepted& a : m_accepted)
@@ -100,14 +106,12 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
     m_version = round;
     m_params = std::move(next);
     m_paramsSha = parametersSha256Hex(m_params);
-    m_lastValLoss = valLoss;
     m_totalTokens += m_acceptedTokens;
     PublishedEvents events;
     auto rejected = m_store->ledger().rejectionsInRound(round);
-    net::RoundClosedEvent closed{uint64_t(round), uint64_t(m_version), commit.record.trainLoss, valLoss,
+    net::RoundClosedEvent closed{uint64_t(round), uint64_t(m_version), commit.record.trainLoss, std::nullopt,
         uint64_t(m_acceptedTokens), uint64_t(m_accepted.size()), rejected ? uint64_t(rejected->size()) : 0,
         volunteersOnline()};
-    events.frames.push_back(net::encodeEvent(m_spec.name, closed));
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(pendingDir(), ec))
         std::filesystem::remove(entry.path(), ec);
@@ -116,24 +120,48 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
     m_accepted.clear();
     m_acceptedTokens = 0;
 
-    if (m_checkpoints->isDue(round)) {
-        auto named = unflattenParameters(m_spec.model, m_params);
-        if (!named)
-            std::fprintf(stderr, "%s: checkpoint of round %lld failed: %s\n", m_spec.name.c_str(),
-                static_cast<long long>(round), named.error().message.c_str());
-        if (named) {
-            auto published = m_checkpoints->publish(round, m_totalTokens, valLoss, m_spec.model, *named, nowMs);
-            if (published)
-                events.frames.push_back(
-                    net::encodeEvent(m_spec.name, net::CheckpointPublishedEvent{wireCheckpoint(*published)}));
-            else
-                std::fprintf(stderr, "%s: checkpoint of round %lld failed: %s\n", m_spec.name.c_str(),
-                    static_cast<long long>(round), published.error().message.c_str());
-        }
-    }
+    // The new version is served from here on; its validation loss (and the
+    // checkpoint that records it) follow when the evaluation thread is done,
+    // so volunteers never wait for it.
+    finishEvaluation(true, events);
+    auto params = std::make_shared<const std::vector<float>>(m_params);
+    m_evaluation = PendingEvaluation{round, m_totalTokens, params, closed,
+        std::async(std::launch::async, [this, params] { return evaluate(*params); })};
     if (Status s = publishResources(); !s)
         std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
     return events;
+}
+
+void ProjectRuntime::finishEvaluation(bool wait, PublishedEvents& events)
+{
+    if (!m_evaluation)
+        return;
+    if (!wait && m_evaluation->loss.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+        return;
+    PendingEvaluation done = std::move(*m_evaluation);
+    m_evaluation.reset();
+    const std::optional<double> valLoss = done.loss.get();
+    if (valLoss)
+        if (Status s = m_store->ledger().setValidationLoss(done.round, *valLoss); !s)
+            std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
+    if (done.round == m_version)
+        m_lastValLoss = valLoss;
+    done.event.valLoss = valLoss;
+    events.frames.push_back(net::encodeEvent(m_spec.name, done.event));
+    if (!m_checkpoints->isDue(done.round))
+        return;
+    auto named = unflattenParameters(m_spec.model, *done.params);
+    auto published = named
+        ? m_checkpoints->publish(done.round, done.tokens, valLoss, m_spec.model, *named, unixNowMs())
+        : Result<CheckpointInfo>(named.error());
+    if (!published) {
+        std::fprintf(stderr, "%s: checkpoint of round %lld failed: %s\n", m_spec.name.c_str(),
+            static_cast<long long>(done.round), published.error().message.c_str());
+        return;
+    }
+    events.frames.push_back(net::encodeEvent(m_spec.name, net::CheckpointPublishedEvent{wireCheckpoint(*published)}));
+    if (Status s = publishResources(); !s)
+        std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
 }
 
 Result<net::GetUpdateReply> ProjectRuntime::getUpdate(const net::GetUpdateRequest& request) const

@@ -65,7 +65,11 @@ ProjectRuntime::ProjectRuntime(ProjectSpec spec, RuntimeOptions options)
     m_options.retryAfterMs = std::min(m_options.retryAfterMs, net::kMaxDelayMs);
 }
 
-ProjectRuntime::~ProjectRuntime() = default;
+ProjectRuntime::~ProjectRuntime()
+{
+    if (m_evaluation)
+        m_evaluation->loss.wait();
+}
 
 Result<std::unique_ptr<ProjectRuntime>> ProjectRuntime::open(
     ProjectSpec spec, const std::filesystem::path& stateDir, RuntimeOptions options, int64_t nowMs)
@@ -351,6 +355,15 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
 
 PublishedEvents ProjectRuntime::tick(int64_t nowMs)
 {
+    PublishedEvents events;
+    finishEvaluation(false, events);
+    // A loop that stalled (a slow disk, a descheduled process) must not count
+    // its own silence against the volunteers.
+    const int64_t sinceLastTick = m_lastTickMs > 0 ? nowMs - m_lastTickMs : 0;
+    m_lastTickMs = nowMs;
+    if (sinceLastTick > int64_t(m_options.heartbeatIntervalMs))
+        for (auto& [key, v] : m_volunteers)
+            v.lastSeenMs += sinceLastTick;
     const int64_t deadAfterMs = int64_t(m_options.heartbeatIntervalMs * m_options.heartbeatLiveness);
     for (auto& [key, v] : m_volunteers) {
         if (!v.online || nowMs - v.lastSeenMs <= deadAfterMs)
@@ -366,14 +379,16 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
     for (const Lease& expired : m_plan->expire(nowMs))
         dropTask(expired.id, false);
     if (!roundDue())
-        return {};
-    auto events = closeRound(nowMs);
-    if (!events) {
+        return events;
+    auto closed = closeRound(nowMs);
+    if (!closed) {
         std::fprintf(stderr, "%s: round %lld not closed: %s\n", m_spec.name.c_str(),
-            static_cast<long long>(m_version + 1), events.error().message.c_str());
-        return {};
+            static_cast<long long>(m_version + 1), closed.error().message.c_str());
+        return events;
     }
-    return std::move(*events);
+    for (auto& frame : closed->frames)
+        events.frames.push_back(std::move(frame));
+    return events;
 }
 
 bool ProjectRuntime::roundDue() const

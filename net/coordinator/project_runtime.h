@@ -28,6 +28,7 @@
 #include "net/transfer/resource_table.h"
 #include "net/wire/messages.h"
 
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,7 +38,7 @@ namespace crowdtrain::coordinator {
 struct RuntimeOptions {
     uint64_t heartbeatIntervalMs = 5000;
     uint64_t heartbeatLiveness = 3;
-    uint64_t retryAfterMs = 200; // told to volunteers that find no task
+    uint64_t retryAfterMs = 50; // told to volunteers that find no task
 };
 
 // What a round close or a checkpoint tells the PUB socket.
@@ -115,7 +116,12 @@ private:
 
     bool roundDue() const;
     Result<PublishedEvents> closeRound(int64_t nowMs);
+    // Runs on the evaluation thread: uses m_model, which nothing else touches
+    // once the project is open.
     std::optional<double> evaluate(const std::vector<float>& params);
+    // Records a finished evaluation (ledger, event, checkpoint); with `wait`,
+    // waits for a running one first.
+    void finishEvaluation(bool wait, PublishedEvents& events);
     std::filesystem::path pendingDir() const;
     std::filesystem::path uploadsDir() const;
 
@@ -144,6 +150,16 @@ private:
     diloco::NormGate m_normGate;
     std::vector<Accepted> m_accepted;
     int64_t m_acceptedTokens = 0;
+
+    struct PendingEvaluation {
+        int64_t round = 0;
+        int64_t tokens = 0;
+        std::shared_ptr<const std::vector<float>> params;
+        net::RoundClosedEvent event;
+        std::future<std::optional<double>> loss;
+    };
+    std::optional<PendingEvaluation> m_evaluation;
+    int64_t m_lastTickMs = 0;
 
     std::map<std::string, Volunteer> m_volunteers;
     std::map<uint64_t, TaskState> m_tasks; // by task id (= lease id)
