@@ -18,6 +18,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -120,39 +122,56 @@ private slots:
         QCOMPARE(windowsIn(tokens, block), uint64_t(windows));
     }
 
-    void rangeWalkIsSequential()
+    // Every window of the task exactly once, in a shuffled order that the
+    // same ranges always reproduce; y is x shifted by one.
+    void rangeWalkCoversEachWindowOnce()
     {
         QTemporaryDir dir;
         writeCountingShard(dirOf(dir) / "data_train_000000.bin", 1000);
         ShardLibrary library(dirOf(dir));
-        const int64_t t = 8, b = 3, h = 2;
+        const int64_t t = 8, b = 3, h = 4;
         const uint64_t begin = 100, end = begin + uint64_t(h * b * t) + 1;
-        auto source
-            = RangeBatchSource::create(library, {{"data_train_000000.bin", begin, end}}, t, 60000, b, uint64_t(h * b));
+        auto make = [&] {
+            return RangeBatchSource::create(
+                library, {{"data_train_000000.bin", begin, end}}, t, 60000, b, uint64_t(h * b));
+        };
+        auto source = make();
         QVERIFY2(source, source ? "" : source.error().message.c_str());
         QCOMPARE((*source)->windowCount(), uint64_t(h * b));
         std::vector<int64_t> x(std::size_t(b * t)), y(x.size());
+        std::vector<int64_t> starts, firstStep;
         for (int64_t step = 0; step < h; ++step) {
             (*source)->next(b, x.data(), y.data());
-            for (int64_t row = 0; row < b; ++row)
+            if (step == 1)
+                firstStep = x;
+            for (int64_t row = 0; row < b; ++row) {
+                const int64_t first = x[std::size_t(row * t)];
+                QCOMPARE((first - int64_t(begin)) % t, int64_t(0));
+                starts.push_back(first);
                 for (int64_t i = 0; i < t; ++i) {
-                    const int64_t expected = int64_t(begin) + (step * b + row) * t + i;
-                    QCOMPARE(x[std::size_t(row * t + i)], expected);
-                    QCOMPARE(y[std::size_t(row * t + i)], expected + 1);
+                    QCOMPARE(x[std::size_t(row * t + i)], first + i);
+                    QCOMPARE(y[std::size_t(row * t + i)], first + i + 1);
                 }
+            }
         }
+        std::vector<int64_t> sorted = starts;
+        std::sort(sorted.begin(), sorted.end());
+        for (int64_t w = 0; w < h * b; ++w)
+            QCOMPARE(sorted[std::size_t(w)], int64_t(begin) + w * t);
+        QVERIFY(sorted != starts); // shuffled, not swept front to back
         QCOMPARE((*source)->position(), uint64_t(h));
-        // The last target is the range's last token.
-        QCOMPARE(uint64_t(y.back()), end - 1);
-        // setPosition replays a step exactly.
+        // setPosition replays a step exactly, and so does a new source.
         (*source)->setPosition(1);
         std::vector<int64_t> again(x.size()), againY(x.size());
         (*source)->next(b, again.data(), againY.data());
-        QCOMPARE(again, x);
-        QCOMPARE(againY, y);
+        QCOMPARE(again, firstStep);
+        auto twin = make();
+        (*twin)->setPosition(1);
+        (*twin)->next(b, again.data(), againY.data());
+        QCOMPARE(again, firstStep);
     }
 
-    void rangesAreWalkedInOrder()
+    void rangesAreWalkedTogether()
     {
         QTemporaryDir dir;
         writeCountingShard(dirOf(dir) / "a_train.bin", 100);
@@ -164,11 +183,11 @@ private slots:
         QVERIFY2(source, source ? "" : source.error().message.c_str());
         std::vector<int64_t> x(12), y(12);
         (*source)->next(3, x.data(), y.data());
-        QCOMPARE(x[0], 10);
-        QCOMPARE(x[4], 14);
-        QCOMPARE(y[7], 18);
-        QCOMPARE(x[8], 150);
-        QCOMPARE(y[11], 154);
+        std::vector<int64_t> starts{x[0], x[4], x[8]};
+        std::sort(starts.begin(), starts.end());
+        QCOMPARE(starts, (std::vector<int64_t>{10, 14, 150}));
+        for (int row = 0; row < 3; ++row)
+            QCOMPARE(y[std::size_t(row * 4 + 3)], x[std::size_t(row * 4)] + 4);
         QCOMPARE((*source)->windowStart(2).first->shard->path().filename().string(), std::string("b_train.bin"));
     }
 

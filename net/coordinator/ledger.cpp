@@ -360,8 +360,8 @@ Status Ledger::setValidationLoss(int64_t round, double valLoss)
     Transaction tx(m_db, file);
     if (Status s = tx.begin(); !s)
         return s;
-    for (const char* sql : {"UPDATE rounds SET val_loss = ?2 WHERE round = ?1",
-             "UPDATE metrics SET val_loss = ?2 WHERE round = ?1"}) {
+    for (const char* sql :
+        {"UPDATE rounds SET val_loss = ?2 WHERE round = ?1", "UPDATE metrics SET val_loss = ?2 WHERE round = ?1"}) {
         auto statement = Statement::prepare(m_db, file, sql);
         if (!statement)
             return statement.error();

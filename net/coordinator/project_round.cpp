@@ -151,9 +151,8 @@ void ProjectRuntime::finishEvaluation(bool wait, PublishedEvents& events)
     if (!m_checkpoints->isDue(done.round))
         return;
     auto named = unflattenParameters(m_spec.model, *done.params);
-    auto published = named
-        ? m_checkpoints->publish(done.round, done.tokens, valLoss, m_spec.model, *named, unixNowMs())
-        : Result<CheckpointInfo>(named.error());
+    auto published = named ? m_checkpoints->publish(done.round, done.tokens, valLoss, m_spec.model, *named, unixNowMs())
+                           : Result<CheckpointInfo>(named.error());
     if (!published) {
         std::fprintf(stderr, "%s: checkpoint of round %lld failed: %s\n", m_spec.name.c_str(),
             static_cast<long long>(done.round), published.error().message.c_str());

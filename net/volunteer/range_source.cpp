@@ -1,6 +1,8 @@
 #include "net/volunteer/range_source.h"
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 
 namespace crowdtrain::volunteer {
 
@@ -78,6 +80,13 @@ Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary&
         return Error::make("bad_range",
             "the task's ranges hold " + std::to_string(windows) + " windows of " + std::to_string(blockSize + 1)
                 + " tokens; its steps need " + std::to_string(windowsNeeded));
+    // Every window once, in an order drawn from the task's ranges: batches
+    // mix the range instead of sweeping it front to back.
+    source->m_order.resize(std::size_t(windows));
+    std::iota(source->m_order.begin(), source->m_order.end(), uint64_t(0));
+    std::seed_seq seed{ranges.front().beginToken, ranges.front().endToken, windows};
+    std::mt19937_64 rng(seed);
+    std::shuffle(source->m_order.begin(), source->m_order.end(), rng);
     return source;
 }
 
@@ -94,7 +103,7 @@ void RangeBatchSource::next(int64_t batch, int64_t* x, int64_t* y)
     const uint64_t total = windowCount();
     const std::size_t t = std::size_t(m_blockSize);
     for (int64_t row = 0; row < batch; ++row) {
-        const auto [slice, start] = windowStart(m_nextWindow % total);
+        const auto [slice, start] = windowStart(m_order[std::size_t(m_nextWindow % total)]);
         const uint16_t* tokens = slice->shard->tokens() + start;
         int64_t* xRow = x + std::size_t(row) * t;
         int64_t* yRow = y + std::size_t(row) * t;

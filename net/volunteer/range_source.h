@@ -6,9 +6,10 @@
 // a shard name to DIR/<name> and keeps the shards it opened; a
 // RangeBatchSource walks a task's ranges deterministically: windows of
 // blockSize + 1 tokens, back to back with a stride of blockSize (the last
-// target of one window is the first input of the next), range after range,
-// row after row. Step i of a task with batch B therefore trains on windows
-// i*B .. i*B + B - 1, and y is x shifted by one token.
+// target of one window is the first input of the next), each used once, in
+// a shuffled order seeded by the ranges. Step i of a task with batch B
+// trains on the windows at positions i*B .. i*B + B - 1 of that order, and
+// y is x shifted by one token.
 //
 // Neither class is thread-safe; the shards of a library must outlive the
 // sources made from it.
@@ -72,6 +73,7 @@ private:
 
     std::vector<engine::ShardSlice> m_slices;
     std::vector<uint64_t> m_windowEnds; // cumulative window counts per slice
+    std::vector<uint64_t> m_order; // a seeded permutation of the windows
     int64_t m_blockSize = 0;
     int64_t m_batchSize = 0;
     uint64_t m_position = 0;
