@@ -1,6 +1,7 @@
 #include "engine/cpu_kernels.h"
 
 #include <ATen/Parallel.h>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -101,7 +102,75 @@ public:
     }
 };
 
+struct AdamWScalars {
+    float decay; // 1 - lr * weight_decay
+    float beta1, beta2;
+    float sqrtBiasCorrection2;
+    float eps;
+    float stepSize; // lr / bias_correction1
+};
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adamWUpdate(
+    float* p, const float* g, float* m, float* v, int64_t n, AdamWScalars s)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        p[i] *= s.decay;
+        m[i] = m[i] * s.beta1 + g[i] * (1.0f - s.beta1);
+        v[i] = v[i] * s.beta2 + g[i] * g[i] * (1.0f - s.beta2);
+        const float denom = __builtin_sqrtf(v[i]) / s.sqrtBiasCorrection2 + s.eps;
+        p[i] -= s.stepSize * (m[i] / denom);
+    }
+}
+
+bool fusable(const torch::Tensor& t)
+{
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+}
+
 } // namespace
+
+void fusedAdamWStep(torch::optim::AdamW& optimizer)
+{
+    for (const auto& group : optimizer.param_groups()) {
+        const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+        for (const auto& p : group.params())
+            if (p.grad().defined() && (!fusable(p) || !fusable(p.grad()) || o.amsgrad())) {
+                optimizer.step();
+                return;
+            }
+    }
+    torch::NoGradGuard noGrad;
+    auto& states = optimizer.state();
+    for (auto& group : optimizer.param_groups()) {
+        const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+        const auto [beta1, beta2] = o.betas();
+        for (auto& p : group.params()) {
+            if (!p.grad().defined())
+                continue;
+            const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+            auto it = states.find(key);
+            if (it == states.end()) {
+                auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+                fresh->step(0);
+                fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+                fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+                it = states.emplace(key, std::move(fresh)).first;
+            }
+            auto& state = static_cast<torch::optim::AdamWParamState&>(*it->second);
+            state.step(state.step() + 1);
+            const double biasCorrection1 = 1 - std::pow(beta1, double(state.step()));
+            const double biasCorrection2 = 1 - std::pow(beta2, double(state.step()));
+            const AdamWScalars scalars{float(1 - o.lr() * o.weight_decay()), float(beta1), float(beta2),
+                float(std::sqrt(biasCorrection2)), float(o.eps()), float(o.lr() / biasCorrection1)};
+            float* param = p.data_ptr<float>();
+            const float* grad = p.grad().data_ptr<float>();
+            float* m = state.exp_avg().data_ptr<float>();
+            float* v = state.exp_avg_sq().data_ptr<float>();
+            parallelOver(p.numel(),
+                [&](int64_t at, int64_t count) { adamWUpdate(param + at, grad + at, m + at, v + at, count, scalars); });
+        }
+    }
+}
 
 torch::Tensor geluTanh(const torch::Tensor& x)
 {

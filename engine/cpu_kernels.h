@@ -14,3 +14,15 @@ namespace crowdtrain::engine {
 torch::Tensor geluTanh(const torch::Tensor& x);
 
 } // namespace crowdtrain::engine
+
+namespace crowdtrain::engine {
+
+// One AdamW step of `optimizer` with the same update as libtorch's
+// AdamW::step() (decoupled weight decay, bias-corrected moments; no
+// amsgrad), one fused pass per parameter instead of seven tensor ops. The
+// moments stay in the optimizer's own state, so saving and loading it is
+// unchanged. Falls back to optimizer.step() unless every parameter with a
+// gradient is a contiguous float32 CPU tensor.
+void fusedAdamWStep(torch::optim::AdamW& optimizer);
+
+} // namespace crowdtrain::engine

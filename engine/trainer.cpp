@@ -1,5 +1,6 @@
 #include "engine/trainer.h"
 
+#include "engine/cpu_kernels.h"
 #include "engine/data_parallel.h"
 #include "engine/thread_team.h"
 
@@ -221,8 +222,12 @@ StepReport Trainer::step()
     }
     // A non-finite gradient would poison the weights and the optimizer's
     // moments; skip the update and let the caller see the bad loss.
-    if (std::isfinite(gradNorm))
-        m_optimizer->step();
+    if (std::isfinite(gradNorm)) {
+        if (m_device.is_cpu())
+            fusedAdamWStep(*m_optimizer);
+        else
+            m_optimizer->step();
+    }
     if (m_device.is_cuda())
         torch::cuda::synchronize();
 
