@@ -2,7 +2,7 @@
 // back bit for bit, metadata with sizes and SHA-256, listing, retention and
 // cleanup of interrupted publishes.
 #include "net/coordinator/checkpoint_store.h"
-#include "net/coordinator/sha256.h"
+#include "net/transfer/sha256.h"
 
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
@@ -110,7 +110,7 @@ private slots:
         for (const auto& file : meta["files"]) {
             const auto onDisk = info.dir / file["name"].get<std::string>();
             QCOMPARE(file["bytes"].get<uint64_t>(), uint64_t(std::filesystem::file_size(onDisk)));
-            QCOMPARE(file["sha256"].get<std::string>(), orFail(sha256FileHex(onDisk)));
+            QCOMPARE(file["sha256"].get<std::string>(), orFail(crowdtrain::net::sha256OfFile(onDisk)));
         }
         QCOMPARE(info.totalBytes(),
             uint64_t(std::filesystem::file_size(info.dir / "model.safetensors")

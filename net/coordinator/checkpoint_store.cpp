@@ -1,6 +1,6 @@
 #include "net/coordinator/checkpoint_store.h"
 
-#include "net/coordinator/sha256.h"
+#include "net/transfer/sha256.h"
 
 #include "engine/atomic_file.h"
 #include "engine/hf_gpt2.h"
@@ -173,7 +173,7 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
     info.created = isoUtc(nowMs);
     json files = json::array();
     for (const char* name : {"config.json", "model.safetensors"}) {
-        auto hash = sha256FileHex(staging / name);
+        auto hash = net::sha256OfFile(staging / name);
         if (!hash)
             return fail(hash.error());
         const uint64_t bytes = std::filesystem::file_size(staging / name, ec);

@@ -1,6 +1,6 @@
 #include "net/coordinator/state_store.h"
 
-#include "net/coordinator/sha256.h"
+#include "net/transfer/sha256.h"
 
 #include "engine/atomic_file.h"
 #include "engine/gpt_config.h"
@@ -85,7 +85,7 @@ uint64_t updateFileSize(const Header& h)
     return kHeaderBytes + 32 + h.bytes;
 }
 
-Status writeFloats(engine::AtomicFile& out, Sha256& hash, const std::vector<float>& values, uint64_t count)
+Status writeFloats(engine::AtomicFile& out, net::Sha256& hash, const std::vector<float>& values, uint64_t count)
 {
     if (values.empty()) {
         const std::vector<float> zeros(std::min<uint64_t>(count, 1 << 20), 0.0f);
@@ -102,7 +102,7 @@ Status writeFloats(engine::AtomicFile& out, Sha256& hash, const std::vector<floa
     return out.write(values.data(), values.size() * 4);
 }
 
-bool readInto(std::ifstream& in, Sha256& hash, void* data, std::size_t bytes)
+bool readInto(std::ifstream& in, net::Sha256& hash, void* data, std::size_t bytes)
 {
     if (!in.read(static_cast<char*>(data), std::streamsize(bytes)))
         return false;
@@ -121,7 +121,7 @@ Status writeGlobalState(const std::filesystem::path& file, const GlobalState& st
     auto out = engine::AtomicFile::create(file);
     if (!out)
         return out.error();
-    Sha256 hash;
+    net::Sha256 hash;
     const std::string header = headerBytes(kStateMagic, state.version, p, state.extra.size());
     hash.update(header);
     if (Status s = out->write(header); !s)
@@ -133,7 +133,7 @@ Status writeGlobalState(const std::filesystem::path& file, const GlobalState& st
     hash.update(state.extra);
     if (Status s = out->write(state.extra); !s)
         return s;
-    const Sha256Digest digest = hash.finish();
+    const net::Sha256Digest digest = hash.finish();
     if (Status s = out->write(digest.data(), digest.size()); !s)
         return s;
     return out->commit();
@@ -147,7 +147,7 @@ Result<GlobalState> readGlobalState(const std::filesystem::path& file, std::opti
     auto header = readHeader(in, file, kStateMagic, expectedParameters, stateFileSize);
     if (!header)
         return header.error();
-    Sha256 hash;
+    net::Sha256 hash;
     hash.update(&*header, sizeof(Header));
     GlobalState state;
     state.version = header->version;
@@ -156,7 +156,7 @@ Result<GlobalState> readGlobalState(const std::filesystem::path& file, std::opti
     state.momentum.resize(p);
     state.updateResidual.resize(p);
     state.extra.resize(std::size_t(header->bytes));
-    Sha256Digest stored{};
+    net::Sha256Digest stored{};
     if (!readInto(in, hash, state.params.data(), p * 4) || !readInto(in, hash, state.momentum.data(), p * 4)
         || !readInto(in, hash, state.updateResidual.data(), p * 4)
         || !readInto(in, hash, state.extra.data(), state.extra.size())
@@ -170,7 +170,7 @@ Result<GlobalState> readGlobalState(const std::filesystem::path& file, std::opti
 Status writeUpdateFile(
     const std::filesystem::path& file, int64_t version, uint64_t parameters, std::string_view payload)
 {
-    const Sha256Digest digest = sha256(payload);
+    const net::Sha256Digest digest = net::sha256Digest(payload);
     std::string bytes = headerBytes(kUpdateMagic, version, parameters, payload.size());
     bytes.append(reinterpret_cast<const char*>(digest.data()), digest.size());
     bytes.append(payload);
@@ -188,21 +188,21 @@ Result<std::string> readUpdateFile(
         return header.error();
     if (header->version != expectedVersion)
         return corrupt(file, "holds the update to version " + std::to_string(header->version));
-    Sha256Digest stored{};
+    net::Sha256Digest stored{};
     std::string payload(std::size_t(header->bytes), '\0');
     if (!in.read(reinterpret_cast<char*>(stored.data()), stored.size())
         || !in.read(payload.data(), std::streamsize(payload.size())))
         return corrupt(file, "truncated");
-    if (sha256(payload) != stored)
+    if (net::sha256Digest(payload) != stored)
         return corrupt(file, "checksum mismatch (the file is damaged)");
     return payload;
 }
 
 std::string parametersSha256Hex(std::span<const float> params)
 {
-    Sha256 hash;
+    net::Sha256 hash;
     hash.update(params.data(), params.size_bytes());
-    return toHex(hash.finish());
+    return net::toHex(hash.finish());
 }
 
 std::string ProjectStore::stateFileName(int64_t version)

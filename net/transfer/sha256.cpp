@@ -7,7 +7,7 @@ namespace crowdtrain::net {
 
 namespace {
 
-std::string toHex(const unsigned char* digest, std::size_t size)
+std::string hexOf(const unsigned char* digest, std::size_t size)
 {
     static constexpr char kDigits[] = "0123456789abcdef";
     std::string hex(2 * size, '0');
@@ -22,9 +22,19 @@ std::string toHex(const unsigned char* digest, std::size_t size)
 
 std::string sha256Hex(std::string_view bytes)
 {
-    unsigned char digest[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
-    return toHex(digest, sizeof digest);
+    return toHex(sha256Digest(bytes));
+}
+
+Sha256Digest sha256Digest(std::string_view bytes)
+{
+    Sha256Digest digest;
+    crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+    return digest;
+}
+
+std::string toHex(const Sha256Digest& digest)
+{
+    return hexOf(digest.data(), digest.size());
 }
 
 Sha256::Sha256()
@@ -42,12 +52,17 @@ void Sha256::update(std::string_view bytes)
     update(bytes.data(), bytes.size());
 }
 
+Sha256Digest Sha256::finish()
+{
+    Sha256Digest digest;
+    crypto_hash_sha256_final(&m_state, digest.data());
+    crypto_hash_sha256_init(&m_state);
+    return digest;
+}
+
 std::string Sha256::finishHex()
 {
-    unsigned char digest[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_final(&m_state, digest);
-    crypto_hash_sha256_init(&m_state);
-    return toHex(digest, sizeof digest);
+    return toHex(finish());
 }
 
 Result<std::string> sha256OfFile(const std::filesystem::path& file)

@@ -6,6 +6,8 @@
 
 #include "engine/result.h"
 
+#include <array>
+#include <cstdint>
 #include <filesystem>
 #include <sodium.h>
 #include <string>
@@ -13,7 +15,11 @@
 
 namespace crowdtrain::net {
 
+using Sha256Digest = std::array<uint8_t, crypto_hash_sha256_BYTES>;
+
 std::string sha256Hex(std::string_view bytes);
+Sha256Digest sha256Digest(std::string_view bytes);
+std::string toHex(const Sha256Digest& digest);
 
 class Sha256 {
 public:
@@ -22,6 +28,7 @@ public:
     void update(const void* data, std::size_t size);
     // The digest; the object starts over afterwards.
     std::string finishHex();
+    Sha256Digest finish(); // the raw 32 bytes (file formats store these)
 
 private:
     crypto_hash_sha256_state m_state;
