@@ -15,11 +15,13 @@ rounds=${2:-30}
 volunteers=${3:-4}
 H=${4:-100}
 batch=8; block=64; layers=2; heads=2; embd=64
-lr=3e-3; min_lr=3e-4; warmup=20
+lr=${INNER_LR:-3e-3}; min_lr=3e-4; warmup=20
+decay=${DECAY:-1}   # 1: inner cosine decay to min_lr over the run (both DiLoCo and sync); 0: constant
+outer_lr=${OUTER_LR:-0.7}; outer_momentum=${OUTER_MOMENTUM:-0.9}
 text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
 work=$(mktemp -d)
 server_pid=
-cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"; }
+cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; if [ -n "${KEEP_WORK:-}" ]; then echo "work: $work" >&2; else rm -rf "$work"; fi; }
 trap cleanup EXIT
 
 "$build/bin/crowdtrain-prepare" "$text" --out "$work/data" --tokenizer char --val-fraction 0.1 >/dev/null 2>&1
@@ -27,8 +29,9 @@ cat > "$work/spec.json" <<JSON
 {"name": "bench", "model": {"n_layer": $layers, "n_head": $heads, "n_embd": $embd, "block_size": $block, "vocab_size": 65},
  "data": "$work/data", "init": {"seed": 1337},
  "inner": {"steps": $H, "batch_size": $batch, "learning_rate": $lr, "min_lr": $min_lr, "warmup_iters": $warmup,
+           "lr_decay_iters": $((decay * rounds * H)),
            "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
- "outer": {"lr": 0.7, "momentum": 0.9, "nesterov": true},
+ "outer": {"lr": $outer_lr, "momentum": $outer_momentum, "nesterov": true},
  "round": {"token_target": $((volunteers * H * batch * block)), "deadline_seconds": 600},
  "codec": "int8", "checkpoints": {"every_rounds": 1000, "keep_last": 1},
  "validation": {"batches": 100, "batch_size": 16}}
@@ -62,19 +65,23 @@ PY
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 
 steps=$((rounds * H))
-# The volunteers' inner schedule is warmup then a constant rate (the protocol
-# has no decay horizon), so the like-for-like synchronous run uses the same;
-# a second one decays to min_lr over the run, as nanoGPT would.
+# The synchronous runs: one with the volunteers' schedule (cosine decay over
+# the run, or constant after the warmup with DECAY=0), one with the other.
 sync_run() {
     "$build/bin/crowdtrain-train" --data "$work/data" --n-layer $layers --n-head $heads --n-embd $embd \
         --block-size $block --batch-size $((volunteers * batch)) --max-iters $steps --learning-rate $lr --min-lr "$1" \
         --warmup-iters $warmup --lr-decay-iters $steps --beta1 0.9 --beta2 0.99 --weight-decay 0.1 --grad-clip 1.0 \
         --dropout 0 --eval-interval 0 --eval-iters 100 --device cpu --threads 1 --log-interval 1000000 2>/dev/null | tail -n 1
 }
-sync=$(sync_run $lr)
-sync_cosine=$(sync_run $min_lr)
+if [ -n "${SKIP_SYNC:-}" ]; then   # quick experiments: the swarm only
+    sync='{"final_val_loss": 1, "steps": 0, "tokens_per_second": 0}'; sync_other=$sync
+else
+    if [ "$decay" = 1 ]; then same=$min_lr; other=$lr; else same=$lr; other=$min_lr; fi
+    sync=$(sync_run $same)
+    sync_other=$(sync_run $other)
+fi
 
-/usr/bin/python3 - "$work" "$volunteers" "$rounds" "$H" "$batch" "$block" "$diloco_val" "$sync" "$swarm_seconds" "$embd" "$layers" "$sync_cosine" <<'PY'
+/usr/bin/python3 - "$work" "$volunteers" "$rounds" "$H" "$batch" "$block" "$diloco_val" "$sync" "$swarm_seconds" "$embd" "$layers" "$sync_other" "$decay" <<'PY'
 import json, sys, glob
 work, V, R, H, B, T = sys.argv[1], *map(int, sys.argv[2:7])
 val, last_round = sys.argv[7].split()
@@ -85,7 +92,8 @@ P = vocab * d + T * d + L * (12 * d * d + 13 * d) + 2 * d  # GPT-2 with a tied h
 tokens = sum(s["tokens"] for s in summaries)
 sent = sum(s["bytes_sent"] for s in summaries); recv = sum(s["bytes_received"] for s in summaries)
 cosine = json.loads(sys.argv[12])
-print(f"| volunteers | rounds | H | tokens | DiLoCo val loss | sync val loss (same schedule) | ratio | sync, cosine decay |")
+other = "constant rate" if int(sys.argv[13]) else "cosine decay"
+print(f"| volunteers | rounds | H | tokens | DiLoCo val loss | sync val loss (same schedule) | ratio | sync, {other} |")
 print(f"| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 print(f"| {V} | {last_round} | {H} | {tokens} | {float(val):.4f} | {sync['final_val_loss']:.4f} | {float(val)/sync['final_val_loss']:.3f} | {cosine['final_val_loss']:.4f} |")
 print()

@@ -16,15 +16,18 @@ from torch.nn import functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, d, n_head):
+    def __init__(self, d, n_head, bias):
         super().__init__()
         self.n_head = n_head
-        self.ln_1 = nn.LayerNorm(d)
-        self.c_attn = nn.Linear(d, 3 * d)
-        self.c_proj = nn.Linear(d, d)
+        self.ln_1 = nn.LayerNorm(d, elementwise_affine=True)
+        self.c_attn = nn.Linear(d, 3 * d, bias=bias)
+        self.c_proj = nn.Linear(d, d, bias=bias)
         self.ln_2 = nn.LayerNorm(d)
-        self.c_fc = nn.Linear(d, 4 * d)
-        self.mlp_proj = nn.Linear(4 * d, d)
+        self.c_fc = nn.Linear(d, 4 * d, bias=bias)
+        self.mlp_proj = nn.Linear(4 * d, d, bias=bias)
+        if not bias:  # nanoGPT's bias=False LayerNorm: a weight, no bias
+            for ln in (self.ln_1, self.ln_2):
+                ln.bias = None
 
     def attn(self, x):
         b, t, d = x.size()
@@ -42,12 +45,14 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, block, n_layer, n_head, d):
+    def __init__(self, vocab, block, n_layer, n_head, d, bias=True):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(block, d)
-        self.h = nn.ModuleList([Block(d, n_head) for _ in range(n_layer)])
+        self.h = nn.ModuleList([Block(d, n_head, bias) for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(d)
+        if not bias:
+            self.ln_f.bias = None
         for name, p in self.named_parameters():
             if p.dim() >= 2:
                 std = 0.02 / math.sqrt(2 * n_layer) if name.endswith(("c_proj.weight", "mlp_proj.weight")) else 0.02
@@ -78,7 +83,7 @@ def main():
     p.add_argument("--text", required=True)
     for name, default in [("n_layer", 4), ("n_head", 4), ("n_embd", 128), ("block_size", 64), ("batch_size", 12),
                           ("max_iters", 2000), ("warmup_iters", 100), ("lr_decay_iters", 2000), ("eval_iters", 200),
-                          ("threads", 0), ("seed", 1337)]:
+                          ("threads", 0), ("seed", 1337), ("bias", 1)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=default)
     for name, default in [("learning_rate", 1e-3), ("min_lr", 1e-4), ("beta1", 0.9), ("beta2", 0.99),
                           ("weight_decay", 0.1), ("grad_clip", 1.0)]:
@@ -102,7 +107,7 @@ def main():
         y = torch.stack([d[i + 1:i + 1 + a.block_size] for i in ix])
         return x, y
 
-    model = GPT(len(chars), a.block_size, a.n_layer, a.n_head, a.n_embd)
+    model = GPT(len(chars), a.block_size, a.n_layer, a.n_head, a.n_embd, bool(a.bias))
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},

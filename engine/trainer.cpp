@@ -173,7 +173,7 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
 
 Trainer::~Trainer() = default;
 
-StepReport Trainer::step()
+StepReport Trainer::step(std::optional<double> learningRate)
 {
     const auto start = std::chrono::steady_clock::now();
     const int64_t t = m_options.model.blockSize;
@@ -183,7 +183,7 @@ StepReport Trainer::step()
     const int64_t accumulation = m_options.gradAccumulationSteps;
 
     m_model->train();
-    const double lr = learningRateAt(m_step, m_options.schedule);
+    const double lr = learningRate ? *learningRate : learningRateAt(m_step, m_options.schedule);
     for (auto& group : m_optimizer->param_groups())
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     m_optimizer->zero_grad();

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace crowdtrain::engine {
 
@@ -92,7 +93,9 @@ public:
         TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel = nullptr);
     ~Trainer();
 
-    StepReport step();
+    // learningRate: this step's rate instead of the schedule's (a caller
+    // with a schedule of its own: DiLoCo's inner steps follow the project's).
+    StepReport step(std::optional<double> learningRate = std::nullopt);
     // Mean loss over `iters` batches from the source, starting at its position 0
     // each time so evaluations are comparable.
     double evaluate(BatchSource& source, int64_t iters);

@@ -13,6 +13,8 @@
 #include "net/transfer/socket_source.h"
 #include "net/transport/client.h"
 #include "net/transport/curve_keys.h"
+#include "net/transport/curve_socket.h"
+#include "net/wire/events.h"
 #include "net/wire/messages.h"
 
 #include <QTemporaryDir>
@@ -93,6 +95,48 @@ class TestCoordinator : public QObject {
         if (tweak)
             tweak(s);
         return v.client->request<net::SubmitReply>(s, 20000);
+    }
+
+    // A subscriber to every event of the project.
+    zmq::socket_t subscribe()
+    {
+        auto keys = net::generateKeyPair();
+        auto socket = net::makeCurveClientSocket(
+            m_context, zmq::socket_type::sub, m_server.publicKey, *keys, m_server.events, 1 << 20);
+        if (!socket)
+            qFatal("subscribe: %s", socket.error().message.c_str());
+        socket->set(zmq::sockopt::subscribe, "tiny.");
+        return std::move(*socket);
+    }
+
+    // The next event of type E on `socket` within timeoutMs (others are skipped).
+    template <typename E> std::optional<E> nextEvent(zmq::socket_t& socket, int timeoutMs)
+    {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+        while (std::chrono::steady_clock::now() < until) {
+            socket.set(zmq::sockopt::rcvtimeo, 100);
+            zmq::message_t topic, body;
+            if (!socket.recv(topic) || !topic.more() || !socket.recv(body))
+                continue;
+            auto decoded = net::decodeEventFrames(topic.to_string_view(), body.to_string_view());
+            if (!decoded)
+                qFatal("bad event: %s", decoded.error().message.c_str());
+            if (decoded->envelope.type == E::kType) {
+                auto event = net::decodeEvent<E>(*decoded);
+                if (!event)
+                    qFatal("bad %s event: %s", decoded->envelope.type.c_str(), event.error().message.c_str());
+                return *event;
+            }
+        }
+        return std::nullopt;
+    }
+
+    net::HeartbeatReply heartbeat(Volunteer& v, uint64_t version)
+    {
+        auto hb = v.client->request<net::HeartbeatReply>(net::HeartbeatRequest{"tiny", v.joined.session, version});
+        if (!hb)
+            qFatal("heartbeat: %s", hb.error().message.c_str());
+        return *hb;
     }
 
     uint64_t manifestElements() const { return m_elements; }
@@ -247,6 +291,53 @@ private slots:
         }
         // Within the int8 quantum of the update (max/127 per block, half of it rounding).
         QVERIFY2(worst <= scale / 127.0, (std::to_string(worst) + " vs " + std::to_string(scale)).c_str());
+    }
+
+    void roundWrapsUpWhenTheFirstTaskIsIn()
+    {
+        zmq::socket_t events = subscribe();
+        QTest::qWait(300); // the subscription reaches the PUB socket
+        Volunteer fast = join("fast");
+        Volunteer slow = join("slow");
+        const uint64_t version = heartbeat(fast, 0).version;
+        fast.joined.version = slow.joined.version = version;
+        const int64_t n = int64_t(m_elements);
+        const uint64_t tokens = 20 * 8 * 32;
+        const net::Task a = task(fast);
+        const net::Task b = task(slow);
+        QVERIFY(!heartbeat(slow, version).wrapUp);
+
+        // The fast one delivers and asks for more; the round's work is all
+        // handed out, so rather than have it wait, the round wraps up: the
+        // holders of the other tasks are asked to submit what they have.
+        const auto deltaA = randomDelta(n, 1e-3f, 11);
+        auto first = submit(fast, a, diloco::encode(diloco::Codec::Int8, deltaA.data(), n), tokens);
+        QVERIFY2(first, first ? "" : first.error().message.c_str());
+        QVERIFY(!heartbeat(slow, version).wrapUp);
+        auto none = fast.client->request<net::GetTaskReply>(net::GetTaskRequest{"tiny", fast.joined.session, version});
+        QVERIFY(none && !none->task);
+        const auto wrapUp = nextEvent<net::RoundWrapUpEvent>(events, 5000);
+        QVERIFY(wrapUp);
+        QCOMPARE(wrapUp->version, version);
+        QCOMPARE(wrapUp->round, version + 1);
+        QVERIFY(heartbeat(slow, version).wrapUp);
+        QVERIFY(!heartbeat(fast, version).wrapUp); // it holds no task
+
+        // The slow one submits the quarter it trained; the round closes with
+        // fewer tokens than its target and the new version is announced.
+        const auto deltaB = randomDelta(n, 5e-4f, 12);
+        auto second = submit(slow, b, diloco::encode(diloco::Codec::Int8, deltaB.data(), n), tokens / 4);
+        QVERIFY2(second, second ? "" : second.error().message.c_str());
+        const auto published = nextEvent<net::VersionPublishedEvent>(events, 5000);
+        QVERIFY(published);
+        QCOMPARE(published->version, version + 1);
+        const auto closed = nextEvent<net::RoundClosedEvent>(events, 10000);
+        QVERIFY(closed);
+        QCOMPARE(closed->round, version + 1);
+        QCOMPARE(closed->tokens, tokens + tokens / 4);
+        QCOMPARE(closed->accepted, uint64_t(2));
+        QVERIFY(closed->valLoss);
+        QCOMPARE(heartbeat(slow, version + 1).version, version + 1);
     }
 
     void checkpointDownloadResumesAndDetectsCorruption()

@@ -47,8 +47,9 @@ private slots:
         const auto leases = leaseAll(plan);
         std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> byShard;
         for (const Lease& l : leases) {
-            QCOMPARE(l.end - l.begin, uint64_t(100));
-            byShard[l.shard].push_back({l.begin, l.end});
+            QCOMPARE(l.pieces.size(), std::size_t(1));
+            QCOMPARE(l.pieces[0].end - l.pieces[0].begin, uint64_t(100));
+            byShard[l.pieces[0].shard].push_back({l.pieces[0].begin, l.pieces[0].end});
         }
         QCOMPARE(byShard.size(), std::size_t(2));
         for (auto& [shard, ranges] : byShard) {
@@ -58,6 +59,38 @@ private slots:
                 QCOMPARE(ranges[i].first, ranges[i - 1].second - 1);
             QVERIFY(ranges.back().second <= (shard == 0 ? 1000u : 250u));
         }
+    }
+
+    void rangesGatherPiecesFromAllOverTheData()
+    {
+        // 2 shards of 100 pieces of 11 tokens (stride 10); ranges of 8 pieces.
+        DataPlan plan = orFail(DataPlan::create({1001, 1001}, 11, 7, 1000, 8));
+        QCOMPARE(plan.rangeCount(), std::size_t(200 / 8));
+        std::set<std::pair<uint32_t, uint64_t>> seen;
+        std::size_t spread = 0;
+        for (const Lease& l : leaseAll(plan)) {
+            QCOMPARE(l.pieces.size(), std::size_t(8));
+            uint64_t lowest = UINT64_MAX, highest = 0;
+            for (const Piece& piece : l.pieces) {
+                QCOMPARE(piece.end - piece.begin, uint64_t(11));
+                QCOMPARE(piece.begin % 10, uint64_t(0));
+                QVERIFY(seen.insert({piece.shard, piece.begin}).second); // each piece in one range
+                lowest = std::min(lowest, piece.shard * 1001 + piece.begin);
+                highest = std::max(highest, piece.shard * 1001 + piece.begin);
+            }
+            spread += highest - lowest > 1000 ? 1 : 0;
+        }
+        QCOMPARE(seen.size(), std::size_t(200));
+        QVERIFY(spread > 20); // not contiguous stretches
+        // The grouping is a function of the seed: a restarted coordinator agrees.
+        DataPlan same = orFail(DataPlan::create({1001, 1001}, 11, 7, 1000, 8));
+        QCOMPARE(
+            same.lease("x", 0)->pieces, orFail(DataPlan::create({1001, 1001}, 11, 7, 1000, 8)).lease("y", 0)->pieces);
+        QVERIFY(same.restore(plan.serialize()).ok());
+        DataPlan otherGrouping = orFail(DataPlan::create({1001, 1001}, 11, 7, 1000, 4));
+        QVERIFY(!otherGrouping.restore(plan.serialize()).ok());
+        QVERIFY(!DataPlan::create({1001}, 11, 7, 1000, 101).ok()); // 100 pieces cannot make a range of 101
+        QVERIFY(!DataPlan::create({1001}, 11, 7, 1000, 0).ok());
     }
 
     void everyRangeOncePerEpoch()
@@ -99,6 +132,50 @@ private slots:
         for (const Lease& l : leaseAll(same))
             again.push_back(l.range);
         QVERIFY(again == firstOrder);
+    }
+
+    void nextEpochStartsWhileTheLastRangesAreOut()
+    {
+        DataPlan plan = orFail(DataPlan::create({5000}, 101, 4, 1000));
+        const std::size_t n = plan.rangeCount();
+        const auto first = leaseAll(plan);
+        QCOMPARE(first.size(), n);
+        // Two stragglers hold epoch 0's last ranges; everyone else is done.
+        for (std::size_t i = 2; i < n; ++i)
+            QVERIFY(plan.complete(first[i].id).ok());
+        QCOMPARE(plan.epoch(), uint64_t(0));
+        QVERIFY(plan.canLease());
+        // A volunteer asking now starts epoch 1 instead of waiting.
+        const auto second = leaseAll(plan);
+        QCOMPARE(second.size(), n - 2);
+        QCOMPARE(plan.epoch(), uint64_t(1));
+        std::set<uint32_t> ranges;
+        for (const Lease& l : second) {
+            QCOMPARE(l.epoch, uint64_t(1));
+            ranges.insert(l.range);
+        }
+        QVERIFY(!ranges.contains(first[0].range)); // never leased twice at once
+        QVERIFY(!ranges.contains(first[1].range));
+        QVERIFY(!plan.canLease());
+        // The stragglers' ranges join epoch 1 when their leases end: one
+        // completed (trained in epoch 0, due again), one released (missed).
+        QVERIFY(plan.complete(first[0].id).ok());
+        QCOMPARE(plan.completedCount(), std::size_t(0)); // an epoch-0 completion
+        QVERIFY(plan.releaseLease(first[1].id));
+        QCOMPARE(plan.availableCount(), std::size_t(2));
+        const Lease a = *plan.lease("late", 0);
+        const Lease b = *plan.lease("late", 0);
+        QCOMPARE(a.range, first[1].range); // released data goes out first
+        QCOMPARE(b.range, first[0].range);
+        QCOMPARE(a.epoch, uint64_t(1));
+        // Epoch 1 then completes with every range exactly once.
+        for (const Lease& l : second)
+            QVERIFY(plan.complete(l.id).ok());
+        QVERIFY(plan.complete(a.id).ok());
+        QCOMPARE(plan.epoch(), uint64_t(1));
+        QVERIFY(plan.complete(b.id).ok());
+        QCOMPARE(plan.epoch(), uint64_t(2));
+        QCOMPARE(plan.availableCount(), n);
     }
 
     void releaseReturnsRanges()
@@ -167,9 +244,11 @@ private slots:
         QCOMPARE(restored.completedCount(), std::size_t(7));
         QCOMPARE(restored.leasedCount(), std::size_t(0));
         QCOMPARE(restored.availableCount(), n - 7); // the 4 lost leases are back in the pool
-        const auto rest = leaseAll(restored);
-        QCOMPARE(rest.size(), n - 7);
+        std::vector<Lease> rest;
+        for (std::size_t i = 0; i < n - 7; ++i)
+            rest.push_back(*restored.lease("c", 0));
         for (const Lease& l : rest) {
+            QCOMPARE(l.epoch, uint64_t(1));
             QVERIFY(!done.contains(l.range));
             QVERIFY(l.id > lastId); // ids never repeat across restarts
         }
@@ -211,14 +290,18 @@ private slots:
         DataPlan plan = orFail(DataPlan::create(data, 65, 1, 1000));
         QCOMPARE(plan.rangeCount(), std::size_t(4 + 7));
         for (const Lease& l : leaseAll(plan)) {
-            const engine::ShardSlice slice = DataPlan::sliceOf(l, data);
-            QCOMPARE(slice.shard, &data.train[l.shard]);
-            QCOMPARE(slice.end - slice.begin, uint64_t(65));
+            const std::vector<engine::ShardSlice> slices = DataPlan::slicesOf(l, data);
+            QCOMPARE(slices.size(), std::size_t(1));
+            QCOMPARE(slices[0].shard, &data.train[l.pieces[0].shard]);
+            QCOMPARE(slices[0].end - slices[0].begin, uint64_t(65));
             // A task's batches come from exactly this slice.
-            auto sampler = engine::BatchSampler::create({slice}, 8, 1);
+            auto sampler = engine::BatchSampler::create(slices, 8, 1);
             QVERIFY(sampler.ok());
             QCOMPARE(sampler->tokenCount(), uint64_t(65));
         }
+        Lease foreign;
+        foreign.pieces = {Piece{7, 0, 65}};
+        QVERIFY(DataPlan::slicesOf(foreign, data).empty());
     }
 };
 

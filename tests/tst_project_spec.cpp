@@ -172,8 +172,8 @@ private slots:
         QTest::newRow("no such folder") << QStringLiteral(R"({"data": "nowhere"})") << QStringLiteral("data: ");
         QTest::newRow("vocab smaller than tokenizer") << QStringLiteral(
             R"({"model": {"vocab_size": 10}})") << QStringLiteral("model.vocab_size: 10 is smaller than the 20 tokens");
-        QTest::newRow("task larger than any shard")
-            << QStringLiteral(R"({"inner": {"steps": 100}})") << QStringLiteral("inner: a task needs 6401 tokens");
+        QTest::newRow("task larger than any shard") << QStringLiteral(R"({"inner": {"steps": 100}})")
+                                                    << QStringLiteral("inner: a task needs 50 pieces of 129 tokens");
         QTest::newRow("import folder without config")
             << QStringLiteral(R"({"init": {"seed": null, "import": "data"}})") << QStringLiteral("init.import: ");
     }

@@ -39,9 +39,10 @@ JoinReply sampleJoin()
     r.stateBytes = 4 * (65 * 32 + 32);
     r.chunkBytes = 1 << 20;
     r.codec = "int8";
-    r.inner = {100, 8, 32, 6e-4, 6e-5, 10, 0.9, 0.95, 0.1, 1.0};
+    r.inner = {100, 8, 32, 6e-4, 6e-5, 10, 2000, 0.9, 0.95, 0.1, 1.0};
     r.heartbeatIntervalMs = 5000;
     r.heartbeatLiveness = 3;
+    r.eventsPort = 7401;
     return r;
 }
 
@@ -230,9 +231,9 @@ private slots:
         checkMessage(ListProjectsRequest{}, true);
         checkMessage(ListProjectsReply{{sampleProject()}}, false, {"body.projects[0].val_loss"});
         checkMessage(JoinRequest{"tiny-shakespeare", "Ada", "0.1.0", "NVIDIA RTX 4090"}, true);
-        checkMessage(sampleJoin(), false, {"body.project.val_loss"});
+        checkMessage(sampleJoin(), false, {"body.project.val_loss", "body.inner.lr_decay_iters", "body.events_port"});
         checkMessage(HeartbeatRequest{"tiny-shakespeare", "s-1", 11}, true);
-        checkMessage(HeartbeatReply{11, 12, "train"}, false);
+        checkMessage(HeartbeatReply{11, 12, "train", true}, false, {"body.wrap_up"});
         checkMessage(LeaveRequest{"tiny-shakespeare", "s-1"}, true);
         checkMessage(LeaveReply{}, false);
         checkMessage(GetTaskRequest{"tiny-shakespeare", "s-1", 11}, true);
@@ -294,6 +295,21 @@ private slots:
         auto published = decodeEvent<CheckpointPublishedEvent>(*decoded);
         QVERIFY(published.ok());
         QVERIFY(published->checkpoint == sampleCheckpoint());
+
+        const RoundWrapUpEvent wrapUp{12, 11};
+        frames = encodeEvent("tiny-shakespeare", wrapUp);
+        QCOMPARE(frames.topic, std::string("tiny-shakespeare.round_wrap_up"));
+        decoded = decodeEventFrames(frames.topic, frames.body);
+        QVERIFY(decoded.ok());
+        QVERIFY(*decodeEvent<RoundWrapUpEvent>(*decoded) == wrapUp);
+        frames = encodeEvent("tiny-shakespeare", RoundWrapUpEvent{12, 12}); // version must be round - 1
+        QCOMPARE(decodeEvent<RoundWrapUpEvent>(*decodeEventFrames(frames.topic, frames.body)).error().code,
+            std::string("malformed"));
+        frames = encodeEvent("tiny-shakespeare", VersionPublishedEvent{12});
+        decoded = decodeEventFrames(frames.topic, frames.body);
+        QVERIFY(decoded.ok());
+        QCOMPARE(decodeEvent<VersionPublishedEvent>(*decoded)->version, uint64_t(12));
+        frames = encodeEvent("tiny-shakespeare", CheckpointPublishedEvent{sampleCheckpoint()});
 
         auto mismatched = decodeEventFrames("tiny-shakespeare.round_closed", frames.body);
         QVERIFY(!mismatched.ok());

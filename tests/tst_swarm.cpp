@@ -52,6 +52,7 @@ public:
         }
         return json;
     }
+    bool running() const { return m_process.state() == QProcess::Running; }
     void kill()
     {
         m_process.kill();
@@ -177,10 +178,11 @@ private slots:
         const std::string endpoint = server.endpoint;
         Observer before(m_context, server);
         WorkerProcess w1, w2;
-        w1.start(server, m_data, dir() / "b/w1", "w1", 10);
-        w2.start(server, m_data, dir() / "b/w2", "w2", 10);
+        w1.start(server, m_data, dir() / "b/w1", "w1", 40);
+        w2.start(server, m_data, dir() / "b/w2", "w2", 40);
         QVERIFY(before.waitForVersion(1, 120000));
         QTest::qWait(700); // into the next round: some submissions accepted, not committed
+        QVERIFY2(w1.running() && w2.running(), "the workers were done before the kill: give them more tasks");
         server.kill();
         QTest::qWait(1500);
         ServerProcess restarted;

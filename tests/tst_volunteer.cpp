@@ -361,7 +361,7 @@ private slots:
         writeCountingShard(dirOf(dir) / "d_train.bin", 4000, 16);
         ShardLibrary library(dirOf(dir));
         engine::GptConfig model{1, 2, 16, 8, 16, 0.0};
-        net::InnerSettings inner{3, 2, 8, 1e-2, 1e-3, 2, 0.9, 0.95, 0.1, 1.0};
+        net::InnerSettings inner{3, 2, 8, 1e-2, 1e-3, 2, 0, 0.9, 0.95, 0.1, 1.0};
         const auto manifest = InnerTrainer::wireManifestOf(model);
         QVERIFY(!manifest.empty());
         QVERIFY(manifest.front().name.find("wte") != std::string::npos);
@@ -374,10 +374,12 @@ private slots:
         std::vector<float> theta = diloco::flatten(reference);
         QCOMPARE(uint64_t(theta.size()), net::manifestElements(manifest));
         std::atomic<bool> abort{false};
+        const std::atomic<bool> noWrapUp{false};
         int reports = 0;
         auto source = RangeBatchSource::create(library, {{"d_train.bin", 0, 3 * 2 * 8 + 1}}, 8, 16, 2, 6);
         QVERIFY(source);
-        auto outcome = trainer.run(theta, std::move(*source), 3, abort, [&](const engine::StepReport&) { ++reports; });
+        auto outcome = trainer.run(
+            theta, std::move(*source), 3, 0, abort, noWrapUp, [&](const engine::StepReport&) { ++reports; });
         QVERIFY2(outcome, outcome ? "" : outcome.error().message.c_str());
         QCOMPARE(reports, 3);
         QCOMPARE(outcome->steps, uint64_t(3));
@@ -389,18 +391,52 @@ private slots:
 
         // The next task starts from theta again, with the same optimizer.
         source = RangeBatchSource::create(library, {{"d_train.bin", 48, 48 + 3 * 2 * 8 + 1}}, 8, 16, 2, 6);
-        auto second = trainer.run(theta, std::move(*source), 3, abort, {});
+        auto second = trainer.run(theta, std::move(*source), 3, 0, abort, noWrapUp, {});
         QVERIFY(second);
         QCOMPARE(trainer.innerStepsTaken(), int64_t(6));
 
+        // The round wrapping up: one step is always trained, then the task ends.
+        const std::atomic<bool> wrapUp{true};
+        source = RangeBatchSource::create(library, {{"d_train.bin", 0, 49}}, 8, 16, 2, 6);
+        auto cut = trainer.run(theta, std::move(*source), 3, 0, abort, wrapUp, {});
+        QVERIFY(cut);
+        QCOMPARE(cut->steps, uint64_t(1));
+        QCOMPARE(cut->tokens, uint64_t(2 * 8));
+        QVERIFY(cut->local != theta);
+
         abort = true;
         source = RangeBatchSource::create(library, {{"d_train.bin", 0, 49}}, 8, 16, 2, 6);
-        QCOMPARE(trainer.run(theta, std::move(*source), 3, abort, {}).error().code, std::string("cancelled"));
-        QCOMPARE(trainer.run(theta, nullptr, 3, abort, {}).error().code, std::string("bad_options"));
+        QCOMPARE(
+            trainer.run(theta, std::move(*source), 3, 0, abort, noWrapUp, {}).error().code, std::string("cancelled"));
+        QCOMPARE(trainer.run(theta, nullptr, 3, 0, abort, noWrapUp, {}).error().code, std::string("bad_options"));
         abort = false;
         source = RangeBatchSource::create(library, {{"d_train.bin", 0, 49}}, 8, 16, 2, 6);
-        QCOMPARE(
-            trainer.run(std::vector<float>(3), std::move(*source), 3, abort, {}).error().code, std::string("bad_size"));
+        QCOMPARE(trainer.run(std::vector<float>(3), std::move(*source), 3, 0, abort, noWrapUp, {}).error().code,
+            std::string("bad_size"));
+    }
+
+    void innerRateFollowsTheProjectSchedule()
+    {
+        net::InnerSettings inner;
+        inner.steps = 100;
+        inner.learningRate = 1e-3;
+        inner.minLr = 1e-4;
+        inner.warmupIters = 10;
+        // No horizon: warmup over this volunteer's own steps, then constant,
+        // however old the project is.
+        QCOMPARE(InnerTrainer::learningRate(inner, 0, 5000), 1e-3 / 11);
+        QCOMPARE(InnerTrainer::learningRate(inner, 9, 0), 1e-3 * 10 / 11);
+        QCOMPARE(InnerTrainer::learningRate(inner, 10, 0), 1e-3);
+        QCOMPARE(InnerTrainer::learningRate(inner, 500, 1'000'000), 1e-3);
+        // A horizon: the cosine of the global step (version * H + i), the
+        // same for every volunteer in a round; the warmup still caps it.
+        inner.lrDecayIters = 2000;
+        QCOMPARE(InnerTrainer::learningRate(inner, 500, 0), 1e-3);
+        QVERIFY(qAbs(InnerTrainer::learningRate(inner, 500, 1000) - 5.5e-4) < 1e-12);
+        QCOMPARE(InnerTrainer::learningRate(inner, 500, 2000), 1e-4);
+        QCOMPARE(InnerTrainer::learningRate(inner, 500, 9000), 1e-4);
+        QCOMPARE(InnerTrainer::learningRate(inner, 0, 1990), 1e-3 / 11); // a new volunteer late in the project
+        QVERIFY(InnerTrainer::learningRate(inner, 5, 1990) > 1e-4); // the floor, not the ramp
     }
 
     void connectionCountsBytes()

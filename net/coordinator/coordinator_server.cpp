@@ -3,7 +3,9 @@
 #include "net/transfer/resource_table.h"
 #include "net/transport/curve_socket.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <set>
 
 namespace crowdtrain::coordinator {
@@ -58,6 +60,13 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::start(
     if (!pub)
         return pub.error();
     server->m_pub = std::move(*pub);
+    // Joiners learn the PUB port (they connect to the host they reached).
+    const std::string events = net::lastEndpoint(server->m_pub);
+    uint64_t port = 0;
+    if (events.starts_with("tcp://") && events.rfind(':') != std::string::npos)
+        port = std::strtoull(events.c_str() + events.rfind(':') + 1, nullptr, 10);
+    for (auto& [name, runtime] : server->m_projects)
+        runtime->setEventsPort(port <= 65535 ? port : 0);
     return server;
 }
 
@@ -92,8 +101,11 @@ void CoordinatorServer::run()
             const std::string reply = handle(request->payload, request->peerKey, unixTimeMs());
             (void)net::sendReply(m_router, request->route, reply);
         }
+        // A round to wrap up or close is not left for the next period.
         const auto now = std::chrono::steady_clock::now();
-        if (now - lastTick >= std::chrono::milliseconds(m_options.tickMs)) {
+        const bool due = std::any_of(
+            m_projects.begin(), m_projects.end(), [](const auto& project) { return project.second->tickDue(); });
+        if (due || now - lastTick >= std::chrono::milliseconds(m_options.tickMs)) {
             lastTick = now;
             for (auto& [name, runtime] : m_projects)
                 publish(runtime->tick(unixTimeMs()));

@@ -4,12 +4,13 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 namespace crowdtrain::coordinator {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'T', 'D', 'P', 'L', 'A', 'N', '1'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2; // 2: ranges of pieces
 constexpr std::size_t kHeaderBytes = 8 + 4 + 4 + 8 * 4;
 
 uint64_t splitmix64(uint64_t& state)
@@ -66,43 +67,62 @@ Error badBlob(const std::string& why)
 
 } // namespace
 
-Result<DataPlan> DataPlan::create(
-    std::vector<uint64_t> shardTokens, uint64_t tokensPerRange, uint64_t seed, int64_t leaseDurationMs)
+Result<DataPlan> DataPlan::create(std::vector<uint64_t> shardTokens, uint64_t pieceTokens, uint64_t seed,
+    int64_t leaseDurationMs, uint32_t piecesPerRange)
 {
-    if (tokensPerRange < 2)
-        return Error::make("bad_data_plan", "a range needs at least 2 tokens");
+    if (pieceTokens < 2)
+        return Error::make("bad_data_plan", "a piece needs at least 2 tokens");
+    if (piecesPerRange < 1)
+        return Error::make("bad_data_plan", "a range needs at least one piece");
     if (leaseDurationMs <= 0)
         return Error::make("bad_data_plan", "the lease duration must be positive");
     DataPlan plan;
-    plan.m_tokensPerRange = tokensPerRange;
+    plan.m_pieceTokens = pieceTokens;
     plan.m_seed = seed;
     plan.m_leaseDurationMs = leaseDurationMs;
-    // Stride tokensPerRange - 1: the last target of a range is the first
-    // input of the next, so every token is predicted once.
-    const uint64_t stride = tokensPerRange - 1;
+    // Stride pieceTokens - 1: the last target of a piece is the first input
+    // of the next, so every token is predicted once.
+    const uint64_t stride = pieceTokens - 1;
+    std::vector<Piece> pieces;
     for (std::size_t shard = 0; shard < shardTokens.size(); ++shard) {
-        for (uint64_t begin = 0; shardTokens[shard] >= tokensPerRange && begin <= shardTokens[shard] - tokensPerRange;
+        for (uint64_t begin = 0; shardTokens[shard] >= pieceTokens && begin <= shardTokens[shard] - pieceTokens;
              begin += stride) {
-            if (plan.m_ranges.size() >= std::numeric_limits<uint32_t>::max())
-                return Error::make("bad_data_plan", "too many ranges: use larger tasks");
-            plan.m_ranges.push_back(Range{uint32_t(shard), begin, begin + tokensPerRange});
+            if (pieces.size() >= std::numeric_limits<uint32_t>::max())
+                return Error::make("bad_data_plan", "too many pieces: use larger tasks");
+            pieces.push_back(Piece{uint32_t(shard), begin, begin + pieceTokens});
         }
     }
-    if (plan.m_ranges.empty())
-        return Error::make(
-            "bad_data_plan", "no train shard holds a task of " + std::to_string(tokensPerRange) + " tokens");
+    if (pieces.size() < piecesPerRange)
+        return Error::make("bad_data_plan",
+            "the train shards hold " + std::to_string(pieces.size()) + " pieces of " + std::to_string(pieceTokens)
+                + " tokens; a task needs " + std::to_string(piecesPerRange));
+    if (piecesPerRange > 1) {
+        // Ranges gather pieces from all over the data; the grouping is fixed
+        // by the seed so that a restarted coordinator rebuilds it.
+        uint64_t state = seed ^ 0x5851F42D4C957F2Dull;
+        for (std::size_t i = pieces.size(); i > 1; --i)
+            std::swap(pieces[i - 1], pieces[splitmix64(state) % i]);
+    }
+    for (std::size_t first = 0; first + piecesPerRange <= pieces.size(); first += piecesPerRange) {
+        std::vector<Piece> range(
+            pieces.begin() + std::ptrdiff_t(first), pieces.begin() + std::ptrdiff_t(first + piecesPerRange));
+        // In corpus order within the task: the volunteer shuffles the windows anyway.
+        std::sort(range.begin(), range.end(),
+            [](const Piece& a, const Piece& b) { return std::tie(a.shard, a.begin) < std::tie(b.shard, b.begin); });
+        plan.m_ranges.push_back(std::move(range));
+    }
     plan.m_completed.assign(plan.m_ranges.size(), false);
     plan.refillPool();
     return plan;
 }
 
 Result<DataPlan> DataPlan::create(
-    const engine::DataSet& data, uint64_t tokensPerRange, uint64_t seed, int64_t leaseDurationMs)
+    const engine::DataSet& data, uint64_t pieceTokens, uint64_t seed, int64_t leaseDurationMs, uint32_t piecesPerRange)
 {
     std::vector<uint64_t> sizes;
     for (const engine::TokenShard& shard : data.train)
         sizes.push_back(shard.size());
-    return create(std::move(sizes), tokensPerRange, seed, leaseDurationMs);
+    return create(std::move(sizes), pieceTokens, seed, leaseDurationMs, piecesPerRange);
 }
 
 void DataPlan::refillPool()
@@ -126,6 +146,10 @@ void DataPlan::refillPool()
 
 std::optional<Lease> DataPlan::lease(const std::string& publicKey, int64_t nowMs)
 {
+    // The epoch's last ranges are out: the next epoch starts now rather than
+    // when they come back, so nobody waits for the stragglers of the old one.
+    if (m_pool.empty() && m_leases.size() < m_ranges.size())
+        startEpoch();
     if (m_pool.empty())
         return std::nullopt;
     const uint32_t range = m_pool.front();
@@ -143,9 +167,7 @@ Lease DataPlan::leaseOfRange(uint32_t range) const
     Lease lease;
     lease.epoch = m_epoch;
     lease.range = range;
-    lease.shard = m_ranges[range].shard;
-    lease.begin = m_ranges[range].begin;
-    lease.end = m_ranges[range].end;
+    lease.pieces = m_ranges[range];
     return lease;
 }
 
@@ -154,9 +176,14 @@ Status DataPlan::complete(uint64_t leaseId)
     const auto it = m_leases.find(leaseId);
     if (it == m_leases.end())
         return Error::make("unknown_lease", "lease " + std::to_string(leaseId) + " is not outstanding");
-    const uint32_t range = it->second.range;
+    const Lease done = it->second;
     m_leases.erase(it);
-    return markCompleted(range);
+    if (done.epoch != m_epoch) {
+        // Done for the epoch it was leased in; due again in this one.
+        m_pool.push_back(done.range);
+        return Status::success();
+    }
+    return markCompleted(done.range);
 }
 
 Status DataPlan::completeRange(uint32_t range)
@@ -176,14 +203,24 @@ Status DataPlan::markCompleted(uint32_t range)
 {
     m_completed[range] = true;
     ++m_completedCount;
-    if (m_completedCount == m_ranges.size()) {
-        // No lease can be outstanding here: every range is completed.
-        ++m_epoch;
-        m_completed.assign(m_ranges.size(), false);
-        m_completedCount = 0;
-        refillPool();
-    }
+    if (m_completedCount == m_ranges.size())
+        startEpoch();
     return Status::success();
+}
+
+void DataPlan::startEpoch()
+{
+    ++m_epoch;
+    m_completed.assign(m_ranges.size(), false);
+    m_completedCount = 0;
+    // Ranges still leased in the old epoch join this one's pool when their
+    // leases end (complete() or releaseLease()).
+    refillPool();
+}
+
+bool DataPlan::canLease() const
+{
+    return !m_pool.empty() || m_leases.size() < m_ranges.size();
 }
 
 bool DataPlan::releaseLease(uint64_t leaseId)
@@ -191,7 +228,9 @@ bool DataPlan::releaseLease(uint64_t leaseId)
     const auto it = m_leases.find(leaseId);
     if (it == m_leases.end())
         return false;
-    // To the front: data that was due goes out next rather than at the end of the epoch.
+    // To the front: data that was due goes out next rather than at the end
+    // of the epoch. A lease of an earlier epoch missed that one; its range
+    // is due in this one and was never in this pool.
     m_pool.push_front(it->second.range);
     m_leases.erase(it);
     return true;
@@ -227,22 +266,29 @@ std::optional<Lease> DataPlan::findLease(uint64_t leaseId) const
     return it == m_leases.end() ? std::nullopt : std::optional<Lease>(it->second);
 }
 
-engine::ShardSlice DataPlan::sliceOf(const Lease& lease, const engine::DataSet& data)
+std::vector<engine::ShardSlice> DataPlan::slicesOf(const Lease& lease, const engine::DataSet& data)
 {
-    if (lease.shard >= data.train.size())
-        return {};
-    return engine::ShardSlice{&data.train[lease.shard], lease.begin, lease.end};
+    std::vector<engine::ShardSlice> slices;
+    for (const Piece& piece : lease.pieces) {
+        if (piece.shard >= data.train.size())
+            return {};
+        slices.push_back(engine::ShardSlice{&data.train[piece.shard], piece.begin, piece.end});
+    }
+    return slices;
 }
 
 uint64_t DataPlan::fingerprint() const
 {
     std::string bytes;
-    putU64(bytes, m_tokensPerRange);
+    putU64(bytes, m_pieceTokens);
     putU64(bytes, m_seed);
-    for (const Range& r : m_ranges) {
-        putU32(bytes, r.shard);
-        putU64(bytes, r.begin);
-        putU64(bytes, r.end);
+    for (const std::vector<Piece>& range : m_ranges) {
+        putU32(bytes, uint32_t(range.size()));
+        for (const Piece& piece : range) {
+            putU32(bytes, piece.shard);
+            putU64(bytes, piece.begin);
+            putU64(bytes, piece.end);
+        }
     }
     return fnv1a(kFnvOffset, bytes);
 }
@@ -276,7 +322,7 @@ Status DataPlan::restore(std::string_view blob)
         return badBlob("is damaged (checksum mismatch)");
     const uint64_t count = getU64(blob, 40);
     if (count != m_ranges.size() || getU64(blob, 16) != fingerprint())
-        return badBlob("was written for other train shards, task size or seed (" + std::to_string(count)
+        return badBlob("was written for other train shards, task shape or seed (" + std::to_string(count)
             + " ranges, now " + std::to_string(m_ranges.size()) + ")");
     if (blob.size() != kHeaderBytes + (count + 7) / 8 + 8)
         return badBlob("has the wrong size");
@@ -287,14 +333,12 @@ Status DataPlan::restore(std::string_view blob)
         m_completed[i] = (uint8_t(blob[kHeaderBytes + i / 8]) >> (i % 8)) & 1u;
         m_completedCount += m_completed[i] ? 1 : 0;
     }
-    if (m_completedCount == count) {
-        ++m_epoch;
-        m_completed.assign(count, false);
-        m_completedCount = 0;
-    }
     // Leases of the lost round are gone: their ranges are simply not completed.
     m_leases.clear();
-    refillPool();
+    if (m_completedCount == count)
+        startEpoch();
+    else
+        refillPool();
     return Status::success();
 }
 

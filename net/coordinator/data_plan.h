@@ -3,14 +3,23 @@
 // Which training tokens go to which volunteer, so that no data is trained
 // twice in an epoch and a vanished volunteer's data goes back to the pool.
 //
-// The train shards are cut into ranges of tokensPerRange tokens (one task:
-// H * batch * block + 1). Consecutive ranges of a shard overlap by one token
-// (the last target of one is the first input of the next), so each token is
-// predicted exactly once per epoch; a shard's tail shorter than a range is
-// not used. Each epoch hands the ranges out in a shuffled order drawn from
-// (seed, epoch); a released or expired range goes to the front of the pool.
-// When every range of the epoch is completed the epoch increments and the
-// pool refills.
+// The train shards are cut into pieces of pieceTokens tokens (a whole number
+// of windows + 1). Consecutive pieces of a shard overlap by one token (the
+// last target of one is the first input of the next), so each token is
+// predicted exactly once per epoch; a shard's tail shorter than a piece is
+// not used. A range (one task's data) is piecesPerRange pieces drawn from
+// all over the data by a permutation fixed by the seed, so that a task's
+// windows are spread over the corpus rather than one contiguous stretch of
+// it (contiguous text makes every volunteer's inner steps drift towards its
+// own scene); pieces left over after the last whole range are not used.
+// Each epoch hands the ranges out in a shuffled order drawn from (seed,
+// epoch); a released or expired range goes to the front of the pool.
+// When every range of the epoch is completed, or a lease is asked for while
+// every range not completed is leased, the epoch increments and the pool
+// refills; a range still leased in the old epoch joins the new pool when its
+// lease ends (at the back when completed, at the front when released), so
+// volunteers never wait for an epoch's last ranges and no range is ever
+// leased twice at once.
 //
 // serialize() keeps the epoch, the completed ranges and the next lease id;
 // restore() brings them back, and ranges that were leased but not completed
@@ -30,29 +39,39 @@
 
 namespace crowdtrain::coordinator {
 
+// Tokens [begin, end) of one train shard.
+struct Piece {
+    uint32_t shard = 0; // index into the data set's train shards
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    bool operator==(const Piece&) const = default;
+};
+
 struct Lease {
     uint64_t id = 0; // unique across restarts of the plan
     std::string publicKey;
     uint64_t epoch = 0;
-    uint32_t range = 0; // index over all ranges of all shards
-    uint32_t shard = 0; // index into the data set's train shards
-    uint64_t begin = 0; // tokens [begin, end) of that shard
-    uint64_t end = 0;
+    uint32_t range = 0; // index over all ranges
+    std::vector<Piece> pieces; // the range's data, in the order the task lists it
     int64_t deadlineMs = 0;
 };
 
 class DataPlan {
 public:
     // shardTokens: the token count of each train shard, in the data set's
-    // order. Error when no shard holds a whole range, or tokensPerRange < 2.
-    static Result<DataPlan> create(
-        std::vector<uint64_t> shardTokens, uint64_t tokensPerRange, uint64_t seed, int64_t leaseDurationMs);
-    static Result<DataPlan> create(
-        const engine::DataSet& data, uint64_t tokensPerRange, uint64_t seed, int64_t leaseDurationMs);
+    // order. Error when the shards hold fewer than piecesPerRange pieces,
+    // pieceTokens < 2 or piecesPerRange < 1.
+    static Result<DataPlan> create(std::vector<uint64_t> shardTokens, uint64_t pieceTokens, uint64_t seed,
+        int64_t leaseDurationMs, uint32_t piecesPerRange = 1);
+    static Result<DataPlan> create(const engine::DataSet& data, uint64_t pieceTokens, uint64_t seed,
+        int64_t leaseDurationMs, uint32_t piecesPerRange = 1);
 
-    // The next range of the pool, or nothing when every range of the epoch
-    // is leased or completed (wait for completions, releases or expiries).
+    // The next range of the pool (starting the next epoch when this one's
+    // pool is empty), or nothing when every range is leased (wait for
+    // completions, releases or expiries).
     std::optional<Lease> lease(const std::string& publicKey, int64_t nowMs);
+    // Whether lease() would hand out a range now.
+    bool canLease() const;
 
     // The lease's submission was accepted: its range is done for this epoch.
     // Error for an unknown lease (completed, released or expired already).
@@ -69,15 +88,16 @@ public:
     std::vector<Lease> expire(int64_t nowMs);
 
     std::optional<Lease> findLease(uint64_t leaseId) const;
-    // The range a lease covers, in the data set it was created from.
-    static engine::ShardSlice sliceOf(const Lease& lease, const engine::DataSet& data);
+    // The pieces a lease covers, in the data set it was created from (empty
+    // when a piece names a shard the data set does not have).
+    static std::vector<engine::ShardSlice> slicesOf(const Lease& lease, const engine::DataSet& data);
 
     uint64_t epoch() const { return m_epoch; }
     std::size_t rangeCount() const { return m_ranges.size(); }
     std::size_t completedCount() const { return m_completedCount; }
     std::size_t leasedCount() const { return m_leases.size(); }
     std::size_t availableCount() const { return m_pool.size(); }
-    uint64_t tokensPerRange() const { return m_tokensPerRange; }
+    uint64_t pieceTokens() const { return m_pieceTokens; }
 
     // Epoch, completed ranges, next lease id and a fingerprint of the ranges.
     std::string serialize() const;
@@ -86,20 +106,15 @@ public:
     Status restore(std::string_view blob);
 
 private:
-    struct Range {
-        uint32_t shard;
-        uint64_t begin;
-        uint64_t end;
-    };
-
     DataPlan() = default;
     void refillPool();
+    void startEpoch();
     Status markCompleted(uint32_t range);
     uint64_t fingerprint() const;
     Lease leaseOfRange(uint32_t range) const;
 
-    std::vector<Range> m_ranges;
-    uint64_t m_tokensPerRange = 0;
+    std::vector<std::vector<Piece>> m_ranges;
+    uint64_t m_pieceTokens = 0;
     uint64_t m_seed = 0;
     int64_t m_leaseDurationMs = 0;
     uint64_t m_epoch = 0;

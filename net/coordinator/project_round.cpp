@@ -119,6 +119,7 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
     m_normGate.closeRound();
     m_accepted.clear();
     m_acceptedTokens = 0;
+    m_wrappingUp = m_wrapUpAnnounced = false;
 
     // The new version is served from here on; its validation loss (and the
     // checkpoint that records it) follow when the evaluation thread is done,
@@ -129,6 +130,8 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
         std::async(std::launch::async, [this, params] { return evaluate(*params); })};
     if (Status s = publishResources(); !s)
         std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
+    events.frames.insert(
+        events.frames.begin(), net::encodeEvent(m_spec.name, net::VersionPublishedEvent{uint64_t(m_version)}));
     return events;
 }
 

@@ -261,9 +261,10 @@ Result<net::JoinReply> ProjectRuntime::join(const std::string& key, const net::J
     reply.codec = std::string(diloco::codecName(m_codec));
     const InnerSpec& in = m_spec.inner;
     reply.inner = {uint64_t(in.steps), uint64_t(in.batchSize), uint64_t(m_spec.model.blockSize), in.learningRate,
-        in.minLr, uint64_t(in.warmupIters), in.beta1, in.beta2, in.weightDecay, in.gradClip};
+        in.minLr, uint64_t(in.warmupIters), uint64_t(in.lrDecayIters), in.beta1, in.beta2, in.weightDecay, in.gradClip};
     reply.heartbeatIntervalMs = m_options.heartbeatIntervalMs;
     reply.heartbeatLiveness = m_options.heartbeatLiveness;
+    reply.eventsPort = m_options.eventsPort;
     return reply;
 }
 
@@ -275,9 +276,9 @@ Result<net::HeartbeatReply> ProjectRuntime::heartbeat(const std::string& key, co
     for (const auto& [id, task] : m_tasks)
         working = working || task.lease.publicKey == key;
     const bool available
-        = m_acceptedTokens + int64_t(outstandingTokens()) < roundTarget(m_spec) && m_plan->availableCount() > 0;
+        = !m_wrappingUp && m_acceptedTokens + int64_t(outstandingTokens()) < roundTarget(m_spec) && m_plan->canLease();
     return net::HeartbeatReply{uint64_t(m_version), uint64_t(m_version + 1),
-        std::string(working || available ? net::kStateTrain : net::kStateWait)};
+        std::string(working || available ? net::kStateTrain : net::kStateWait), working && m_wrappingUp};
 }
 
 Result<net::LeaveReply> ProjectRuntime::leave(const std::string& key, const net::LeaveRequest& request)
@@ -313,6 +314,11 @@ void ProjectRuntime::dropTask(uint64_t taskId, bool returnRange)
     if (returnRange)
         m_plan->releaseLease(taskId);
     m_tasks.erase(it);
+    // A task that ends without an acceptance (rejected, expired, its holder
+    // gone) may leave the round short of work: hand out tasks again, and
+    // wrap up again once there is enough.
+    if (m_wrappingUp && m_acceptedTokens + int64_t(outstandingTokens()) < roundTarget(m_spec))
+        m_wrappingUp = m_wrapUpAnnounced = false;
 }
 
 Result<net::GetTaskReply> ProjectRuntime::getTask(
@@ -331,8 +337,8 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
         wire.taskId = task.lease.id;
         wire.round = uint64_t(m_version + 1);
         wire.version = uint64_t(m_version);
-        wire.shards.push_back(
-            {m_data->train[task.lease.shard].path().filename().string(), task.lease.begin, task.lease.end});
+        for (const Piece& piece : task.lease.pieces)
+            wire.shards.push_back({m_data->train[piece.shard].path().filename().string(), piece.begin, piece.end});
         wire.innerSteps = uint64_t(m_spec.inner.steps);
         // At least 1 (the wire's minimum): a lease past its deadline is only
         // expired at the next tick.
@@ -343,8 +349,10 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
         if (task.lease.publicKey == key)
             return net::GetTaskReply{toWire(task), 0};
     net::GetTaskReply none{std::nullopt, m_options.retryAfterMs};
-    if (m_acceptedTokens + int64_t(outstandingTokens()) >= roundTarget(m_spec))
+    if (m_wrappingUp || m_acceptedTokens + int64_t(outstandingTokens()) >= roundTarget(m_spec)) {
+        wrapUpIfIdle(key);
         return none;
+    }
     auto lease = m_plan->lease(key, nowMs);
     if (!lease)
         return none;
@@ -378,6 +386,11 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
     }
     for (const Lease& expired : m_plan->expire(nowMs))
         dropTask(expired.id, false);
+    if (m_wrappingUp && !m_wrapUpAnnounced) {
+        m_wrapUpAnnounced = true;
+        events.frames.push_back(
+            net::encodeEvent(m_spec.name, net::RoundWrapUpEvent{uint64_t(m_version + 1), uint64_t(m_version)}));
+    }
     if (!roundDue())
         return events;
     auto closed = closeRound(nowMs);
@@ -393,7 +406,22 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
 
 bool ProjectRuntime::roundDue() const
 {
-    return !m_accepted.empty() && m_acceptedTokens >= roundTarget(m_spec) && m_tasks.empty();
+    // A round that wrapped up closes with the tokens its volunteers trained
+    // in the time the first one took, which may fall short of the target.
+    return !m_accepted.empty() && m_tasks.empty() && (m_acceptedTokens >= roundTarget(m_spec) || m_wrappingUp);
+}
+
+void ProjectRuntime::wrapUpIfIdle(const std::string& key)
+{
+    // A volunteer that delivered in this round asks for more and there is
+    // none: rather than let it wait for the slowest, the round wraps up.
+    if (!m_spec.round.wrapUp || m_wrappingUp || m_tasks.empty()
+        || m_acceptedTokens + int64_t(outstandingTokens()) < roundTarget(m_spec))
+        return;
+    const bool delivered = std::any_of(
+        m_accepted.begin(), m_accepted.end(), [&](const Accepted& a) { return a.record.publicKey == key; });
+    if (delivered)
+        m_wrappingUp = true;
 }
 
 std::filesystem::path ProjectRuntime::pendingDir() const

@@ -39,6 +39,7 @@ struct RuntimeOptions {
     uint64_t heartbeatIntervalMs = 5000;
     uint64_t heartbeatLiveness = 3;
     uint64_t retryAfterMs = 50; // told to volunteers that find no task
+    uint64_t eventsPort = 0; // the PUB socket's TCP port, told to joiners (0: unknown)
 };
 
 // What a round close or a checkpoint tells the PUB socket.
@@ -56,6 +57,7 @@ public:
     net::ProjectInfo info() const;
     int64_t version() const { return m_version; }
     const net::ResourceTable& resources() const { return m_resources; }
+    void setEventsPort(uint64_t port) { m_options.eventsPort = port; }
 
     // Any request from `key` shows it is alive.
     void touch(const std::string& key, int64_t nowMs);
@@ -72,8 +74,12 @@ public:
     Result<net::LeaderboardReply> leaderboard(const net::LeaderboardRequest& request);
     Result<net::MyStatsReply> myStats(const std::string& key);
 
-    // Dead volunteers, expired tasks, and the round's close when it is due.
+    // Dead volunteers, expired tasks, the round's wrap-up signal and its
+    // close when they are due.
     PublishedEvents tick(int64_t nowMs);
+    // Whether tick() has a round to close or wrap up now (the server then
+    // ticks at once instead of at its next period).
+    bool tickDue() const { return roundDue() || (m_wrappingUp && !m_wrapUpAnnounced); }
 
     uint64_t volunteersOnline() const;
     int64_t acceptedThisRound() const { return int64_t(m_accepted.size()); }
@@ -115,6 +121,7 @@ private:
     Status accumulateFile(const std::filesystem::path& payload, double weight);
 
     bool roundDue() const;
+    void wrapUpIfIdle(const std::string& key);
     Result<PublishedEvents> closeRound(int64_t nowMs);
     // Runs on the evaluation thread: uses m_model, which nothing else touches
     // once the project is open.
@@ -150,6 +157,8 @@ private:
     diloco::NormGate m_normGate;
     std::vector<Accepted> m_accepted;
     int64_t m_acceptedTokens = 0;
+    bool m_wrappingUp = false; // the open round asks its task holders to submit now
+    bool m_wrapUpAnnounced = false; // round_wrap_up was published
 
     struct PendingEvaluation {
         int64_t round = 0;

@@ -4,6 +4,7 @@
 #include "engine/data_set.h"
 #include "engine/hf_gpt2_config.h"
 #include "engine/tokenizer.h"
+#include "net/coordinator/data_plan.h"
 
 #include <nlohmann/json.hpp>
 
@@ -178,14 +179,15 @@ std::optional<Error> parseTraining(const FieldReader& top, const json& root, Pro
     if (o) {
         const FieldReader r = top.nested("inner");
         CT_TRY(r.checkKeys(*o,
-            {"steps", "batch_size", "learning_rate", "min_lr", "warmup_iters", "beta1", "beta2", "weight_decay",
-                "grad_clip"}));
+            {"steps", "batch_size", "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "beta1", "beta2",
+                "weight_decay", "grad_clip"}));
         InnerSpec& in = spec.inner;
         CT_TRY(r.integer(*o, "steps", in.steps, 1, 1'000'000));
         CT_TRY(r.integer(*o, "batch_size", in.batchSize, 1, 1'000'000));
         CT_TRY(r.number(*o, "learning_rate", in.learningRate, 0.0, 10.0, false));
         CT_TRY(r.number(*o, "min_lr", in.minLr, 0.0, 10.0));
         CT_TRY(r.integer(*o, "warmup_iters", in.warmupIters, 0));
+        CT_TRY(r.integer(*o, "lr_decay_iters", in.lrDecayIters, 0, int64_t(1) << 50));
         CT_TRY(r.number(*o, "beta1", in.beta1, 0.0, 0.999999));
         CT_TRY(r.number(*o, "beta2", in.beta2, 0.0, 0.999999));
         CT_TRY(r.number(*o, "weight_decay", in.weightDecay, 0.0, 10.0));
@@ -204,11 +206,12 @@ std::optional<Error> parseTraining(const FieldReader& top, const json& root, Pro
     CT_TRY(top.object(root, "round", o));
     if (o) {
         const FieldReader r = top.nested("round");
-        CT_TRY(r.checkKeys(*o, {"token_target", "deadline_seconds"}));
+        CT_TRY(r.checkKeys(*o, {"token_target", "deadline_seconds", "wrap_up"}));
         int64_t target = 0;
         CT_TRY(r.integer(*o, "token_target", target, 0));
         spec.round.tokenTarget = uint64_t(target);
         CT_TRY(r.integer(*o, "deadline_seconds", spec.round.deadlineSeconds, 1, 7 * 24 * 3600));
+        CT_TRY(r.boolean(*o, "wrap_up", spec.round.wrapUp));
     }
     return std::nullopt;
 }
@@ -270,6 +273,23 @@ uint64_t ProjectSpec::tokensPerTask() const
     return uint64_t(inner.steps) * uint64_t(inner.batchSize) * uint64_t(model.blockSize) + 1;
 }
 
+uint64_t ProjectSpec::windowsPerPiece() const
+{
+    const uint64_t windows = uint64_t(inner.steps) * uint64_t(inner.batchSize);
+    return (windows + kMaxPiecesPerTask - 1) / kMaxPiecesPerTask;
+}
+
+uint32_t ProjectSpec::piecesPerTask() const
+{
+    const uint64_t windows = uint64_t(inner.steps) * uint64_t(inner.batchSize);
+    return uint32_t((windows + windowsPerPiece() - 1) / windowsPerPiece());
+}
+
+uint64_t ProjectSpec::tokensPerPiece() const
+{
+    return windowsPerPiece() * uint64_t(model.blockSize) + 1;
+}
+
 uint64_t ProjectSpec::roundTokenTarget() const
 {
     return round.tokenTarget > 0 ? round.tokenTarget : tokensPerTask();
@@ -329,14 +349,11 @@ Status checkProjectData(const ProjectSpec& spec)
                     + std::to_string((*tokenizer)->vocabSize()) + " tokens of the tokenizer in "
                     + data->tokenizerDir->string());
     }
-    const uint64_t task = spec.tokensPerTask();
-    const bool fits = std::any_of(
-        data->train.begin(), data->train.end(), [&](const engine::TokenShard& shard) { return shard.size() >= task; });
-    if (!fits)
+    if (auto plan = DataPlan::create(*data, spec.tokensPerPiece(), spec.init.seed, 1, spec.piecesPerTask()); !plan)
         return Error::make("bad_spec",
-            where + "inner: a task needs " + std::to_string(task)
-                + " tokens (steps * batch_size * block_size + 1) but no train shard in " + spec.dataDir.string()
-                + " holds that many");
+            where + "inner: a task needs " + std::to_string(spec.piecesPerTask()) + " pieces of "
+                + std::to_string(spec.tokensPerPiece()) + " tokens (steps * batch_size windows of block_size + 1) in "
+                + spec.dataDir.string() + ": " + plan.error().message);
     if (spec.validation.batches > 0 && data->valTokens() <= uint64_t(spec.model.blockSize))
         return Error::make("bad_spec",
             where

@@ -11,9 +11,9 @@
 //    "data": "data/shakespeare",            relative to the spec file's folder
 //    "init": {"seed": 1337}  or  {"import": "hf-gpt2-dir"},
 //    "inner": {"steps": 100, "batch_size": 8, "learning_rate": 6e-4, "min_lr": 6e-5, "warmup_iters": 10,
-//              "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1, "grad_clip": 1.0},
+//              "lr_decay_iters": 0, "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1, "grad_clip": 1.0},
 //    "outer": {"lr": 0.7, "momentum": 0.9, "nesterov": true},
-//    "round": {"token_target": 0, "deadline_seconds": 600},
+//    "round": {"token_target": 0, "deadline_seconds": 600, "wrap_up": true},
 //    "codec": "int8",
 //    "checkpoints": {"every_rounds": 10, "keep_last": 5, "milestone_every": 100},
 //    "validation": {"batches": 20, "batch_size": 8}}
@@ -47,6 +47,9 @@ struct InnerSpec {
     double learningRate = 6e-4;
     double minLr = 6e-5;
     int64_t warmupIters = 0;
+    // Global inner steps (rounds * steps) over which the rate decays to
+    // minLr, as nanoGPT's lr_decay_iters; 0: constant after the warmup.
+    int64_t lrDecayIters = 0;
     double beta1 = 0.9;
     double beta2 = 0.95;
     double weightDecay = 0.1;
@@ -62,6 +65,11 @@ struct OuterSpec {
 struct RoundSpec {
     uint64_t tokenTarget = 0; // 0: one task's worth of tokens (a round closes after one submission)
     int64_t deadlineSeconds = 600; // how long a volunteer has to submit its task
+    // Once every task of the round is handed out and a volunteer that
+    // delivered asks for more, the holders of the others are asked to submit
+    // the steps they have done (fast and slow volunteers then train for the
+    // same wall time).
+    bool wrapUp = true;
 };
 
 struct CheckpointSpec {
@@ -93,6 +101,14 @@ struct ProjectSpec {
     // Tokens one task trains on: H * batch * block + 1 (the targets of the
     // last window need one token more).
     uint64_t tokensPerTask() const;
+    // How a task's data is cut (see DataPlan): H * batch windows spread over
+    // at most kMaxPiecesPerTask pieces of equal size, each a whole number of
+    // windows + 1 token; the pieces may hold a few windows more than the
+    // task trains on.
+    static constexpr uint64_t kMaxPiecesPerTask = 64;
+    uint64_t windowsPerPiece() const;
+    uint32_t piecesPerTask() const;
+    uint64_t tokensPerPiece() const; // windowsPerPiece() * block + 1
     // round.tokenTarget, or tokensPerTask() when it is 0.
     uint64_t roundTokenTarget() const;
 };

@@ -215,12 +215,13 @@ std::string ProjectStore::updateFileName(int64_t version)
     return "state/update-" + std::to_string(version) + ".bin";
 }
 
-ProjectStore::ProjectStore(std::filesystem::path dir, Ledger ledger, uint64_t parameters, uint64_t tokensPerTask,
-    uint64_t dataSeed, int64_t leaseMs)
+ProjectStore::ProjectStore(std::filesystem::path dir, Ledger ledger, uint64_t parameters, uint64_t tokensPerPiece,
+    uint32_t piecesPerTask, uint64_t dataSeed, int64_t leaseMs)
     : m_dir(std::move(dir))
     , m_ledger(std::move(ledger))
     , m_parameters(parameters)
-    , m_tokensPerTask(tokensPerTask)
+    , m_tokensPerPiece(tokensPerPiece)
+    , m_piecesPerTask(piecesPerTask)
     , m_dataSeed(dataSeed)
     , m_leaseMs(leaseMs)
 { }
@@ -254,8 +255,8 @@ Result<ProjectStore> ProjectStore::open(const ProjectSpec& spec, const std::file
     auto last = ledger->lastRound();
     if (!last)
         return last.error();
-    ProjectStore store(stateDir, std::move(*ledger), parameters, spec.tokensPerTask(), spec.init.seed,
-        spec.round.deadlineSeconds * 1000);
+    ProjectStore store(stateDir, std::move(*ledger), parameters, spec.tokensPerPiece(), spec.piecesPerTask(),
+        spec.init.seed, spec.round.deadlineSeconds * 1000);
     store.m_lastRound = *last;
     if (Status s = store.removeUnreferencedFiles(&store.m_removedAtOpen); !s)
         return s.error();
@@ -363,7 +364,7 @@ Result<std::string> ProjectStore::readUpdate(int64_t version)
 
 Result<DataPlan> ProjectStore::restoreDataPlan(const engine::DataSet& data)
 {
-    auto plan = DataPlan::create(data, m_tokensPerTask, m_dataSeed, m_leaseMs);
+    auto plan = DataPlan::create(data, m_tokensPerPiece, m_dataSeed, m_leaseMs, m_piecesPerTask);
     if (!plan)
         return plan.error();
     auto progress = m_ledger.dataProgress();

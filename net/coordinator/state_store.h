@@ -101,14 +101,15 @@ public:
     static std::string updateFileName(int64_t version); // "state/update-<v>.bin"
 
 private:
-    ProjectStore(std::filesystem::path dir, Ledger ledger, uint64_t parameters, uint64_t tokensPerTask,
-        uint64_t dataSeed, int64_t leaseMs);
+    ProjectStore(std::filesystem::path dir, Ledger ledger, uint64_t parameters, uint64_t tokensPerPiece,
+        uint32_t piecesPerTask, uint64_t dataSeed, int64_t leaseMs);
     Status removeUnreferencedFiles(std::vector<std::filesystem::path>* removed);
 
     std::filesystem::path m_dir;
     Ledger m_ledger;
     uint64_t m_parameters = 0;
-    uint64_t m_tokensPerTask = 0;
+    uint64_t m_tokensPerPiece = 0;
+    uint32_t m_piecesPerTask = 1;
     uint64_t m_dataSeed = 0;
     int64_t m_leaseMs = 0;
     std::optional<RoundRecord> m_lastRound;

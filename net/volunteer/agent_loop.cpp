@@ -87,7 +87,9 @@ AgentLoop::AgentLoop(VolunteerAgent& agent, const AgentOptions& options)
 
 AgentLoop::~AgentLoop()
 {
+    // Every socket closes before the context terminates (which waits for them).
     m_connection.reset();
+    m_events.reset();
     m_context.close();
 }
 
@@ -259,12 +261,32 @@ Status AgentLoop::joinOnce()
     m_liveness = std::clamp(m_join.heartbeatLiveness, net::kMinHeartbeatLiveness, net::kMaxHeartbeatLiveness);
     m_joined = true;
     m_backoff.reset();
+    listenForEvents();
     log("joined %s at %s: version %llu, %llu parameters, codec %s, H=%llu, heartbeat %llu ms",
         m_options.project.c_str(), m_options.endpoint.c_str(), static_cast<unsigned long long>(m_join.version),
         static_cast<unsigned long long>(m_elements), m_join.codec.c_str(),
         static_cast<unsigned long long>(m_join.inner.steps), static_cast<unsigned long long>(m_intervalMs));
     m_everJoined = true;
     return Status::success();
+}
+
+void AgentLoop::listenForEvents()
+{
+    const auto endpoint = EventListener::endpointFor(m_options.endpoint, m_join.eventsPort);
+    if (!endpoint) {
+        m_events.reset();
+        return;
+    }
+    if (m_events && m_events->endpoint() == *endpoint)
+        return;
+    auto listener = EventListener::open(m_context, *endpoint, m_serverKey, m_keys, m_options.project);
+    if (!listener) {
+        // Heartbeats carry the same news, only later.
+        log("no events from %s: %s", endpoint->c_str(), listener.error().message.c_str());
+        m_events.reset();
+        return;
+    }
+    m_events.emplace(std::move(*listener));
 }
 
 Status AgentLoop::checkJoin(const net::JoinReply& reply)
@@ -337,10 +359,21 @@ Status AgentLoop::waitForWork(uint64_t retryAfterMs)
 {
     // Heartbeats tell when the round closes ("version" moves) or when work
     // is available again ("train"); the server's retry hint sets the pace.
+    // A version_published event ends the wait at once.
     const uint64_t pollMs = std::clamp<uint64_t>(retryAfterMs, 100, m_intervalMs);
     Liveness liveness(m_liveness);
     while (!stopping()) {
-        sleepFor(pollMs);
+        if (m_events) {
+            const auto until = Clock::now() + std::chrono::milliseconds(pollMs);
+            bool published = false;
+            while (!published && !stopping() && Clock::now() < until) {
+                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+                const ProjectEvents seen = m_events->wait(int(std::min<int64_t>(left.count(), 50)));
+                published = seen.publishedVersion && m_theta && *seen.publishedVersion > m_theta->version;
+            }
+        } else {
+            sleepFor(pollMs);
+        }
         auto reply = heartbeat();
         if (!reply) {
             if (isConnectionError(reply.error()) && !liveness.missed())

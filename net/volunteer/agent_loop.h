@@ -12,6 +12,7 @@
 #include "net/volunteer/agent.h"
 #include "net/volunteer/backoff.h"
 #include "net/volunteer/connection.h"
+#include "net/volunteer/event_listener.h"
 #include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/range_source.h"
@@ -58,6 +59,7 @@ private:
     Status waitForWork(uint64_t retryAfterMs);
     Result<net::HeartbeatReply> heartbeat();
     void disconnect(const std::string& why);
+    void listenForEvents();
     void leave();
     bool limitsReached() const;
     bool stopping() const { return m_agent.stopRequested(); }
@@ -91,6 +93,7 @@ private:
     std::unique_ptr<ShardLibrary> m_shards;
     Traffic m_traffic;
     std::unique_ptr<Connection> m_connection;
+    std::optional<EventListener> m_events;
 
     bool m_joined = false;
     bool m_everJoined = false;

@@ -71,14 +71,15 @@ Status AgentLoop::trainTask(const net::Task& task)
 
     TrainingRun run;
     std::atomic<bool> abort{false};
+    std::atomic<bool> wrapUp{false};
     const auto started = Clock::now();
     std::thread worker([&, source = std::move(*source)]() mutable {
-        auto outcome
-            = m_trainer->run(m_theta->values, std::move(source), steps, abort, [&](const engine::StepReport& report) {
-                  run.steps.store(uint64_t(report.step));
-                  run.lastLoss.store(report.loss);
-                  run.tokensPerSecond.store(report.tokensPerSecond);
-              });
+        auto outcome = m_trainer->run(m_theta->values, std::move(source), steps, task.version * inner.steps, abort,
+            wrapUp, [&](const engine::StepReport& report) {
+                run.steps.store(uint64_t(report.step));
+                run.lastLoss.store(report.loss);
+                run.tokensPerSecond.store(report.tokensPerSecond);
+            });
         std::lock_guard lock(run.mutex);
         run.outcome = std::move(outcome);
         run.done = true;
@@ -91,8 +92,26 @@ Status AgentLoop::trainTask(const net::Task& task)
     auto nextReconnect = Clock::now();
     auto nextProgress = Clock::now() + std::chrono::seconds(5);
     const uint64_t firstStep = uint64_t(m_trainer->innerStepsTaken());
+    auto askedToWrapUp = [&](const char* how) {
+        if (wrapUp.exchange(true))
+            return;
+        const uint64_t done = run.steps.load() >= firstStep ? run.steps.load() - firstStep : 0;
+        log("round %llu is wrapping up (%s): submitting after step %llu of %llu",
+            static_cast<unsigned long long>(task.round), how, static_cast<unsigned long long>(done + 1),
+            static_cast<unsigned long long>(steps));
+    };
     while (true) {
-        {
+        if (m_events) {
+            // Short polls: the events socket is the fast path for a wrap-up.
+            {
+                std::lock_guard lock(run.mutex);
+                if (run.done)
+                    break;
+            }
+            const ProjectEvents seen = m_events->wait(5);
+            if (seen.wrapUpVersion == task.version)
+                askedToWrapUp("event");
+        } else {
             std::unique_lock lock(run.mutex);
             const auto wakeAt = std::min(nextBeat, Clock::now() + std::chrono::milliseconds(100));
             if (run.finished.wait_until(lock, wakeAt, [&] { return run.done; }))
@@ -126,6 +145,8 @@ Status AgentLoop::trainTask(const net::Task& task)
         auto beat = heartbeat();
         if (beat) {
             liveness.answered();
+            if (beat->wrapUp && beat->version == task.version)
+                askedToWrapUp("heartbeat");
             if (beat->version != task.version && !abort.load()) {
                 log("round %llu closed while training task %llu; dropping it",
                     static_cast<unsigned long long>(task.round), static_cast<unsigned long long>(task.taskId));

@@ -17,13 +17,11 @@ InnerTrainer::InnerTrainer(engine::GptConfig model, net::InnerSettings inner, st
     m_options.batchSize = int64_t(inner.batchSize);
     m_options.gradAccumulationSteps = 1;
     m_options.maxIters = int64_t(inner.steps);
-    // Warmup over this volunteer's first inner steps, then a constant rate:
-    // a decay horizon far away keeps the cosine at its start.
+    // Each step's rate comes from learningRate(); the trainer's own
+    // schedule is not used.
     m_options.schedule.learningRate = inner.learningRate;
     m_options.schedule.minLr = inner.minLr;
-    m_options.schedule.warmupIters = int64_t(inner.warmupIters);
-    m_options.schedule.lrDecayIters = std::numeric_limits<int64_t>::max() / 4;
-    m_options.schedule.decayLr = true;
+    m_options.schedule.decayLr = false;
     m_options.beta1 = inner.beta1;
     m_options.beta2 = inner.beta2;
     m_options.weightDecay = inner.weightDecay;
@@ -47,6 +45,22 @@ std::vector<net::TensorSpec> InnerTrainer::wireManifestOf(const engine::GptConfi
     return specs;
 }
 
+double InnerTrainer::learningRate(const net::InnerSettings& inner, uint64_t ownStep, uint64_t globalStep)
+{
+    engine::LrSchedule project;
+    project.learningRate = inner.learningRate;
+    project.minLr = inner.minLr;
+    project.warmupIters = 0;
+    project.lrDecayIters = int64_t(std::min<uint64_t>(inner.lrDecayIters, uint64_t(1) << 50));
+    project.decayLr = inner.lrDecayIters > 0;
+    const double scheduled
+        = engine::learningRateAt(int64_t(std::min<uint64_t>(globalStep, uint64_t(1) << 50)), project);
+    if (ownStep >= inner.warmupIters)
+        return scheduled;
+    const double warm = inner.learningRate * double(ownStep + 1) / double(inner.warmupIters + 1);
+    return std::min(warm, scheduled);
+}
+
 int64_t InnerTrainer::innerStepsTaken() const
 {
     return m_trainer ? m_trainer->stepCount() : 0;
@@ -60,10 +74,11 @@ bool InnerTrainer::sameSettings(const engine::GptConfig& model, const net::Inner
 }
 
 Result<TaskOutcome> InnerTrainer::run(const std::vector<float>& theta, std::unique_ptr<engine::BatchSource> source,
-    uint64_t steps, const std::atomic<bool>& abort, const std::function<void(const engine::StepReport&)>& onStep)
+    uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+    const std::function<void(const engine::StepReport&)>& onStep)
 {
     try {
-        return runUnguarded(theta, std::move(source), steps, abort, onStep);
+        return runUnguarded(theta, std::move(source), steps, firstGlobalStep, abort, wrapUp, onStep);
     } catch (const c10::Error& e) {
         return Error::make("train_failed", std::string("training failed: ") + e.what_without_backtrace());
     } catch (const std::exception& e) {
@@ -72,7 +87,8 @@ Result<TaskOutcome> InnerTrainer::run(const std::vector<float>& theta, std::uniq
 }
 
 Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
-    std::unique_ptr<engine::BatchSource> source, uint64_t steps, const std::atomic<bool>& abort,
+    std::unique_ptr<engine::BatchSource> source, uint64_t steps, uint64_t firstGlobalStep,
+    const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
     const std::function<void(const engine::StepReport&)>& onStep)
 {
     // The OpenMP thread count is per thread: a fresh training thread starts
@@ -101,7 +117,10 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
     for (uint64_t i = 0; i < steps; ++i) {
         if (abort.load())
             return Error::make("cancelled", "training stopped after " + std::to_string(i) + " steps");
-        const engine::StepReport report = m_trainer->step();
+        if (i > 0 && wrapUp.load())
+            break;
+        const engine::StepReport report
+            = m_trainer->step(learningRate(m_inner, uint64_t(m_trainer->stepCount()), firstGlobalStep + i));
         lossSum += report.loss;
         outcome.lastLoss = report.loss;
         outcome.computeMs += report.stepMs;

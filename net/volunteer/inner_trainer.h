@@ -4,9 +4,11 @@
 // engine's Trainer over a task's windows, then the local weights. One
 // Trainer lives across tasks so that AdamW's moments carry over (as in
 // DiLoCo, where each worker keeps its inner optimizer); each task only loads
-// theta_v into the model and swaps the data source. The learning rate warms
-// up over the first warmupIters inner steps this volunteer takes, then stays
-// at learningRate (the coordinator does not announce a decay horizon).
+// theta_v into the model and swaps the data source. The learning rate is the
+// project's schedule at the global inner step (step i of a task from version
+// v is v * H + i: constant, or a cosine decay to minLr over lrDecayIters),
+// capped by a warmup over the first warmupIters steps this volunteer takes
+// (its AdamW moments start empty, whatever the project's age).
 // Dropout is 0 (pseudo-gradients must not depend on a dropout stream).
 //
 // Thread-safety: run() may be called from any one thread at a time (the
@@ -44,19 +46,28 @@ public:
     // flat-vector order), to compare with the coordinator's.
     static std::vector<net::TensorSpec> wireManifestOf(const engine::GptConfig& model);
 
-    // Loads theta into the model and runs `steps` inner steps on `source`.
+    // The rate of inner step `ownStep` of this volunteer at the project's
+    // global inner step `globalStep`.
+    static double learningRate(const net::InnerSettings& inner, uint64_t ownStep, uint64_t globalStep);
+
+    // Loads theta into the model and runs `steps` inner steps on `source`,
+    // the first of them global inner step `firstGlobalStep`; stops early,
+    // after at least one step, once wrapUp is set (the round is closing:
+    // the outcome then holds the steps done).
     // Errors: "cancelled" (abort was set; checked between steps), "non_finite"
     // (the local weights are not all finite), "bad_size", "train_failed"
     // (libtorch threw), the Trainer's option errors.
     Result<TaskOutcome> run(const std::vector<float>& theta, std::unique_ptr<engine::BatchSource> source,
-        uint64_t steps, const std::atomic<bool>& abort, const std::function<void(const engine::StepReport&)>& onStep);
+        uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+        const std::function<void(const engine::StepReport&)>& onStep);
 
     int64_t innerStepsTaken() const;
     bool sameSettings(const engine::GptConfig& model, const net::InnerSettings& inner) const;
 
 private:
     Result<TaskOutcome> runUnguarded(const std::vector<float>& theta, std::unique_ptr<engine::BatchSource> source,
-        uint64_t steps, const std::atomic<bool>& abort, const std::function<void(const engine::StepReport&)>& onStep);
+        uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+        const std::function<void(const engine::StepReport&)>& onStep);
 
     engine::TrainOptions m_options;
     net::InnerSettings m_inner;

@@ -14,7 +14,8 @@ namespace {
 constexpr std::array<std::string_view, 14> kRequestTypes
     = {"list_projects", "join", "heartbeat", "leave", "get_task", "upload_chunk", "submit", "get_update", "describe",
         "fetch", "list_checkpoints", "metrics", "leaderboard", "my_stats"};
-constexpr std::array<std::string_view, 2> kEventTypes = {"round_closed", "checkpoint_published"};
+constexpr std::array<std::string_view, 4> kEventTypes
+    = {"round_closed", "checkpoint_published", "round_wrap_up", "version_published"};
 
 UnpackLimits limitsFor(EnvelopeKind kind)
 {

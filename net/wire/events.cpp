@@ -24,6 +24,31 @@ RoundClosedEvent RoundClosedEvent::read(MapView v)
     return e;
 }
 
+void RoundWrapUpEvent::write(MapWriter& w) const
+{
+    w.u64("round", round).u64("version", version);
+}
+
+RoundWrapUpEvent RoundWrapUpEvent::read(MapView v)
+{
+    RoundWrapUpEvent e;
+    e.round = v.u64("round", 1, UINT64_MAX);
+    e.version = v.u64("version");
+    if (!v.context().failed() && e.version + 1 != e.round)
+        v.fail("version", "must be round - 1");
+    return e;
+}
+
+void VersionPublishedEvent::write(MapWriter& w) const
+{
+    w.u64("version", version);
+}
+
+VersionPublishedEvent VersionPublishedEvent::read(MapView v)
+{
+    return {v.u64("version", 1, UINT64_MAX)};
+}
+
 void CheckpointPublishedEvent::write(MapWriter& w) const
 {
     w.map("checkpoint", mapOf(checkpoint));

@@ -27,6 +27,29 @@ struct RoundClosedEvent {
     bool operator==(const RoundClosedEvent&) const = default;
 };
 
+// The open round has handed out all its work and a volunteer that delivered
+// is asking for more: volunteers holding its tasks should stop at their
+// next step and submit what they trained, so that nobody waits for the
+// slowest.
+struct RoundWrapUpEvent {
+    static constexpr std::string_view kType = "round_wrap_up";
+    uint64_t round = 0; // the open round
+    uint64_t version = 0; // its tasks start from this version (= round - 1)
+    void write(MapWriter& w) const;
+    static RoundWrapUpEvent read(MapView v);
+    bool operator==(const RoundWrapUpEvent&) const = default;
+};
+
+// theta_version is committed and served (state and update resources),
+// before its validation: volunteers waiting for the round to close go on.
+struct VersionPublishedEvent {
+    static constexpr std::string_view kType = "version_published";
+    uint64_t version = 0;
+    void write(MapWriter& w) const;
+    static VersionPublishedEvent read(MapView v);
+    bool operator==(const VersionPublishedEvent&) const = default;
+};
+
 struct CheckpointPublishedEvent {
     static constexpr std::string_view kType = "checkpoint_published";
     CheckpointInfo checkpoint;

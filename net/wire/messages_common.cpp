@@ -105,6 +105,7 @@ void InnerSettings::write(MapWriter& w) const
 {
     w.u64("steps", steps).u64("batch_size", batchSize).u64("block_size", blockSize);
     w.f64("lr", learningRate).f64("min_lr", minLr).u64("warmup_iters", warmupIters);
+    w.u64("lr_decay_iters", lrDecayIters);
     w.f64("beta1", beta1).f64("beta2", beta2).f64("weight_decay", weightDecay).f64("grad_clip", gradClip);
 }
 
@@ -117,6 +118,7 @@ InnerSettings InnerSettings::read(MapView v)
     s.learningRate = v.f64("lr", 0, kMaxHyper);
     s.minLr = v.f64("min_lr", 0, kMaxHyper);
     s.warmupIters = v.u64("warmup_iters", 0, 1u << 30);
+    s.lrDecayIters = v.has("lr_decay_iters") ? v.u64("lr_decay_iters", 0, uint64_t(1) << 50) : 0;
     s.beta1 = v.f64("beta1", 0, 1);
     s.beta2 = v.f64("beta2", 0, 1);
     s.weightDecay = v.f64("weight_decay", 0, kMaxHyper);

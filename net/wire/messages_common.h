@@ -92,6 +92,10 @@ struct InnerSettings {
     double learningRate = 0;
     double minLr = 0;
     uint64_t warmupIters = 0;
+    // Inner steps of the whole project over which the rate decays (cosine)
+    // to minLr, counted globally: step i of a task from version v is
+    // v * steps + i. 0: no decay (warmup, then learningRate).
+    uint64_t lrDecayIters = 0;
     double beta1 = 0;
     double beta2 = 0;
     double weightDecay = 0;

@@ -37,6 +37,7 @@ void JoinReply::write(MapWriter& w) const
     w.str("state_sha256", stateSha256).u64("state_bytes", stateBytes).u64("chunk_bytes", chunkBytes);
     w.str("codec", codec).map("inner", mapOf(inner));
     w.u64("heartbeat_interval_ms", heartbeatIntervalMs).u64("heartbeat_liveness", heartbeatLiveness);
+    w.u64("events_port", eventsPort);
 }
 
 JoinReply JoinReply::read(MapView v)
@@ -62,6 +63,7 @@ JoinReply JoinReply::read(MapView v)
     r.inner = InnerSettings::read(v.map("inner"));
     r.heartbeatIntervalMs = v.u64("heartbeat_interval_ms", kMinHeartbeatIntervalMs, kMaxHeartbeatIntervalMs);
     r.heartbeatLiveness = v.u64("heartbeat_liveness", kMinHeartbeatLiveness, kMaxHeartbeatLiveness);
+    r.eventsPort = v.has("events_port") ? v.u64("events_port", 0, 65535) : 0;
     return r;
 }
 
@@ -81,7 +83,7 @@ HeartbeatRequest HeartbeatRequest::read(MapView v)
 
 void HeartbeatReply::write(MapWriter& w) const
 {
-    w.u64("version", version).u64("round", round).str("state", state);
+    w.u64("version", version).u64("round", round).str("state", state).boolean("wrap_up", wrapUp);
 }
 
 HeartbeatReply HeartbeatReply::read(MapView v)
@@ -90,6 +92,7 @@ HeartbeatReply HeartbeatReply::read(MapView v)
     r.version = v.u64("version");
     r.round = v.u64("round");
     r.state = v.oneOf("state", {kStateTrain, kStateWait});
+    r.wrapUp = v.has("wrap_up") && v.boolean("wrap_up");
     return r;
 }
 

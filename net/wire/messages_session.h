@@ -51,6 +51,9 @@ struct JoinReply {
     InnerSettings inner;
     uint64_t heartbeatIntervalMs = 0;
     uint64_t heartbeatLiveness = 0;
+    // The TCP port of the coordinator's PUB socket on the host the volunteer
+    // reached (0: not known; optional on the wire).
+    uint64_t eventsPort = 0;
     void write(MapWriter& w) const;
     static JoinReply read(MapView v);
     bool operator==(const JoinReply&) const = default;
@@ -74,6 +77,9 @@ struct HeartbeatReply {
     uint64_t version = 0;
     uint64_t round = 0;
     std::string state; // "train" (work is available or under way) | "wait"
+    // The round is wrapping up and the volunteer holds an open task: submit
+    // the steps done so far (optional on the wire, false when absent).
+    bool wrapUp = false;
     void write(MapWriter& w) const;
     static HeartbeatReply read(MapView v);
     bool operator==(const HeartbeatReply&) const = default;
