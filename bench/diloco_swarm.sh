@@ -2,7 +2,7 @@
 # DiLoCo across volunteer processes against synchronous training on the same
 # tokens, one run, one machine, one environment:
 #   - quality: the coordinator's validation loss after R rounds of V workers
-#     against crowdtrain-train with V times the batch for R*H steps;
+#     against crowdtrain-train with V times the batch on the same tokens;
 #   - communication: bytes each volunteer sent and received per training
 #     token, against a ring all-reduce of fp32 gradients every step;
 #   - utilisation: each volunteer's compute time over its wall time.
@@ -64,7 +64,10 @@ PY
 )
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 
-steps=$((rounds * H))
+# The same tokens as the volunteers trained (a round that wraps up trains a
+# little less than its target), rounded to whole synchronous steps.
+tokens=$(/usr/bin/python3 -c "import json,glob,sys; print(sum(json.loads(open(f).read().strip().splitlines()[-1])['tokens'] for f in glob.glob(sys.argv[1] + '/v*.json')))" "$work")
+steps=$(( (tokens + volunteers * batch * block / 2) / (volunteers * batch * block) ))
 # The synchronous runs: one with the volunteers' schedule (cosine decay over
 # the run, or constant after the warmup with DECAY=0), one with the other.
 sync_run() {
@@ -108,4 +111,11 @@ print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for i, s in enumerate(summaries, 1):
     print(f"| v{i} | {s['tasks']} | {s['accepted']} | {s['tokens']} | {s['compute_s']:.1f} | {s['wall_s']:.1f} | {s['compute_s']/s['wall_s']:.3f} |")
 print(f"\nsync run: {sync['steps']} steps of batch {V*B}, {sync['tokens_per_second']:.0f} tokens/s; P = {P} parameters")
+import sqlite3
+rows = sqlite3.connect(f"{work}/state/bench/ledger.sqlite").execute(
+    "SELECT round, val_loss, tokens FROM rounds ORDER BY round").fetchall()
+step = max(1, len(rows) // 10)
+print("DiLoCo val loss by round: " + ", ".join(f"{r}: {v:.3f}" for r, v, _ in rows[::step] if v is not None))
+full = V * H * B * T
+print(f"round tokens: mean {sum(t for _, _, t in rows[1:]) / max(1, len(rows) - 1) / full:.3f} of the target (wrap-up)")
 PY

@@ -230,6 +230,20 @@ private slots:
         QCOMPARE(spec->name, std::string("tiny-shakespeare"));
         QCOMPARE(spec->model.vocabSize, int64_t(65));
         QCOMPARE(spec->dataDir, file.parent_path() / "data" / "tinyshakespeare-char");
+        QCOMPARE(spec->inner.lrDecayIters, int64_t(20000));
+        QVERIFY(spec->round.wrapUp); // the default
+        // 800 windows per task: 64 pieces of 13 windows would hold 832; 62 hold 806.
+        QCOMPARE(spec->windowsPerPiece(), uint64_t(13));
+        QCOMPARE(spec->piecesPerTask(), uint32_t(62));
+        QCOMPARE(spec->tokensPerPiece(), uint64_t(13 * 128 + 1));
+        json noWrapUp = json::parse(text);
+        noWrapUp["round"]["wrap_up"] = false;
+        noWrapUp["inner"]["lr_decay_iters"] = -1;
+        QVERIFY(!parseProjectSpec(noWrapUp.dump(), file).ok()); // a negative horizon
+        noWrapUp["inner"]["lr_decay_iters"] = 0;
+        auto strict = parseProjectSpec(noWrapUp.dump(), file);
+        QVERIFY(strict.ok());
+        QVERIFY(!strict->round.wrapUp);
     }
 
     // ... and with Tiny Shakespeare prepared as its README says, it loads.
