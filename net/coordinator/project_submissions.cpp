@@ -6,6 +6,7 @@
 #include "engine/atomic_file.h"
 #include "net/transfer/sha256.h"
 
+#include <cmath>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -146,9 +147,14 @@ Result<net::SubmitReply> ProjectRuntime::submit(
         return refuse(stats.error());
     if (!stats->finite)
         return refuse(Error::make("non_finite", "the pseudo-gradient holds NaN or infinite values"));
-    if (auto why = m_normGate.check(stats->l2Norm))
+    // A task cut short by a wrap-up moved the weights less: the gate compares
+    // norms scaled to a whole task, by sqrt (Adam steps add up between
+    // sqrt(k) for noise and k for a steady direction), so that neither a
+    // whole task among cut ones nor a cut one among whole ones looks odd.
+    const double gateNorm = stats->l2Norm * std::sqrt(double(task.tokens) / double(request.tokens));
+    if (auto why = m_normGate.check(gateNorm))
         return refuse(Error::make("norm_out_of_bounds", *why));
-    if (Status s = acceptDurably(key, task, request, stats->l2Norm, nowMs); !s)
+    if (Status s = acceptDurably(key, task, request, gateNorm, nowMs); !s)
         return s.error();
     return net::SubmitReply{request.taskId, request.round, request.version};
 }
