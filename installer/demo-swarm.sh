@@ -26,7 +26,7 @@ cat > "$demo/demo.project.json" <<JSON
  "model": {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64, "vocab_size": 65},
  "data": "data",
  "inner": {"steps": 50, "batch_size": 12, "learning_rate": 1e-3, "min_lr": 1e-4, "warmup_iters": 10,
-           "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
+           "lr_decay_iters": $((rounds * 50)), "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
  "round": {"token_target": 76800, "deadline_seconds": 300},
  "checkpoints": {"every_rounds": 5, "keep_last": 3},
  "validation": {"batches": 20, "batch_size": 16}}
