@@ -356,7 +356,7 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
     auto lease = m_plan->lease(key, nowMs);
     if (!lease)
         return none;
-    TaskState task{*lease, taskTokens, 0, 0, uploadsDir() / ("task-" + std::to_string(lease->id) + ".part")};
+    TaskState task{*lease, taskTokens, 0, 0, uploadsDir() / ("task-" + std::to_string(lease->id) + ".part"), nullptr};
     auto [it, inserted] = m_tasks.emplace(lease->id, std::move(task));
     return net::GetTaskReply{toWire(it->second), 0};
 }

@@ -26,6 +26,7 @@
 #include "net/coordinator/project_spec.h"
 #include "net/coordinator/state_store.h"
 #include "net/transfer/resource_table.h"
+#include "net/transfer/sha256.h"
 #include "net/wire/messages.h"
 
 #include <future>
@@ -92,12 +93,23 @@ private:
         bool online = false;
     };
     // A task handed out in the open round, and its upload.
+    // The checks that read the payload (SHA-256, finiteness, norm) run on
+    // each chunk as it arrives, so that submit does not read it again.
+    struct UploadChecks {
+        UploadChecks(diloco::Codec codec, int64_t n)
+            : inspector(codec, n)
+        { }
+        net::Sha256 sha;
+        diloco::StreamInspector inspector;
+        Status inspected; // the first error the inspector reported
+    };
     struct TaskState {
         Lease lease;
         uint64_t tokens = 0; // the task's training tokens (H * B * T)
         uint64_t receivedBytes = 0;
         uint64_t nextChunk = 0;
         std::filesystem::path uploadFile;
+        std::shared_ptr<UploadChecks> checks; // of the chunks received so far
     };
     struct Accepted {
         ContributionRecord record;

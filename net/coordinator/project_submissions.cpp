@@ -94,6 +94,11 @@ Result<net::UploadChunkReply> ProjectRuntime::uploadChunk(
                 + std::to_string(net::kDefaultChunkBytes));
     if (Status s = writeAt(task.uploadFile, task.receivedBytes, request.data, request.index == 0); !s)
         return s.error();
+    if (request.index == 0)
+        task.checks = std::make_shared<UploadChecks>(m_codec, m_parameters);
+    task.checks->sha.update(request.data);
+    if (task.checks->inspected)
+        task.checks->inspected = task.checks->inspector.feed(request.data);
     task.receivedBytes += request.data.size();
     ++task.nextChunk;
     return net::UploadChunkReply{request.taskId, task.nextChunk, task.receivedBytes};
@@ -134,15 +139,17 @@ Result<net::SubmitReply> ProjectRuntime::submit(
         return refuse(Error::make("bad_tokens",
             "tokens must be 1.." + std::to_string(task.tokens) + " for this task, got "
                 + std::to_string(request.tokens)));
-    auto sha = net::sha256OfFile(task.uploadFile);
-    if (!sha)
-        return sha.error();
-    if (*sha != request.sha256)
-        return refuse(Error::make("checksum_mismatch", "the uploaded payload's SHA-256 is " + *sha));
-    diloco::StreamInspector inspector(m_codec, m_parameters);
-    if (Status s = forEachSlice(task.uploadFile, [&](std::string_view slice) { return inspector.feed(slice); }); !s)
-        return refuse(s.error());
-    auto stats = inspector.finish();
+    // Every chunk was hashed and inspected on arrival (in order: a chunk is
+    // taken only at nextChunk, and chunk 0 starts over).
+    if (!task.checks)
+        return refuse(Error::make("bad_shape", "nothing was uploaded"));
+    // On copies: a submit that fails on this side (a full disk) may be sent again.
+    const std::string sha = net::Sha256(task.checks->sha).finishHex();
+    if (sha != request.sha256)
+        return refuse(Error::make("checksum_mismatch", "the uploaded payload's SHA-256 is " + sha));
+    if (!task.checks->inspected)
+        return refuse(task.checks->inspected.error());
+    auto stats = diloco::StreamInspector(task.checks->inspector).finish();
     if (!stats)
         return refuse(stats.error());
     if (!stats->finite)
