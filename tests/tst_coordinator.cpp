@@ -296,7 +296,7 @@ private slots:
     void roundWrapsUpWhenTheFirstTaskIsIn()
     {
         zmq::socket_t events = subscribe();
-        QTest::qWait(300); // the subscription reaches the PUB socket
+        QTest::qWait(1000); // the subscription reaches the PUB socket (PUB drops what comes before)
         Volunteer fast = join("fast");
         Volunteer slow = join("slow");
         const uint64_t version = heartbeat(fast, 0).version;
