@@ -275,8 +275,7 @@ Result<net::HeartbeatReply> ProjectRuntime::heartbeat(const std::string& key, co
     bool working = false;
     for (const auto& [id, task] : m_tasks)
         working = working || task.lease.publicKey == key;
-    const bool available
-        = !m_wrappingUp && m_acceptedTokens + int64_t(outstandingTokens()) < roundTarget(m_spec) && m_plan->canLease();
+    const bool available = !m_wrappingUp && !workHandedOut() && m_plan->canLease();
     return net::HeartbeatReply{uint64_t(m_version), uint64_t(m_version + 1),
         std::string(working || available ? net::kStateTrain : net::kStateWait), working && m_wrappingUp};
 }
@@ -294,6 +293,11 @@ Result<net::LeaveReply> ProjectRuntime::leave(const std::string& key, const net:
     for (uint64_t id : ids)
         dropTask(id, true);
     return net::LeaveReply{};
+}
+
+bool ProjectRuntime::workHandedOut() const
+{
+    return m_acceptedTokens + int64_t(outstandingTokens()) >= roundTarget(m_spec);
 }
 
 uint64_t ProjectRuntime::outstandingTokens() const
@@ -317,7 +321,7 @@ void ProjectRuntime::dropTask(uint64_t taskId, bool returnRange)
     // A task that ends without an acceptance (rejected, expired, its holder
     // gone) may leave the round short of work: hand out tasks again, and
     // wrap up again once there is enough.
-    if (m_wrappingUp && m_acceptedTokens + int64_t(outstandingTokens()) < roundTarget(m_spec))
+    if (m_wrappingUp && !workHandedOut())
         m_wrappingUp = m_wrapUpAnnounced = false;
 }
 
@@ -349,7 +353,7 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
         if (task.lease.publicKey == key)
             return net::GetTaskReply{toWire(task), 0};
     net::GetTaskReply none{std::nullopt, m_options.retryAfterMs};
-    if (m_wrappingUp || m_acceptedTokens + int64_t(outstandingTokens()) >= roundTarget(m_spec)) {
+    if (m_wrappingUp || workHandedOut()) {
         wrapUpIfIdle(key);
         return none;
     }
@@ -415,8 +419,7 @@ void ProjectRuntime::wrapUpIfIdle(const std::string& key)
 {
     // A volunteer that delivered in this round asks for more and there is
     // none: rather than let it wait for the slowest, the round wraps up.
-    if (!m_spec.round.wrapUp || m_wrappingUp || m_tasks.empty()
-        || m_acceptedTokens + int64_t(outstandingTokens()) < roundTarget(m_spec))
+    if (!m_spec.round.wrapUp || m_wrappingUp || m_tasks.empty() || !workHandedOut())
         return;
     const bool delivered = std::any_of(
         m_accepted.begin(), m_accepted.end(), [&](const Accepted& a) { return a.record.publicKey == key; });

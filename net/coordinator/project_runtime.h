@@ -125,6 +125,8 @@ private:
 
     Result<Volunteer*> sessionOf(const std::string& key, const std::string& session);
     uint64_t outstandingTokens() const;
+    // Accepted plus outstanding tokens reach the round's target: no new task.
+    bool workHandedOut() const;
     void dropTask(uint64_t taskId, bool returnRange);
     Status reject(const std::string& key, const TaskState& task, const net::SubmitRequest& request, const Error& why,
         int64_t nowMs);
