@@ -19,6 +19,7 @@
 
 #include <QTemporaryDir>
 #include <random>
+#include <set>
 
 using namespace crowdtrain;
 using namespace crowdtrain::testing;
@@ -51,14 +52,16 @@ class TestCoordinator : public QObject {
     ServerProcess m_server;
     std::vector<std::string> m_rejections;
 
-    Volunteer join(const std::string& name)
+    Volunteer join(const std::string& name, const ServerProcess* server = nullptr)
     {
+        if (!server)
+            server = &m_server;
         auto keys = net::generateKeyPair();
         if (!keys)
             qFatal("no keys");
         Volunteer v;
         v.key = keys->publicKey;
-        auto client = net::Client::connect(m_context, {m_server.endpoint, m_server.publicKey, *keys});
+        auto client = net::Client::connect(m_context, {server->endpoint, server->publicKey, *keys});
         if (!client)
             qFatal("connect: %s", client.error().message.c_str());
         v.client = std::move(*client);
@@ -166,6 +169,28 @@ private slots:
         QVERIFY(projects);
         QCOMPARE(projects->projects.size(), std::size_t(1));
         QCOMPARE(projects->projects[0].volunteersOnline, uint64_t(1));
+    }
+
+    // Task ids are only committed with a round; ids handed out after the last
+    // commit must still never be handed out again after a crash, or an old
+    // upload could pass for work on a new task.
+    void taskIdsAreNeverReusedAfterARestart()
+    {
+        const std::filesystem::path dir = std::filesystem::path(m_dir.path().toStdString()) / "restart";
+        const auto spec = writeSpec(
+            dir, std::filesystem::path(m_dir.path().toStdString()) / "data", SpecOptions{.tasksPerRound = 4});
+        std::set<uint64_t> seen;
+        for (int life = 0; life < 3; ++life) {
+            ServerProcess server;
+            QVERIFY(server.start(spec, dir / "state"));
+            for (int i = 0; i < 2; ++i) {
+                Volunteer v = join("v" + std::to_string(life) + std::to_string(i), &server);
+                const uint64_t id = task(v).taskId;
+                QVERIFY2(seen.insert(id).second, ("task id " + std::to_string(id) + " handed out twice").c_str());
+            }
+            server.kill(); // SIGKILL: no round was committed
+        }
+        QCOMPARE(seen.size(), std::size_t(6));
     }
 
     void plaintextClientIsRefused()

@@ -29,6 +29,7 @@
 #include "engine/data_set.h"
 #include "engine/result.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -88,6 +89,11 @@ public:
     std::vector<Lease> expire(int64_t nowMs);
 
     std::optional<Lease> findLease(uint64_t leaseId) const;
+    // The id the next lease gets. Ids only grow; skipLeaseIdsBelow(n) makes
+    // the next one at least n (ids handed out after the last commit, which
+    // the blob does not know, must not be handed out again after a restart).
+    uint64_t nextLeaseId() const { return m_nextLeaseId; }
+    void skipLeaseIdsBelow(uint64_t id) { m_nextLeaseId = std::max(m_nextLeaseId, id); }
     // The pieces a lease covers, in the data set it was created from (empty
     // when a piece names a shard the data set does not have).
     static std::vector<engine::ShardSlice> slicesOf(const Lease& lease, const engine::DataSet& data);

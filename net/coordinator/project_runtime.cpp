@@ -5,10 +5,15 @@
 #include "net/transfer/sha256.h"
 
 #include <algorithm>
+#include <charconv>
 #include <random>
 
 namespace crowdtrain::coordinator {
 namespace {
+
+// Lease ids are reserved in blocks: one ledger write per this many tasks.
+constexpr uint64_t kLeaseIdBlock = 1024;
+constexpr const char* kLeaseIdsReservedKey = "lease_ids_reserved";
 
 std::string randomSession()
 {
@@ -142,6 +147,18 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     if (!plan)
         return plan.error();
     m_plan = std::move(*plan);
+    auto reserved = m_store->ledger().meta(kLeaseIdsReservedKey);
+    if (!reserved)
+        return reserved.error();
+    if (*reserved) {
+        uint64_t ceiling = 0;
+        const std::string& text = **reserved;
+        if (std::from_chars(text.data(), text.data() + text.size(), ceiling).ec != std::errc())
+            return Error::make(
+                "state_corrupt", "the ledger's " + std::string(kLeaseIdsReservedKey) + " is not a number");
+        m_plan->skipLeaseIdsBelow(ceiling);
+        m_leaseIdCeiling = ceiling;
+    }
     if (Status s = publishResources(); !s)
         return s;
     return replayPending();
@@ -357,12 +374,27 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
         wrapUpIfIdle(key);
         return none;
     }
+    if (!m_plan->canLease())
+        return none;
+    if (Status s = reserveLeaseId(); !s)
+        return s.error();
     auto lease = m_plan->lease(key, nowMs);
     if (!lease)
         return none;
     TaskState task{*lease, taskTokens, 0, 0, uploadsDir() / ("task-" + std::to_string(lease->id) + ".part"), nullptr};
     auto [it, inserted] = m_tasks.emplace(lease->id, std::move(task));
     return net::GetTaskReply{toWire(it->second), 0};
+}
+
+Status ProjectRuntime::reserveLeaseId()
+{
+    if (m_plan->nextLeaseId() < m_leaseIdCeiling)
+        return {};
+    const uint64_t ceiling = m_plan->nextLeaseId() + kLeaseIdBlock;
+    if (Status s = m_store->ledger().setMeta(kLeaseIdsReservedKey, std::to_string(ceiling)); !s)
+        return s;
+    m_leaseIdCeiling = ceiling;
+    return {};
 }
 
 PublishedEvents ProjectRuntime::tick(int64_t nowMs)

@@ -123,6 +123,8 @@ private:
     Status publishResources();
     Status replayPending();
 
+    // Makes the next lease id durably unused before it is handed out.
+    Status reserveLeaseId();
     Result<Volunteer*> sessionOf(const std::string& key, const std::string& session);
     uint64_t outstandingTokens() const;
     // Accepted plus outstanding tokens reach the round's target: no new task.
@@ -186,6 +188,9 @@ private:
 
     std::map<std::string, Volunteer> m_volunteers;
     std::map<uint64_t, TaskState> m_tasks; // by task id (= lease id)
+    // Lease ids below this are (or may have been) handed out; it is stored in
+    // the ledger's meta table a block ahead, so a restart never reuses an id.
+    uint64_t m_leaseIdCeiling = 0;
     net::ResourceTable m_resources;
 };
 
