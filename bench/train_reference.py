@@ -16,9 +16,10 @@ from torch.nn import functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, d, n_head, bias):
+    def __init__(self, d, n_head, bias, gelu):
         super().__init__()
         self.n_head = n_head
+        self.gelu = gelu
         self.ln_1 = nn.LayerNorm(d, elementwise_affine=True)
         self.c_attn = nn.Linear(d, 3 * d, bias=bias)
         self.c_proj = nn.Linear(d, d, bias=bias)
@@ -41,15 +42,15 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate=self.gelu))
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, block, n_layer, n_head, d, bias=True):
+    def __init__(self, vocab, block, n_layer, n_head, d, bias=True, gelu="tanh"):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(block, d)
-        self.h = nn.ModuleList([Block(d, n_head, bias) for _ in range(n_layer)])
+        self.h = nn.ModuleList([Block(d, n_head, bias, gelu) for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(d)
         if not bias:
             self.ln_f.bias = None
@@ -88,6 +89,9 @@ def main():
     for name, default in [("learning_rate", 1e-3), ("min_lr", 1e-4), ("beta1", 0.9), ("beta2", 0.99),
                           ("weight_decay", 0.1), ("grad_clip", 1.0)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=default)
+    # nanoGPT's MLP uses nn.GELU(), the exact erf form; GPT-2 (and crowdtrain) use tanh.
+    p.add_argument("--gelu", choices=["tanh", "none"], default="tanh",
+                   help="'none' is the exact erf GELU (PyTorch's name for it)")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -107,7 +111,7 @@ def main():
         y = torch.stack([d[i + 1:i + 1 + a.block_size] for i in ix])
         return x, y
 
-    model = GPT(len(chars), a.block_size, a.n_layer, a.n_head, a.n_embd, bool(a.bias))
+    model = GPT(len(chars), a.block_size, a.n_layer, a.n_head, a.n_embd, bool(a.bias), a.gelu)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
@@ -130,9 +134,13 @@ def main():
 
     model.eval()
     with torch.no_grad():
-        val_loss = sum(model(*batch("val")).item() for _ in range(a.eval_iters)) / a.eval_iters
+        val_losses = [model(*batch("val")).item() for _ in range(a.eval_iters)]
+    val_loss = sum(val_losses) / len(val_losses)
+    # nanoGPT's published CPU run estimates with eval_iters=20: the first 20 of the same batches.
+    val_loss_20 = sum(val_losses[:20]) / len(val_losses[:20])
     tokens = a.max_iters * a.batch_size * a.block_size
-    print(json.dumps({"final_val_loss": val_loss, "tokens_per_second": tokens / train_seconds,
+    print(json.dumps({"final_val_loss": val_loss, "val_loss_first_20_batches": val_loss_20,
+                      "tokens_per_second": tokens / train_seconds,
                       "steps": a.max_iters, "train_seconds": train_seconds, "torch": torch.__version__,
                       "threads": torch.get_num_threads()}))
 
