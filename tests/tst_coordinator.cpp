@@ -52,11 +52,12 @@ class TestCoordinator : public QObject {
     ServerProcess m_server;
     std::vector<std::string> m_rejections;
 
-    Volunteer join(const std::string& name, const ServerProcess* server = nullptr)
+    Volunteer join(const std::string& name, const ServerProcess* server = nullptr,
+        std::optional<net::CurveKeyPair> identity = std::nullopt)
     {
         if (!server)
             server = &m_server;
-        auto keys = net::generateKeyPair();
+        auto keys = identity ? Result<net::CurveKeyPair>(*identity) : net::generateKeyPair();
         if (!keys)
             qFatal("no keys");
         Volunteer v;
@@ -183,14 +184,61 @@ private slots:
         for (int life = 0; life < 3; ++life) {
             ServerProcess server;
             QVERIFY(server.start(spec, dir / "state"));
-            for (int i = 0; i < 2; ++i) {
-                Volunteer v = join("v" + std::to_string(life) + std::to_string(i), &server);
-                const uint64_t id = task(v).taskId;
-                QVERIFY2(seen.insert(id).second, ("task id " + std::to_string(id) + " handed out twice").c_str());
-            }
+            // One new volunteer per life (the earlier ones' tasks stay open).
+            Volunteer v = join("v" + std::to_string(life), &server);
+            const uint64_t id = task(v).taskId;
+            QVERIFY2(seen.insert(id).second, ("task id " + std::to_string(id) + " handed out twice").c_str());
             server.kill(); // SIGKILL: no round was committed
         }
-        QCOMPARE(seen.size(), std::size_t(6));
+        QCOMPARE(seen.size(), std::size_t(3));
+    }
+
+    // A restart keeps the open round's tasks: the same ids, ranges and
+    // holders, and the chunks already uploaded; nobody has to train again.
+    void openTasksSurviveARestart()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const auto spec = writeSpec(root / "open", root / "data", SpecOptions{.tasksPerRound = 4});
+        auto server = std::make_unique<ServerProcess>();
+        QVERIFY(server->start(spec, root / "open/state"));
+        const auto keysA = net::generateKeyPair(), keysB = net::generateKeyPair();
+        QVERIFY(keysA && keysB);
+        Volunteer a = join("a", server.get(), *keysA), b = join("b", server.get(), *keysB);
+        const net::Task ta = task(a), tb = task(b);
+        const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
+        const auto delta = randomDelta(n, 1e-3f, 5);
+        const std::string payload = diloco::encode(diloco::Codec::Int8, delta.data(), n);
+        QVERIFY(payload.size() <= a.joined.chunkBytes); // one chunk: uploaded whole before the kill
+        auto up = a.client->request<net::UploadChunkReply>(
+            net::UploadChunkRequest{"tiny", a.joined.session, ta.taskId, 0, payload});
+        QVERIFY(up);
+        server->kill();
+
+        ServerProcess restarted;
+        QVERIFY(restarted.start(spec, root / "open/state"));
+        Volunteer a2 = join("a", &restarted, *keysA), b2 = join("b", &restarted, *keysB);
+        QCOMPARE(task(a2).shards, ta.shards);
+        QCOMPARE(task(a2).taskId, ta.taskId);
+        QCOMPARE(task(b2).taskId, tb.taskId);
+        // a's chunk is still there: the server asks for the next one.
+        auto again = a2.client->request<net::UploadChunkReply>(
+            net::UploadChunkRequest{"tiny", a2.joined.session, ta.taskId, 0, payload});
+        QVERIFY(again);
+        QCOMPARE(again->nextIndex, uint64_t(1));
+        QCOMPARE(again->receivedBytes, uint64_t(payload.size()));
+        const uint64_t tokens = 20 * 8 * 32;
+        net::SubmitRequest s{"tiny", a2.joined.session, ta.taskId, ta.round, ta.version, tokens, 1000, 3.5,
+            a2.joined.codec, uint64_t(n), payload.size(), 1, net::sha256Hex(payload)};
+        auto accepted = a2.client->request<net::SubmitReply>(s, 20000);
+        QVERIFY2(accepted, accepted ? "" : accepted.error().message.c_str());
+        auto acceptedB = submit(b2, tb, payload, tokens);
+        QVERIFY2(acceptedB, acceptedB ? "" : acceptedB.error().message.c_str());
+        // The restored tasks' data is not handed out again.
+        Volunteer c = join("c", &restarted);
+        const net::Task tc = task(c);
+        QVERIFY(tc.taskId != ta.taskId && tc.taskId != tb.taskId);
+        QVERIFY(tc.shards != ta.shards && tc.shards != tb.shards);
+        restarted.kill();
     }
 
     void plaintextClientIsRefused()

@@ -255,6 +255,42 @@ private slots:
         QCOMPARE(restored.serialize().size(), blob.size());
     }
 
+    // A lease handed out after the last commit comes back after a restart
+    // with its range; anything that no longer fits is refused and changes nothing.
+    void leasesAreRestoredAfterARestart()
+    {
+        DataPlan plan = orFail(DataPlan::create({3000, 1000}, 101, 5, 1000));
+        const Lease done = *plan.lease("a", 0);
+        QVERIFY(plan.complete(done.id).ok());
+        const std::string blob = plan.serialize(); // the commit
+        const Lease open = *plan.lease("b", 0);
+        const Lease other = *plan.lease("c", 0);
+
+        DataPlan restored = orFail(DataPlan::create({3000, 1000}, 101, 5, 1000));
+        QVERIFY(restored.restore(blob).ok());
+        restored.skipLeaseIdsBelow(other.id + 1);
+        const std::size_t available = restored.availableCount();
+        auto back = restored.restoreLease(Lease{open.id, "b", open.epoch, open.range, {}, 777});
+        QVERIFY(back.ok());
+        QCOMPARE(back->pieces, open.pieces);
+        QCOMPARE(back->deadlineMs, int64_t(777));
+        QCOMPARE(restored.availableCount(), available - 1);
+        QCOMPARE(restored.findLease(open.id)->publicKey, std::string("b"));
+        // Refused: the same range again, a completed range, another epoch, an
+        // id that was never handed out.
+        QVERIFY(!restored.restoreLease(Lease{other.id, "c", open.epoch, open.range, {}, 0}).ok());
+        QVERIFY(!restored.restoreLease(Lease{other.id, "c", done.epoch, done.range, {}, 0}).ok());
+        QVERIFY(!restored.restoreLease(Lease{other.id, "c", other.epoch + 1, other.range, {}, 0}).ok());
+        QVERIFY(!restored.restoreLease(Lease{other.id + 1, "c", other.epoch, other.range, {}, 0}).ok());
+        QCOMPARE(restored.availableCount(), available - 1);
+        QVERIFY(restored.restoreLease(Lease{other.id, "c", other.epoch, other.range, {}, 0}).ok());
+        // Handed-out ids continue above the restored ones, and no range is out twice.
+        const Lease next = *restored.lease("d", 0);
+        QVERIFY(next.id > other.id);
+        QVERIFY(next.range != open.range && next.range != other.range && next.range != done.range);
+        QCOMPARE(restored.expire(999).size(), std::size_t(2)); // the restored deadlines count
+    }
+
     void restoreRefusesOtherPlans()
     {
         DataPlan plan = orFail(DataPlan::create({3000}, 101, 5, 1000));

@@ -53,6 +53,7 @@ public:
         return json;
     }
     bool running() const { return m_process.state() == QProcess::Running; }
+    QByteArray log() { return m_process.readAllStandardError(); }
     void kill()
     {
         m_process.kill();
@@ -168,8 +169,8 @@ private slots:
     }
 
     // kill -9 of the server mid-run: workers reconnect to the restarted
-    // server by themselves, and every submission a worker saw accepted is in
-    // the ledger.
+    // server by themselves and go on with their tasks, and every submission
+    // a worker saw accepted is in the ledger.
     void serverKilledAndRestartedLosesNothingAccepted()
     {
         const auto spec = writeSpec(dir() / "b", m_data, SpecOptions{.innerSteps = 20, .tasksPerRound = 4});
@@ -190,6 +191,12 @@ private slots:
         QCOMPARE(restarted.publicKey, server.publicKey); // the same key pair, from the state folder
         const auto s1 = w1.finish(300000), s2 = w2.finish(300000);
         QVERIFY(!s1.is_null() && !s2.is_null());
+        // Their open tasks survived the restart: nothing they trained was
+        // refused as unknown.
+        for (WorkerProcess* w : {&w1, &w2}) {
+            const QByteArray log = w->log();
+            QVERIFY2(!log.contains("unknown_task"), log.right(3000).constData());
+        }
         Observer after(m_context, restarted);
         // Let the last round close, then compare with what the workers were told.
         QTest::qWait(1500);

@@ -162,6 +162,26 @@ std::optional<Lease> DataPlan::lease(const std::string& publicKey, int64_t nowMs
     return lease;
 }
 
+Result<Lease> DataPlan::restoreLease(Lease lease)
+{
+    const auto refuse = [&](const std::string& why) {
+        return Error::make("stale_lease", "lease " + std::to_string(lease.id) + " cannot be restored: " + why);
+    };
+    if (lease.epoch != m_epoch)
+        return refuse("it is of epoch " + std::to_string(lease.epoch) + ", the plan is in " + std::to_string(m_epoch));
+    if (lease.range >= m_ranges.size() || m_completed[lease.range])
+        return refuse("range " + std::to_string(lease.range) + " is not open");
+    if (lease.id == 0 || lease.id >= m_nextLeaseId || m_leases.contains(lease.id))
+        return refuse("the id was not handed out or is in use");
+    const auto inPool = std::find(m_pool.begin(), m_pool.end(), lease.range);
+    if (inPool == m_pool.end())
+        return refuse("range " + std::to_string(lease.range) + " is leased already");
+    m_pool.erase(inPool);
+    lease.pieces = m_ranges[lease.range];
+    m_leases.emplace(lease.id, lease);
+    return lease;
+}
+
 Lease DataPlan::leaseOfRange(uint32_t range) const
 {
     Lease lease;

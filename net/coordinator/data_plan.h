@@ -88,6 +88,12 @@ public:
     // Returns leases past their deadline to the pool.
     std::vector<Lease> expire(int64_t nowMs);
 
+    // Takes back a lease handed out before a restart (its id, key, epoch,
+    // range and deadline; the pieces are filled in here). Error, and no
+    // change, unless the range is open in this epoch and not leased, and the
+    // id is below nextLeaseId().
+    Result<Lease> restoreLease(Lease lease);
+
     std::optional<Lease> findLease(uint64_t leaseId) const;
     // The id the next lease gets. Ids only grow; skipLeaseIdsBelow(n) makes
     // the next one at least n (ids handed out after the last commit, which

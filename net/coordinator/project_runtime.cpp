@@ -122,8 +122,8 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     gate.absoluteMax = diloco::adamNormCeiling(m_parameters, m_spec.inner.steps, m_spec.inner.learningRate);
     m_normGate = diloco::NormGate(gate);
     std::filesystem::create_directories(pendingDir());
-    std::filesystem::remove_all(uploadsDir());
-    std::filesystem::create_directories(uploadsDir());
+    std::filesystem::create_directories(uploadsDir()); // restoreOpenTasks() keeps the uploads of open tasks
+    std::filesystem::create_directories(tasksDir());
 
     if (!m_store->lastRound()) {
         if (Status s = createVersionZero(nowMs); !s)
@@ -161,7 +161,9 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     }
     if (Status s = publishResources(); !s)
         return s;
-    return replayPending();
+    if (Status s = replayPending(); !s)
+        return s;
+    return restoreOpenTasks();
 }
 
 Status ProjectRuntime::createVersionZero(int64_t nowMs)
@@ -335,6 +337,7 @@ void ProjectRuntime::dropTask(uint64_t taskId, bool returnRange)
     if (returnRange)
         m_plan->releaseLease(taskId);
     m_tasks.erase(it);
+    forgetOpenTask(taskId);
     // A task that ends without an acceptance (rejected, expired, its holder
     // gone) may leave the round short of work: hand out tasks again, and
     // wrap up again once there is enough.
@@ -351,8 +354,6 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
         return Error::make("stale_version",
             "you hold version " + std::to_string(request.version) + ", the project is at " + std::to_string(m_version)
                 + ": get_update first");
-    const int64_t blockSize = m_spec.model.blockSize;
-    const uint64_t taskTokens = uint64_t(m_spec.inner.steps * m_spec.inner.batchSize * blockSize);
     auto toWire = [&](const TaskState& task) {
         net::Task wire;
         wire.taskId = task.lease.id;
@@ -381,9 +382,19 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
     auto lease = m_plan->lease(key, nowMs);
     if (!lease)
         return none;
-    TaskState task{*lease, taskTokens, 0, 0, uploadsDir() / ("task-" + std::to_string(lease->id) + ".part"), nullptr};
+    TaskState task{*lease, taskTokens(), 0, 0, uploadsDir() / ("task-" + std::to_string(lease->id) + ".part"), nullptr};
+    // Recorded before the volunteer hears of it, so that a restart keeps it.
+    if (Status s = recordOpenTask(task); !s) {
+        m_plan->releaseLease(lease->id);
+        return s.error();
+    }
     auto [it, inserted] = m_tasks.emplace(lease->id, std::move(task));
     return net::GetTaskReply{toWire(it->second), 0};
+}
+
+uint64_t ProjectRuntime::taskTokens() const
+{
+    return uint64_t(m_spec.inner.steps * m_spec.inner.batchSize * m_spec.model.blockSize);
 }
 
 Status ProjectRuntime::reserveLeaseId()

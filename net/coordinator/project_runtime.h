@@ -146,6 +146,14 @@ private:
     // waits for a running one first.
     void finishEvaluation(bool wait, PublishedEvents& events);
     std::filesystem::path pendingDir() const;
+
+    // project_tasks.cpp: open tasks on disk, for a restart.
+    std::filesystem::path tasksDir() const;
+    Status recordOpenTask(const TaskState& task);
+    void forgetOpenTask(uint64_t taskId);
+    Status restoreOpenTasks();
+    Status resumeUpload(TaskState& task);
+    uint64_t taskTokens() const; // H * B * T
     std::filesystem::path uploadsDir() const;
 
     ProjectSpec m_spec;

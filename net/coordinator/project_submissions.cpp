@@ -4,6 +4,7 @@
 #include "net/coordinator/project_runtime.h"
 
 #include "engine/atomic_file.h"
+#include "net/coordinator/file_slices.h"
 #include "net/transfer/sha256.h"
 
 #include <cmath>
@@ -13,31 +14,6 @@
 
 namespace crowdtrain::coordinator {
 namespace {
-
-constexpr std::size_t kReadSliceBytes = 4u << 20;
-
-// Reads a payload file slice by slice; `each` may stop it with an error.
-template <typename Each> Status forEachSlice(const std::filesystem::path& file, Each each)
-{
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return Error::make("io_error", "cannot open " + file.string());
-    std::string buffer(kReadSliceBytes, '\0');
-    Status status;
-    for (;;) {
-        const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-        if (n < 0) {
-            status = Error::make("io_error", "cannot read " + file.string());
-            break;
-        }
-        if (n == 0)
-            break;
-        if (status = each(std::string_view(buffer.data(), std::size_t(n))); !status)
-            break;
-    }
-    ::close(fd);
-    return status;
-}
 
 Status writeAt(const std::filesystem::path& file, uint64_t offset, std::string_view bytes, bool truncate)
 {
@@ -186,9 +162,8 @@ Status ProjectRuntime::reject(
 Status ProjectRuntime::acceptDurably(
     const std::string& key, const TaskState& task, const net::SubmitRequest& request, double norm, int64_t nowMs)
 {
-    // Lease ids handed out after the last commit are handed out again after a
-    // restart, so a stem may already hold an accepted submission: never
-    // overwrite it.
+    // Task ids are never reused, so the stem is new; never overwrite an
+    // accepted submission all the same.
     std::string stem = pendingStem(m_version + 1, task.lease.id);
     for (int k = 1; std::filesystem::exists(pendingDir() / (stem + ".json"))
          || std::filesystem::exists(pendingDir() / (stem + ".bin"));
@@ -215,6 +190,7 @@ Status ProjectRuntime::acceptDurably(
     if (Status s = m_plan->complete(task.lease.id); !s)
         return s;
     m_tasks.erase(task.lease.id);
+    forgetOpenTask(task.lease.id);
     m_normGate.accept(norm);
     m_accepted.push_back({contribution, task.lease.range, norm});
     m_acceptedTokens += int64_t(request.tokens);
