@@ -95,7 +95,7 @@ class TestCoordinator : public QObject {
                 return up.error();
         }
         net::SubmitRequest s{"tiny", v.joined.session, t.taskId, t.round, t.version, tokens, 1000, 3.5, v.joined.codec,
-            manifestElements(), payload.size(), index, net::sha256Hex(payload)};
+            net::manifestElements(v.joined.manifest), payload.size(), index, net::sha256Hex(payload)};
         if (tweak)
             tweak(s);
         return v.client->request<net::SubmitReply>(s, 20000);
@@ -143,7 +143,6 @@ class TestCoordinator : public QObject {
         return *hb;
     }
 
-    uint64_t manifestElements() const { return m_elements; }
     uint64_t m_elements = 0;
 
 private slots:
@@ -238,6 +237,44 @@ private slots:
         const net::Task tc = task(c);
         QVERIFY(tc.taskId != ta.taskId && tc.taskId != tb.taskId);
         QVERIFY(tc.shards != ta.shards && tc.shards != tb.shards);
+        restarted.kill();
+    }
+
+    // The norm gate compares a round's submissions with the last round's
+    // accepted norms; those are kept with the committed state, so a restart
+    // does not open the gate to an outsized first submission.
+    void normGateRemembersTheLastRoundAcrossARestart()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const auto spec = writeSpec(root / "gate", root / "data", SpecOptions{.tasksPerRound = 2});
+        const uint64_t tokens = 20 * 8 * 32;
+        {
+            ServerProcess server;
+            QVERIFY(server.start(spec, root / "gate/state"));
+            Volunteer a = join("a", &server), b = join("b", &server);
+            const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
+            for (auto* v : {&a, &b}) {
+                const auto delta = randomDelta(n, 1e-3f, v == &a ? 11 : 12);
+                auto r = submit(*v, task(*v), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens);
+                QVERIFY2(r, r ? "" : r.error().message.c_str());
+            }
+            bool closed = false;
+            for (int i = 0; i < 100 && !closed; ++i, QTest::qWait(50)) {
+                auto list = a.client->request<net::ListProjectsReply>(net::ListProjectsRequest{});
+                closed = list && !list->projects.empty() && list->projects[0].version == 1;
+            }
+            QVERIFY(closed);
+            server.kill();
+        }
+        ServerProcess restarted;
+        QVERIFY(restarted.start(spec, root / "gate/state"));
+        Volunteer c = join("c", &restarted);
+        const int64_t n = int64_t(net::manifestElements(c.joined.manifest));
+        // 10x the last round's norms, well under the absolute ceiling.
+        const auto outsized = randomDelta(n, 1e-2f, 13);
+        auto r = submit(c, task(c), diloco::encode(diloco::Codec::Int8, outsized.data(), n), tokens);
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, std::string("norm_out_of_bounds"));
         restarted.kill();
     }
 

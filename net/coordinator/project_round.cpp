@@ -6,6 +6,8 @@
 #include "engine/batch_sampler.h"
 
 #include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace crowdtrain::coordinator {
 namespace {
@@ -65,6 +67,33 @@ std::optional<double> ProjectRuntime::evaluate(const std::vector<float>& params)
     return sum / double(m_spec.validation.batches);
 }
 
+// The state file's service bytes: the accepted norms of the round it closes,
+// which the norm gate compares the next round's submissions with.
+std::string ProjectRuntime::serviceBytes() const
+{
+    nlohmann::json norms = nlohmann::json::array();
+    for (const Accepted& a : m_accepted)
+        norms.push_back(a.norm);
+    return nlohmann::json{{"accepted_norms", norms}}.dump();
+}
+
+Status ProjectRuntime::restoreServiceBytes(const std::string& bytes)
+{
+    if (bytes.empty()) // version 0, or written before the norms were kept
+        return Status::success();
+    const auto json = nlohmann::json::parse(bytes, nullptr, false);
+    if (!json.is_object() || !json.contains("accepted_norms") || !json["accepted_norms"].is_array())
+        return Error::make("state_corrupt", "the state file's service bytes are not a norm record");
+    std::vector<double> norms;
+    for (const auto& norm : json["accepted_norms"]) {
+        if (!norm.is_number() || !std::isfinite(norm.get<double>()) || norm.get<double>() < 0)
+            return Error::make("state_corrupt", "the state file's accepted norms hold " + norm.dump());
+        norms.push_back(norm.get<double>());
+    }
+    m_normGate.restore({std::move(norms), {}});
+    return Status::success();
+}
+
 Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
 {
     auto average = m_aggregator->average();
@@ -93,7 +122,7 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
         commit.contributions.push_back(a.record);
     commit.dataProgress = RoundCommit::DataProgress{int64_t(m_plan->epoch()), int64_t(m_plan->completedCount()),
         int64_t(m_plan->rangeCount()), m_plan->serialize()};
-    GlobalState state{m_version + 1, next, m_outer->momentum(), m_residual, {}};
+    GlobalState state{m_version + 1, next, m_outer->momentum(), m_residual, serviceBytes()};
     if (Status s = m_store->commit(state, commit, encoded); !s) {
         // Nothing changed on disk: the round stays open and the next tick tries again.
         (void)m_outer->setMomentum(std::move(savedMomentum));

@@ -139,6 +139,8 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
         if (!state->momentum.empty())
             if (Status s = m_outer->setMomentum(std::move(state->momentum)); !s)
                 return s;
+        if (Status s = restoreServiceBytes(state->extra); !s)
+            return Error::make(s.error().code, m_store->lastRound()->stateFile + ": " + s.error().message);
         m_lastValLoss = m_store->lastRound()->valLoss;
         m_totalTokens = m_store->lastRound()->totalTokens;
     }

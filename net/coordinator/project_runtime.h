@@ -139,6 +139,8 @@ private:
     bool roundDue() const;
     void wrapUpIfIdle(const std::string& key);
     Result<PublishedEvents> closeRound(int64_t nowMs);
+    std::string serviceBytes() const; // GlobalState::extra of the state this round commits
+    Status restoreServiceBytes(const std::string& bytes);
     // Runs on the evaluation thread: uses m_model, which nothing else touches
     // once the project is open.
     std::optional<double> evaluate(const std::vector<float>& params);

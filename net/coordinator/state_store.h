@@ -45,7 +45,7 @@ struct GlobalState {
     std::vector<float> params; // theta_v, P elements (flat, engine order)
     std::vector<float> momentum; // outer Nesterov buffer; empty means zeros
     std::vector<float> updateResidual; // server-side error feedback; empty means zeros
-    std::string extra; // the service's own bytes (an RNG state, say), kept verbatim
+    std::string extra; // the service's own bytes, kept verbatim (the coordinator: JSON {"accepted_norms": [...]})
 };
 
 Status writeGlobalState(const std::filesystem::path& file, const GlobalState& state);
