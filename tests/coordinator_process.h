@@ -8,6 +8,9 @@
 #include <QProcess>
 #include <QTest>
 
+#include <csignal>
+#include <sys/prctl.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +21,13 @@ namespace crowdtrain::testing {
 inline std::filesystem::path binary(const char* name)
 {
     return std::filesystem::path(CROWDTRAIN_BIN_DIR) / name;
+}
+
+// A child that dies with the test: a qFatal or a crash skips the destructors
+// that would stop it, and an orphaned server keeps its ports and folder.
+inline void dieWithTheTest(QProcess& process)
+{
+    process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
 }
 
 // Tiny Shakespeare, char-level, 90/10 split, prepared once per test run.
@@ -76,6 +86,7 @@ public:
         const std::string& bind = "tcp://127.0.0.1:*")
     {
         m_process.setProcessChannelMode(QProcess::SeparateChannels);
+        dieWithTheTest(m_process);
         m_process.start(QString::fromStdString(binary("crowdtrain-server").string()),
             {QString::fromStdString(spec.string()), QStringLiteral("--state"), QString::fromStdString(state.string()),
                 QStringLiteral("--bind"), QString::fromStdString(bind), QStringLiteral("--publish"),

@@ -28,6 +28,7 @@ public:
     void start(const ServerProcess& server, const std::filesystem::path& data, const std::filesystem::path& home,
         const std::string& name, int maxTasks)
     {
+        dieWithTheTest(m_process);
         m_process.start(QString::fromStdString(binary("crowdtrain-worker").string()),
             {QStringLiteral("join"), QString::fromStdString(server.endpoint), QStringLiteral("tiny"),
                 QStringLiteral("--server-key"), QString::fromStdString(server.publicKey), QStringLiteral("--data"),
