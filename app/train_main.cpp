@@ -12,9 +12,11 @@
 #include "engine/tokenizer.h"
 #include "engine/trainer.h"
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -113,32 +115,83 @@ std::unique_ptr<BatchSource> samplerOver(
     return std::make_unique<BatchSampler>(std::move(sampler).value());
 }
 
-// Starts ranks 1..n-1 as copies of this process with --rank set.
-std::vector<pid_t> spawnRanks(int nproc, char** argv)
-{
-    std::vector<pid_t> children;
-    for (int rank = 1; rank < nproc; ++rank) {
-        const pid_t pid = fork();
-        if (pid == 0) {
-            std::vector<std::string> args(
-                argv, argv + [&] {
-                    int n = 0;
-                    while (argv[n])
-                        ++n;
-                    return n;
-                }());
-            args.push_back("--rank");
-            args.push_back(std::to_string(rank));
-            std::vector<char*> raw;
-            for (auto& s : args)
-                raw.push_back(s.data());
-            raw.push_back(nullptr);
-            execv("/proc/self/exe", raw.data());
-            _exit(127);
-        }
-        children.push_back(pid);
+// Ranks 1..n-1 of an --nproc run: copies of this process with --rank set.
+// They die with the leader (PR_SET_PDEATHSIG), and a leader that fails
+// stops them rather than leave them waiting at the rendezvous.
+class RankProcesses {
+public:
+    RankProcesses() = default;
+    RankProcesses(const RankProcesses&) = delete;
+    RankProcesses& operator=(const RankProcesses&) = delete;
+    ~RankProcesses()
+    {
+        for (pid_t pid : m_pids)
+            kill(pid, SIGTERM);
+        for (pid_t pid : m_pids)
+            waitpid(pid, nullptr, 0);
     }
-    return children;
+
+    void spawn(int nproc, char** argv)
+    {
+        std::vector<std::string> args;
+        for (int i = 0; argv[i]; ++i)
+            args.emplace_back(argv[i]);
+        const pid_t leader = getpid();
+        for (int rank = 1; rank < nproc; ++rank) {
+            const pid_t pid = fork();
+            if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (getppid() != leader)
+                    _exit(1); // the leader is already gone
+                std::vector<std::string> own = args;
+                own.push_back("--rank");
+                own.push_back(std::to_string(rank));
+                std::vector<char*> raw;
+                for (auto& s : own)
+                    raw.push_back(s.data());
+                raw.push_back(nullptr);
+                execv("/proc/self/exe", raw.data());
+                _exit(127);
+            }
+            if (pid > 0)
+                m_pids.push_back(pid);
+        }
+    }
+
+    // Waits for every rank; the message names the first that failed.
+    std::optional<std::string> waitAll()
+    {
+        std::optional<std::string> failure;
+        for (std::size_t i = 0; i < m_pids.size(); ++i) {
+            int status = 0;
+            waitpid(m_pids[i], &status, 0);
+            if (!failure && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+                failure = "rank " + std::to_string(i + 1)
+                    + (WIFSIGNALED(status) ? " was killed by signal " + std::to_string(WTERMSIG(status))
+                                           : " exited with status " + std::to_string(WEXITSTATUS(status)));
+        }
+        m_pids.clear();
+        return failure;
+    }
+
+private:
+    std::vector<pid_t> m_pids;
+};
+
+// Under --nproc on CUDA each rank takes a GPU of its own: rank r trains on
+// the r-th GPU from the one --device names (cuda:0 for cuda or auto).
+Result<torch::Device> rankDevice(const std::string& name, int rank, int nproc)
+{
+    auto device = resolveDevice(name);
+    if (!device || !device->is_cuda())
+        return device;
+    const int first = device->has_index() ? device->index() : 0;
+    const int available = int(torch::cuda::device_count());
+    if (first + nproc > available)
+        return Error::make("no_device",
+            "--nproc " + std::to_string(nproc) + " from " + device->str() + " needs " + std::to_string(first + nproc)
+                + " CUDA devices, this machine has " + std::to_string(available));
+    return torch::Device(torch::kCUDA, c10::DeviceIndex(first + rank));
 }
 
 int train(const std::vector<std::string>& arguments, char** argv)
@@ -155,9 +208,11 @@ int train(const std::vector<std::string>& arguments, char** argv)
     const int nproc = int(a.integer("nproc"));
     const int rank = int(a.integer("rank"));
     const bool leader = rank == 0;
-    std::vector<pid_t> children;
+    if (nproc < 1 || rank < 0 || rank >= nproc)
+        return fail("--rank " + std::to_string(rank) + " is outside --nproc " + std::to_string(nproc));
+    RankProcesses children;
     if (nproc > 1 && leader && !a.has("rank"))
-        children = spawnRanks(nproc, argv);
+        children.spawn(nproc, argv);
 
     int threads = int(a.integer("threads"));
     if (threads == 0 && nproc > 1)
@@ -218,12 +273,16 @@ int train(const std::vector<std::string>& arguments, char** argv)
 
     std::shared_ptr<DataParallel> parallel;
     if (nproc > 1) {
-        auto device = resolveDevice(options.device);
+        auto device = rankDevice(options.device, rank, nproc);
+        if (!device)
+            return fail(device.error().message);
+        options.device = device->str();
         DataParallelOptions dp;
         dp.rank = rank;
         dp.worldSize = nproc;
         dp.port = uint16_t(a.integer("master-port"));
-        dp.backend = device && device->is_cuda() ? "nccl" : "gloo";
+        dp.device = *device;
+        dp.backend = device->is_cuda() ? "nccl" : "gloo";
         auto created = DataParallel::create(dp);
         if (!created)
             return fail(created.error().message);
@@ -290,10 +349,8 @@ int train(const std::vector<std::string>& arguments, char** argv)
             !exported)
             return fail(exported.error().message);
     }
-    for (pid_t child : children) {
-        int status = 0;
-        waitpid(child, &status, 0);
-    }
+    if (auto failed = children.waitAll())
+        return fail(*failed);
     if (leader) {
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
         const nlohmann::json summary = {

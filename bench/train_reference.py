@@ -84,7 +84,7 @@ def main():
     p.add_argument("--text", required=True)
     for name, default in [("n_layer", 4), ("n_head", 4), ("n_embd", 128), ("block_size", 64), ("batch_size", 12),
                           ("max_iters", 2000), ("warmup_iters", 100), ("lr_decay_iters", 2000), ("eval_iters", 200),
-                          ("threads", 0), ("seed", 1337), ("bias", 1)]:
+                          ("threads", 0), ("seed", 1337), ("bias", 1), ("decay_embeddings", 1)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=default)
     for name, default in [("learning_rate", 1e-3), ("min_lr", 1e-4), ("beta1", 0.9), ("beta2", 0.99),
                           ("weight_decay", 0.1), ("grad_clip", 1.0)]:
@@ -112,8 +112,12 @@ def main():
         return x, y
 
     model = GPT(len(chars), a.block_size, a.n_layer, a.n_head, a.n_embd, bool(a.bias), a.gelu)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    # Every 2-D weight decays (today's nanoGPT), or only the matmul weights
+    # (minGPT's rule, and nanoGPT's until February 2023: embeddings do not).
+    embeddings = {id(model.wte.weight), id(model.wpe.weight)}
+    decays = lambda p: p.dim() >= 2 and (a.decay_embeddings or id(p) not in embeddings)
+    decay = [p for p in model.parameters() if decays(p)]
+    no_decay = [p for p in model.parameters() if not decays(p)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.learning_rate, betas=(a.beta1, a.beta2))

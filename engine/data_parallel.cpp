@@ -9,6 +9,7 @@
 namespace crowdtrain::engine {
 
 struct DataParallel::Impl {
+    torch::Device device = torch::kCPU;
     c10::intrusive_ptr<c10d::Store> store;
     c10::intrusive_ptr<c10d::ProcessGroup> group;
 };
@@ -18,8 +19,11 @@ Result<std::shared_ptr<DataParallel>> DataParallel::create(const DataParallelOpt
     if (options.worldSize < 1 || options.rank < 0 || options.rank >= options.worldSize)
         return Error::make("bad_options",
             "rank " + std::to_string(options.rank) + " is outside world size " + std::to_string(options.worldSize));
+    if (options.backend == "nccl" && !options.device.is_cuda())
+        return Error::make("bad_options", "NCCL reduces CUDA tensors only, not " + options.device.str());
     try {
         auto impl = std::make_unique<Impl>();
+        impl->device = options.device;
         c10d::TCPStoreOptions storeOptions;
         storeOptions.port = options.port;
         storeOptions.isServer = options.rank == 0;
@@ -74,7 +78,7 @@ void DataParallel::averageGradients(const std::vector<torch::Tensor>& parameters
 
 double DataParallel::averageScalar(double value)
 {
-    std::vector<torch::Tensor> buffer{torch::full({1}, value, torch::kDouble)};
+    std::vector<torch::Tensor> buffer{torch::full({1}, value, torch::dtype(torch::kDouble).device(m_impl->device))};
     m_impl->group->allreduce(buffer)->wait();
     return buffer[0].item<double>() / double(m_worldSize);
 }

@@ -21,6 +21,9 @@ struct DataParallelOptions {
     std::string host = "127.0.0.1";
     uint16_t port = 29500;
     std::string backend = "gloo"; // "gloo" or "nccl"
+    // Where this rank's tensors live: the CPU for Gloo, this rank's own GPU
+    // for NCCL (NCCL reduces device memory only, one GPU per rank).
+    torch::Device device = torch::kCPU;
     std::chrono::milliseconds timeout{120000};
 };
 

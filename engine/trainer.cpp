@@ -298,19 +298,26 @@ double Trainer::evaluate(BatchSource& source, int64_t iters)
     m_model->eval();
     const int64_t t = source.blockSize();
     const int64_t b = m_options.batchSize;
+    const int64_t world = m_parallel ? m_parallel->worldSize() : 1;
+    const int64_t rank = m_parallel ? m_parallel->rank() : 0;
     const uint64_t resumeAt = source.position();
     source.setPosition(0);
-    std::vector<int64_t> x(std::size_t(b * t)), y(x.size());
+    // As in step(): every rank draws the same global batches and evaluates
+    // its own rows, so N ranks x B estimate exactly what 1 rank x N*B does.
+    std::vector<int64_t> x(std::size_t(world * b * t)), y(x.size());
+    const auto rows = torch::indexing::Slice(rank * b, (rank + 1) * b);
     double sum = 0;
     for (int64_t i = 0; i < iters; ++i) {
-        source.next(b, x.data(), y.data());
-        const auto xs = torch::from_blob(x.data(), {b, t}, torch::kLong).to(m_device);
-        const auto ys = torch::from_blob(y.data(), {b, t}, torch::kLong).to(m_device);
+        source.next(world * b, x.data(), y.data());
+        const auto xs = torch::from_blob(x.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device);
+        const auto ys = torch::from_blob(y.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device);
         AutocastScope autocast(m_device.is_cuda() && m_options.bf16Autocast);
         sum += m_model->loss(xs, ys).item<double>();
     }
     source.setPosition(resumeAt);
     m_model->train();
+    if (m_parallel)
+        sum = m_parallel->averageScalar(sum);
     return iters > 0 ? sum / double(iters) : std::nan("");
 }
 

@@ -97,7 +97,8 @@ public:
     // with a schedule of its own: DiLoCo's inner steps follow the project's).
     StepReport step(std::optional<double> learningRate = std::nullopt);
     // Mean loss over `iters` batches from the source, starting at its position 0
-    // each time so evaluations are comparable.
+    // each time so evaluations are comparable. Under data parallel the ranks
+    // share the batches' rows, as in step(); every rank gets the mean.
     double evaluate(BatchSource& source, int64_t iters);
     EvalReport evaluateAll();
 
