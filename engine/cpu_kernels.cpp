@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <torch/version.h>
 
 // This file is built with -fno-trapping-math -fno-signed-zeros (engine/CMakeLists.txt):
 // without them GCC will not vectorise the branch-free exp below.
@@ -147,7 +148,13 @@ void fusedAdamWStep(torch::optim::AdamW& optimizer)
         for (auto& p : group.params()) {
             if (!p.grad().defined())
                 continue;
+                // libtorch keys a parameter's state by its TensorImpl: as a string
+                // before 2.2, as the pointer itself since.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+            void* const key = p.unsafeGetTensorImpl();
+#else
             const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+#endif
             auto it = states.find(key);
             if (it == states.end()) {
                 auto fresh = std::make_unique<torch::optim::AdamWParamState>();

@@ -1,17 +1,63 @@
 #include "engine/data_parallel.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+#ifdef CROWDTRAIN_WITH_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #ifdef CROWDTRAIN_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 namespace crowdtrain::engine {
 
+namespace {
+
+#if TORCH_VERSION_MAJOR >= 2
+using Group = c10::intrusive_ptr<c10d::Backend>; // Gloo and NCCL are Backends since 2.0
+#else
+using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
+#endif
+
+bool backendBuiltIn(const std::string& name)
+{
+#ifdef CROWDTRAIN_WITH_GLOO
+    if (name == "gloo")
+        return true;
+#endif
+#ifdef CROWDTRAIN_WITH_NCCL
+    if (name == "nccl")
+        return true;
+#endif
+    return false;
+}
+
+// The process group of a backend that backendBuiltIn() accepted.
+Group makeGroup(const DataParallelOptions& options, const c10::intrusive_ptr<c10d::Store>& store)
+{
+#ifdef CROWDTRAIN_WITH_GLOO
+    if (options.backend == "gloo") {
+        auto glooOptions = c10d::ProcessGroupGloo::Options::create(options.timeout);
+        glooOptions->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
+        return c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.worldSize, glooOptions);
+    }
+#endif
+#ifdef CROWDTRAIN_WITH_NCCL
+    if (options.backend == "nccl")
+        return c10::make_intrusive<c10d::ProcessGroupNCCL>(
+            store, options.rank, options.worldSize, c10d::ProcessGroupNCCL::Options::create());
+#endif
+    (void)options;
+    (void)store;
+    return {};
+}
+
+} // namespace
+
 struct DataParallel::Impl {
     torch::Device device = torch::kCPU;
     c10::intrusive_ptr<c10d::Store> store;
-    c10::intrusive_ptr<c10d::ProcessGroup> group;
+    Group group;
 };
 
 Result<std::shared_ptr<DataParallel>> DataParallel::create(const DataParallelOptions& options)
@@ -19,6 +65,8 @@ Result<std::shared_ptr<DataParallel>> DataParallel::create(const DataParallelOpt
     if (options.worldSize < 1 || options.rank < 0 || options.rank >= options.worldSize)
         return Error::make("bad_options",
             "rank " + std::to_string(options.rank) + " is outside world size " + std::to_string(options.worldSize));
+    if (!backendBuiltIn(options.backend))
+        return Error::make("bad_options", "process-group backend '" + options.backend + "' is not in this build");
     if (options.backend == "nccl" && !options.device.is_cuda())
         return Error::make("bad_options", "NCCL reduces CUDA tensors only, not " + options.device.str());
     try {
@@ -30,20 +78,7 @@ Result<std::shared_ptr<DataParallel>> DataParallel::create(const DataParallelOpt
         storeOptions.numWorkers = std::size_t(options.worldSize);
         storeOptions.timeout = options.timeout;
         impl->store = c10::make_intrusive<c10d::TCPStore>(options.host, storeOptions);
-        if (options.backend == "gloo") {
-            auto glooOptions = c10d::ProcessGroupGloo::Options::create(options.timeout);
-            glooOptions->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
-            impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-                impl->store, options.rank, options.worldSize, glooOptions);
-#ifdef CROWDTRAIN_WITH_NCCL
-        } else if (options.backend == "nccl") {
-            auto ncclOptions = c10d::ProcessGroupNCCL::Options::create();
-            impl->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-                impl->store, options.rank, options.worldSize, ncclOptions);
-#endif
-        } else {
-            return Error::make("bad_options", "process-group backend '" + options.backend + "' is not available");
-        }
+        impl->group = makeGroup(options, impl->store);
         return std::shared_ptr<DataParallel>(new DataParallel(options.rank, options.worldSize, std::move(impl)));
     } catch (const std::exception& e) {
         return Error::make("rendezvous_failed", std::string("cannot join the process group: ") + e.what());

@@ -20,7 +20,7 @@ struct DataParallelOptions {
     int worldSize = 1;
     std::string host = "127.0.0.1";
     uint16_t port = 29500;
-    std::string backend = "gloo"; // "gloo" or "nccl"
+    std::string backend = "gloo"; // "gloo" or "nccl", where the build has it
     // Where this rank's tensors live: the CPU for Gloo, this rank's own GPU
     // for NCCL (NCCL reduces device memory only, one GPU per rank).
     torch::Device device = torch::kCPU;

@@ -3,6 +3,7 @@
 #include "engine/cpu_kernels.h"
 
 #include <cmath>
+#include <torch/version.h>
 
 namespace crowdtrain::engine {
 namespace {

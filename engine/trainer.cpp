@@ -9,25 +9,40 @@
 #include <ATen/autocast_mode.h>
 #include <chrono>
 #include <cmath>
+#include <torch/version.h>
 
 namespace crowdtrain::engine {
 namespace {
 
-// bf16 autocast for the forward pass on CUDA; a no-op elsewhere.
+// bf16 autocast for the forward pass on CUDA; a no-op elsewhere. libtorch
+// 2.4 replaced the CUDA-only switches with per-device ones (and deprecated
+// the old, which -Werror turns into a build failure).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+void setCudaAutocast(bool enabled)
+{
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+}
+#else
+void setCudaAutocast(bool enabled)
+{
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(enabled);
+}
+#endif
+
 class AutocastScope {
 public:
     AutocastScope(bool enable)
         : m_enabled(enable)
     {
-        if (m_enabled) {
-            at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-            at::autocast::set_enabled(true);
-        }
+        if (m_enabled)
+            setCudaAutocast(true);
     }
     ~AutocastScope()
     {
         if (m_enabled) {
-            at::autocast::set_enabled(false);
+            setCudaAutocast(false);
             at::autocast::clear_cache();
         }
     }

@@ -345,6 +345,20 @@ private slots:
         QCOMPARE(trainer->stepCount(), int64_t(steps)); // the last step finished and was reported
     }
 
+    // Options the build cannot serve fail at once, before any rendezvous
+    // (which would otherwise wait for the other ranks until its timeout).
+    void dataParallelRejectsBadOptions()
+    {
+        auto unknown = DataParallel::create({.rank = 0, .worldSize = 2, .backend = "mpi"});
+        QVERIFY(!unknown.ok());
+        QVERIFY(unknown.error().message.find("'mpi' is not in this build") != std::string::npos);
+        auto outside = DataParallel::create({.rank = 2, .worldSize = 2});
+        QVERIFY(!outside.ok());
+        QCOMPARE(QString::fromStdString(outside.error().code), QStringLiteral("bad_options"));
+        auto ncclOnCpu = DataParallel::create({.rank = 0, .worldSize = 2, .backend = "nccl"});
+        QVERIFY(!ncclOnCpu.ok());
+    }
+
     // 2 ranks x batch 4 through Gloo give the update of 1 rank x batch 8.
     void glooDataParallelMatchesDoubleBatch()
     {
