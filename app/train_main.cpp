@@ -358,6 +358,7 @@ int train(const std::vector<std::string>& arguments, char** argv)
             {"final_val_loss", lastEval.valLoss},
             {"tokens_per_second", trainSeconds > 0 ? double(trainedTokens) / trainSeconds : 0.0},
             {"steps", (*trainer)->stepCount()},
+            {"device", (*trainer)->device().str()},
             {"wall_seconds", wall},
             {"peak_rss_bytes", peakRssBytes()},
         };

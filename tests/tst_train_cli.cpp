@@ -138,10 +138,11 @@ private slots:
 
         const auto summary = run.summary();
         QVERIFY2(summary.is_object(), run.out.constData());
-        for (const char* key :
-            {"final_train_loss", "final_val_loss", "tokens_per_second", "steps", "wall_seconds", "peak_rss_bytes"})
+        for (const char* key : {"final_train_loss", "final_val_loss", "tokens_per_second", "steps", "device",
+                 "wall_seconds", "peak_rss_bytes"})
             QVERIFY2(summary.contains(key), key);
         QCOMPARE(summary["steps"].get<int>(), 100);
+        QCOMPARE(summary["device"].get<std::string>(), std::string("cpu"));
         QVERIFY(summary["final_val_loss"].get<double>() < losses.at(1) - 0.8);
         QVERIFY(summary["final_train_loss"].get<double>() < losses.at(1) - 0.8);
         QVERIFY(summary["tokens_per_second"].get<double>() > 0);

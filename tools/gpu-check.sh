@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The engine's CUDA path, checked on a machine that has a CUDA libtorch (in
+# python3's torch) but none of the project's other dependencies: it builds the
+# `engine` configuration (crowdtrain-train and crowdtrain-prepare only) and
+# runs tools/gpu_check.py there (train, resume, data parallel, HF export).
+#
+#   tools/gpu-check.sh stage      on a development machine: copy what such a
+#                                 machine lacks into .gpu-check/ (ignored by
+#                                 git): nlohmann_json's headers and CMake
+#                                 package, and Tiny Shakespeare
+#   tools/gpu-check.sh [DEVICE]   build into build/gpu-check and check DEVICE
+#                                 (default cuda; cpu works anywhere)
+#
+# Environment: PYTHON (default python3) must import torch; its
+# torch.utils.cmake_prefix_path is where CMake finds libtorch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stage=$PWD/.gpu-check
+
+if [ "${1:-}" = stage ]; then
+    rm -rf "$stage" && mkdir -p "$stage/deps/include" "$stage/deps/share/cmake"
+    cp -r /usr/include/nlohmann "$stage/deps/include/"
+    cp -r /usr/share/cmake/nlohmann_json "$stage/deps/share/cmake/"
+    cp "${CROWDTRAIN_CORPUS:-../shared/data/tinyshakespeare.txt}" "$stage/corpus.txt"
+    du -sh "$stage"
+    exit 0
+fi
+
+device=${1:-cuda}
+python=${PYTHON:-python3}
+corpus=${CROWDTRAIN_CORPUS:-$stage/corpus.txt}
+[ -f "$corpus" ] || corpus=../shared/data/tinyshakespeare.txt
+torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# pip's CUDA torch takes nccl.h from the nvidia-nccl wheel.
+nccl=$("$python" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))' \
+       2>/dev/null || true)
+echo "torch: $("$python" -c 'import torch; print(torch.__version__)') at $torch_prefix; nccl.h: ${nccl:-(default paths)}"
+
+cmake -S . -B build/gpu-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_ENGINE_ONLY=ON \
+      "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" ${nccl:+"-DCROWDTRAIN_NCCL_INCLUDE_DIR=$nccl"}
+cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$python" tools/gpu_check.py "$device" build/gpu-check/bin "$corpus" "$work"
