@@ -23,6 +23,7 @@ cpu. Each check prints one row; the exit status is 1 if any failed.
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -89,7 +90,8 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     device, bin_dir, corpus, work = sys.argv[1:]
-    os.makedirs(work, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)  # crowdtrain-prepare wants a new folder
+    os.makedirs(work)
     data = os.path.join(work, "data")
     checks = Checks()
     print(f"| check ({device}) | result | detail |\n| --- | --- | --- |", flush=True)
