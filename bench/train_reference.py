@@ -90,6 +90,8 @@ def main():
                           ("weight_decay", 0.1), ("grad_clip", 1.0)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=default)
     # nanoGPT's MLP uses nn.GELU(), the exact erf form; GPT-2 (and crowdtrain) use tanh.
+    p.add_argument("--sampling", choices=["random", "tiles"], default="random",
+                   help="training windows: random starts (nanoGPT) or shuffled non-overlapping tiles")
     p.add_argument("--gelu", choices=["tanh", "none"], default="tanh",
                    help="'none' is the exact erf GELU (PyTorch's name for it)")
     a = p.parse_args()
@@ -104,9 +106,25 @@ def main():
     n = int(0.9 * len(data))
     train, val = data[:n], data[n:]
 
+    # nanoGPT draws each window's start at random ("random"); "tiles" cuts the
+    # training text into non-overlapping windows at a random offset and takes
+    # them in a shuffled order, each once per epoch.
+    tiles = []
+
+    def train_starts():
+        if a.sampling == "random":
+            return torch.randint(len(train) - a.block_size, (a.batch_size,))
+        while len(tiles) < a.batch_size:
+            offset = int(torch.randint(a.block_size, (1,)))
+            starts = torch.arange(offset, len(train) - a.block_size, a.block_size)
+            tiles.extend(starts[torch.randperm(len(starts))].tolist())
+        taken = tiles[:a.batch_size]
+        del tiles[:a.batch_size]
+        return taken
+
     def batch(split):
         d = train if split == "train" else val
-        ix = torch.randint(len(d) - a.block_size, (a.batch_size,))
+        ix = train_starts() if split == "train" else torch.randint(len(d) - a.block_size, (a.batch_size,))
         x = torch.stack([d[i:i + a.block_size] for i in ix])
         y = torch.stack([d[i + 1:i + 1 + a.block_size] for i in ix])
         return x, y
