@@ -17,8 +17,8 @@ uint64_t mix(uint64_t z)
 
 // A bijection of [0, n) keyed by `key`, for n >= 1: a four-round Feistel
 // network on the smallest even bit width that covers n; values that land at
-// n or above are mapped again until they fall inside ("cycle walking", fewer
-// than four rounds on average since the width is under 4n).
+// n or above are mapped again until they fall inside ("cycle walking": at
+// most four passes on average, since 2^width is at most 4n).
 uint64_t permute(uint64_t index, uint64_t n, uint64_t key)
 {
     unsigned bits = 2;
