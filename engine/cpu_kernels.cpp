@@ -6,8 +6,9 @@
 #include <cstring>
 #include <torch/version.h>
 
-// This file is built with -fno-trapping-math -fno-signed-zeros (engine/CMakeLists.txt):
-// without them GCC will not vectorise the branch-free exp below.
+// This file is built with -fno-trapping-math -fno-signed-zeros -fno-math-errno
+// (engine/CMakeLists.txt): without the first two GCC will not vectorise the
+// branch-free exp below, without the last not AdamW's square root.
 
 namespace crowdtrain::engine {
 namespace {
@@ -112,7 +113,7 @@ struct AdamWScalars {
 };
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void adamWUpdate(
-    float* p, const float* g, float* m, float* v, int64_t n, AdamWScalars s)
+    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n, AdamWScalars s)
 {
     for (int64_t i = 0; i < n; ++i) {
         p[i] *= s.decay;

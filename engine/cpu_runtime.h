@@ -4,8 +4,10 @@
 // volunteers hit with distribution BLAS builds: OpenBLAS 0.3.21 does not
 // recognise some new CPUs and falls back to generic kernels (5x slower
 // matmuls), and libtorch's OpenMP threads and OpenBLAS's own pthreads fight
-// over the same cores. Call prepareCpuRuntime() first thing in main(), before
-// any thread starts; it is not thread-safe.
+// over the same cores. A third is glibc's allocator, which by default returns
+// a step's freed activations to the system and faults them back in on the
+// next. Call prepareCpuRuntime() first thing in main(), before any thread
+// starts; it is not thread-safe.
 
 #include <string>
 
@@ -20,8 +22,9 @@ struct CpuRuntimeInfo {
     bool reexecuted = false; // the process restarted itself with OPENBLAS_CORETYPE
 };
 
-// When OpenBLAS chose a kernel set weaker than the CPU supports and the user
-// did not set OPENBLAS_CORETYPE, re-executes the program once with it set
+// Keeps freed memory of up to 32 MiB blocks in the heap (unless the user set
+// glibc's malloc variables). When OpenBLAS chose a kernel set weaker than the
+// CPU supports and the user did not set OPENBLAS_CORETYPE, re-executes the program once with it set
 // (OpenBLAS reads it only when it loads). Returns only if no restart happens.
 void prepareCpuRuntime(char** argv);
 
