@@ -104,24 +104,43 @@ public:
     }
 };
 
-struct AdamWScalars {
-    float decay; // 1 - lr * weight_decay
-    float beta1, beta2;
-    float sqrtBiasCorrection2;
-    float eps;
-    float stepSize; // lr / bias_correction1
-};
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void adamWUpdate(
-    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n, AdamWScalars s)
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adamWUpdate(float* __restrict p,
+    const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n, float decay, float beta1,
+    float beta2, float sqrtBiasCorrection2, float eps, float stepSize, float gradScale)
 {
     for (int64_t i = 0; i < n; ++i) {
-        p[i] *= s.decay;
-        m[i] = m[i] * s.beta1 + g[i] * (1.0f - s.beta1);
-        v[i] = v[i] * s.beta2 + g[i] * g[i] * (1.0f - s.beta2);
-        const float denom = __builtin_sqrtf(v[i]) / s.sqrtBiasCorrection2 + s.eps;
-        p[i] -= s.stepSize * (m[i] / denom);
+        const float grad = g[i] * gradScale;
+        p[i] *= decay;
+        m[i] = m[i] * beta1 + grad * (1.0f - beta1);
+        v[i] = v[i] * beta2 + grad * grad * (1.0f - beta2);
+        const float denom = __builtin_sqrtf(v[i]) / sqrtBiasCorrection2 + eps;
+        p[i] -= stepSize * (m[i] / denom);
     }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void addIntoKernel(
+    float* __restrict dst, const float* __restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; ++i)
+        dst[i] += src[i];
+}
+
+// Sixteen independent float lanes (one AVX-512 register) so the loop
+// vectorises without reassociating a single sum.
+__attribute__((target_clones("avx512f", "avx2", "default"))) double sumOfSquaresKernel(const float* x, int64_t n)
+{
+    constexpr int kLanes = 16;
+    float lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int l = 0; l < kLanes; ++l)
+            lanes[l] += x[i + l] * x[i + l];
+    double sum = 0;
+    for (; i < n; ++i)
+        sum += double(x[i]) * double(x[i]);
+    for (float lane : lanes)
+        sum += double(lane);
+    return sum;
 }
 
 bool fusable(const torch::Tensor& t)
@@ -131,17 +150,27 @@ bool fusable(const torch::Tensor& t)
 
 } // namespace
 
-void fusedAdamWStep(torch::optim::AdamW& optimizer)
+void addInto(float* dst, const float* src, int64_t n)
 {
+    addIntoKernel(dst, src, n);
+}
+
+double sumOfSquares(const float* x, int64_t n)
+{
+    return sumOfSquaresKernel(x, n);
+}
+
+bool FusedAdamW::prepare(torch::optim::AdamW& optimizer, float gradScale)
+{
+    m_items.clear();
+    m_sizes.clear();
+    m_total = 0;
     for (const auto& group : optimizer.param_groups()) {
         const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
         for (const auto& p : group.params())
-            if (p.grad().defined() && (!fusable(p) || !fusable(p.grad()) || o.amsgrad())) {
-                optimizer.step();
-                return;
-            }
+            if (p.grad().defined() && (!fusable(p) || !fusable(p.grad()) || o.amsgrad()))
+                return false;
     }
-    torch::NoGradGuard noGrad;
     auto& states = optimizer.state();
     for (auto& group : optimizer.param_groups()) {
         const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
@@ -168,16 +197,36 @@ void fusedAdamWStep(torch::optim::AdamW& optimizer)
             state.step(state.step() + 1);
             const double biasCorrection1 = 1 - std::pow(beta1, double(state.step()));
             const double biasCorrection2 = 1 - std::pow(beta2, double(state.step()));
-            const AdamWScalars scalars{float(1 - o.lr() * o.weight_decay()), float(beta1), float(beta2),
-                float(std::sqrt(biasCorrection2)), float(o.eps()), float(o.lr() / biasCorrection1)};
-            float* param = p.data_ptr<float>();
-            const float* grad = p.grad().data_ptr<float>();
-            float* m = state.exp_avg().data_ptr<float>();
-            float* v = state.exp_avg_sq().data_ptr<float>();
-            parallelOver(p.numel(),
-                [&](int64_t at, int64_t count) { adamWUpdate(param + at, grad + at, m + at, v + at, count, scalars); });
+            const Scalars scalars{float(1 - o.lr() * o.weight_decay()), float(beta1), float(beta2),
+                float(std::sqrt(biasCorrection2)), float(o.eps()), float(o.lr() / biasCorrection1), gradScale};
+            m_items.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(), state.exp_avg().data_ptr<float>(),
+                state.exp_avg_sq().data_ptr<float>(), scalars});
+            m_sizes.push_back(p.numel());
+            m_total += p.numel();
         }
     }
+    return true;
+}
+
+void FusedAdamW::run(int64_t begin, int64_t end) const
+{
+    forEachPiece(m_sizes, begin, end, [&](std::size_t j, int64_t at, int64_t count) {
+        const Item& item = m_items[j];
+        const Scalars& s = item.scalars;
+        adamWUpdate(item.param + at, item.grad + at, item.m + at, item.v + at, count, s.decay, s.beta1, s.beta2,
+            s.sqrtBiasCorrection2, s.eps, s.stepSize, s.gradScale);
+    });
+}
+
+void fusedAdamWStep(torch::optim::AdamW& optimizer)
+{
+    torch::NoGradGuard noGrad;
+    FusedAdamW update;
+    if (!update.prepare(optimizer)) {
+        optimizer.step();
+        return;
+    }
+    at::parallel_for(0, update.size(), kGrain, [&](int64_t begin, int64_t end) { update.run(begin, end); });
 }
 
 torch::Tensor geluTanh(const torch::Tensor& x)

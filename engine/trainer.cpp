@@ -9,6 +9,8 @@
 #include <ATen/autocast_mode.h>
 #include <chrono>
 #include <cmath>
+#include <numeric>
+#include <stdexcept>
 #include <torch/version.h>
 
 namespace crowdtrain::engine {
@@ -51,14 +53,8 @@ private:
     bool m_enabled;
 };
 
-void zeroGradients(Gpt& model)
-{
-    for (auto& p : model->parameters())
-        if (p.grad().defined())
-            p.mutable_grad().zero_();
-}
-
-// Replica i's share of b rows: the first b % n replicas take one more.
+// Replica i's share of b rows (or thread i's of b elements): the first
+// b % n take one more.
 std::pair<int64_t, int64_t> rowsOf(int64_t i, int64_t n, int64_t b)
 {
     const int64_t base = b / n, extra = b % n;
@@ -170,7 +166,7 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
 
     if (replicas > 1) {
         // Building a replica draws initial weights; they are overwritten by
-        // syncReplicas(), and the generator is put back so that a seed gives
+        // each step's first micro-batch, and the generator is put back so that a seed gives
         // the same run whatever the replica count.
         at::Generator generator = at::detail::getDefaultCPUGenerator();
         const torch::Tensor rng = generator.get_state();
@@ -180,7 +176,13 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
         // Each member computes with one thread: replicas, not kernels, share
         // the cores (two OpenMP pools on two cores halve each other's speed).
         const int mainThreads = at::get_num_threads();
-        m_team = std::make_unique<ThreadTeam>(int(replicas), [](int) { at::set_num_threads(1); });
+        // libtorch sets a thread's OpenMP width from the process-wide count
+        // at the thread's first parallel op: that must happen here, while
+        // the count is 1, or each member would later open a pool of its own.
+        m_team = std::make_unique<ThreadTeam>(int(replicas), [](int) {
+            at::set_num_threads(1);
+            at::internal::lazy_init_num_threads();
+        });
         m_team->run([](int) {});
         at::set_num_threads(mainThreads);
     }
@@ -201,14 +203,19 @@ StepReport Trainer::step(std::optional<double> learningRate)
     const double lr = learningRate ? *learningRate : learningRateAt(m_step, m_options.schedule);
     for (auto& group : m_optimizer->param_groups())
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    m_optimizer->zero_grad();
+    if (m_team) {
+        // Backward then writes each gradient fresh instead of adding to zeros.
+        for (Gpt* model : allModels())
+            for (auto& p : (*model)->parameters())
+                p.mutable_grad() = torch::Tensor();
+    } else {
+        m_optimizer->zero_grad();
+    }
 
     // Every rank draws the same global batch and trains on its own rows, so
     // N ranks x batch B see exactly what 1 rank x batch N*B would.
     m_xBuffer.resize(std::size_t(world * b * t));
     m_yBuffer.resize(m_xBuffer.size());
-    if (m_team)
-        syncReplicas();
     double lossSum = 0;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
         m_data.train->next(world * b, m_xBuffer.data(), m_yBuffer.data());
@@ -218,31 +225,12 @@ StepReport Trainer::step(std::optional<double> learningRate)
         auto y
             = torch::from_blob(m_yBuffer.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device, true, true);
         const double scale = 1.0 / double(accumulation);
-        lossSum += m_team ? replicatedMicroStep(x, y, scale) : microStep(x, y, scale);
+        lossSum += m_team ? replicatedMicroStep(x, y, scale, micro == 0) : microStep(x, y, scale);
     }
-    if (m_team)
-        sumReplicaGradients();
+    const double gradNorm = m_team ? replicatedUpdate() : update();
     double meanLoss = lossSum / double(accumulation);
-
-    auto parameters = m_model->parameters();
-    if (m_parallel) {
-        m_parallel->averageGradients(parameters);
+    if (m_parallel)
         meanLoss = m_parallel->averageScalar(meanLoss);
-    }
-    double gradNorm;
-    if (m_options.gradClip > 0) {
-        gradNorm = torch::nn::utils::clip_grad_norm_(parameters, m_options.gradClip);
-    } else {
-        gradNorm = torch::nn::utils::clip_grad_norm_(parameters, std::numeric_limits<double>::infinity());
-    }
-    // A non-finite gradient would poison the weights and the optimizer's
-    // moments; skip the update and let the caller see the bad loss.
-    if (std::isfinite(gradNorm)) {
-        if (m_device.is_cpu())
-            fusedAdamWStep(*m_optimizer);
-        else
-            m_optimizer->step();
-    }
     if (m_device.is_cuda())
         torch::cuda::synchronize();
 
@@ -264,12 +252,105 @@ double Trainer::microStep(const torch::Tensor& x, const torch::Tensor& y, double
     return loss.item<double>();
 }
 
-double Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale)
+// A non-finite gradient would poison the weights and the optimizer's moments:
+// both update paths skip the step then and let the caller see the bad loss.
+double Trainer::update()
+{
+    auto parameters = m_model->parameters();
+    if (m_parallel)
+        m_parallel->averageGradients(parameters);
+    const double maxNorm = m_options.gradClip > 0 ? m_options.gradClip : std::numeric_limits<double>::infinity();
+    const double gradNorm = torch::nn::utils::clip_grad_norm_(parameters, maxNorm);
+    if (std::isfinite(gradNorm)) {
+        if (m_device.is_cpu())
+            fusedAdamWStep(*m_optimizer);
+        else
+            m_optimizer->step();
+    }
+    return gradNorm;
+}
+
+double Trainer::replicatedUpdate()
+{
+    torch::NoGradGuard noGrad;
+    // Every replica ran the same graph, so a parameter has a gradient in all
+    // of them or in none.
+    const auto primary = m_model->parameters();
+    std::vector<std::vector<torch::Tensor>> replicas;
+    for (Gpt& replica : m_replicas)
+        replicas.push_back(replica->parameters());
+    std::vector<int64_t> sizes;
+    std::vector<float*> grads;
+    std::vector<std::vector<const float*>> replicaGrads(m_replicas.size());
+    for (std::size_t j = 0; j < primary.size(); ++j) {
+        if (!primary[j].grad().defined())
+            continue;
+        sizes.push_back(primary[j].numel());
+        grads.push_back(primary[j].mutable_grad().data_ptr<float>());
+        for (std::size_t r = 0; r < replicas.size(); ++r)
+            replicaGrads[r].push_back(replicas[r][j].grad().data_ptr<float>());
+    }
+    const int members = m_team->size();
+    const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
+    std::vector<double> squares(std::size_t(members), 0.0);
+    // Each thread sums the replicas' gradients into the primary's over its
+    // slice of the elements and, unless ranks still have to average them,
+    // takes the slice's share of the norm in the same pass.
+    auto sumSquares = [&](int member, bool addReplicas) {
+        const auto [begin, end] = rowsOf(member, members, total);
+        forEachPiece(sizes, begin, end, [&](std::size_t j, int64_t at, int64_t count) {
+            if (addReplicas)
+                for (const auto& replica : replicaGrads)
+                    addInto(grads[j] + at, replica[j] + at, count);
+            squares[std::size_t(member)] += sumOfSquares(grads[j] + at, count);
+        });
+    };
+    m_team->run([&](int member) { sumSquares(member, true); });
+    if (m_parallel) {
+        m_parallel->averageGradients(primary);
+        std::fill(squares.begin(), squares.end(), 0.0);
+        m_team->run([&](int member) { sumSquares(member, false); });
+    }
+    const double gradNorm = std::sqrt(std::accumulate(squares.begin(), squares.end(), 0.0));
+    if (!std::isfinite(gradNorm))
+        return gradNorm;
+    // clip_grad_norm_'s rule, applied as AdamW reads each gradient.
+    float gradScale = 1.0f;
+    if (m_options.gradClip > 0 && m_options.gradClip / (gradNorm + 1e-6) < 1.0)
+        gradScale = float(m_options.gradClip / (gradNorm + 1e-6));
+    FusedAdamW adamW;
+    if (!adamW.prepare(*m_optimizer, gradScale))
+        throw std::logic_error("CPU replicas hold a parameter that is not a contiguous float32 tensor");
+    m_team->run([&](int member) {
+        const auto [begin, end] = rowsOf(member, members, adamW.size());
+        adamW.run(begin, end);
+    });
+    return gradNorm;
+}
+
+std::vector<Gpt*> Trainer::allModels()
+{
+    std::vector<Gpt*> models{&m_model};
+    for (Gpt& replica : m_replicas)
+        models.push_back(&replica);
+    return models;
+}
+
+double Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale, bool first)
 {
     const int64_t n = m_team->size(), b = x.size(0);
     std::vector<double> losses(std::size_t(n), 0.0);
     m_team->run([&](int i) {
         Gpt& model = i == 0 ? m_model : m_replicas[std::size_t(i - 1)];
+        if (first && i > 0) {
+            // The replica takes the primary's weights as they are now (the
+            // last update, a loaded state, an outer step); the primary only
+            // reads them until the step's update.
+            torch::NoGradGuard noGrad;
+            const auto from = m_model->parameters(), to = model->parameters();
+            for (std::size_t j = 0; j < from.size(); ++j)
+                to[j].copy_(from[j]);
+        }
         const auto [begin, end] = rowsOf(i, n, b);
         const auto rows = torch::indexing::Slice(begin, end);
         const double share = double(end - begin) / double(b);
@@ -281,30 +362,6 @@ double Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor&
     for (double l : losses)
         sum += l;
     return sum;
-}
-
-void Trainer::syncReplicas()
-{
-    torch::NoGradGuard noGrad;
-    const auto primary = m_model->parameters();
-    for (Gpt& replica : m_replicas) {
-        const auto params = replica->parameters();
-        for (std::size_t j = 0; j < primary.size(); ++j)
-            params[j].copy_(primary[j]);
-        zeroGradients(replica);
-    }
-}
-
-void Trainer::sumReplicaGradients()
-{
-    torch::NoGradGuard noGrad;
-    const auto primary = m_model->parameters();
-    for (Gpt& replica : m_replicas) {
-        const auto params = replica->parameters();
-        for (std::size_t j = 0; j < primary.size(); ++j)
-            if (params[j].grad().defined())
-                primary[j].mutable_grad().add_(params[j].grad());
-    }
 }
 
 double Trainer::evaluate(BatchSource& source, int64_t iters)

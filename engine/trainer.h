@@ -127,9 +127,16 @@ private:
         int64_t replicas);
     // One micro-batch: forward and backward of rows [0, b) of x/y; returns the loss.
     double microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale);
-    double replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale);
-    void syncReplicas();
-    void sumReplicaGradients();
+    // The same on the CPU replicas, each on its share of the rows; the first
+    // micro-batch of a step first copies the primary's weights to the others.
+    double replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale, bool first);
+    // Averages gradients over ranks, clips them and runs AdamW; returns the
+    // gradient norm before clipping. The replicated one first sums the
+    // replicas' gradients into the primary's, and splits every pass over the
+    // weights between the team's threads.
+    double update();
+    double replicatedUpdate();
+    std::vector<Gpt*> allModels();
 
     TrainOptions m_options;
     TrainData m_data;

@@ -9,6 +9,7 @@
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cmath>
 #include <fstream>
 #include <thread>
 
@@ -265,6 +266,103 @@ private slots:
             resumed->step();
         QVERIFY(sameParameters(*straight, *resumed));
         QCOMPARE(resumed->tokensSeen(), straight->tokensSeen());
+    }
+
+    // The CPU replicas split each batch's rows between threads and sum their
+    // gradients; the update must be the one a single replica makes, with
+    // clipping active, with accumulation, and with rows that do not divide.
+    void cpuReplicasMatchOneReplica_data()
+    {
+        QTest::addColumn<int>("replicas");
+        QTest::addColumn<int>("accumulation");
+        QTest::newRow("2 replicas") << 2 << 1;
+        QTest::newRow("3 replicas, rows 3+3+2") << 3 << 1;
+        QTest::newRow("2 replicas, 2 micro-batches") << 2 << 2;
+    }
+
+    void cpuReplicasMatchOneReplica()
+    {
+        QFETCH(int, replicas);
+        QFETCH(int, accumulation);
+        TrainOptions options = tinyOptions();
+        options.gradAccumulationSteps = accumulation;
+        options.gradClip = 0.5; // below the early gradient norms, so clipping acts
+        options.cpuReplicas = 1;
+        auto single = makeTrainer(options);
+        options.cpuReplicas = replicas;
+        auto team = makeTrainer(options);
+        bool clipped = false;
+        for (int i = 0; i < 6; ++i) {
+            const StepReport a = single->step();
+            const StepReport b = team->step();
+            QVERIFY2(std::abs(a.loss - b.loss) < 1e-5, qPrintable(QString::number(a.loss - b.loss)));
+            QVERIFY(std::abs(a.gradNorm - b.gradNorm) < 1e-4 * a.gradNorm);
+            clipped = clipped || a.gradNorm > options.gradClip;
+        }
+        QVERIFY(clipped);
+        const auto pa = single->model()->parameters(), pb = team->model()->parameters();
+        for (std::size_t i = 0; i < pa.size(); ++i)
+            QVERIFY2(torch::allclose(pa[i], pb[i], 1e-4, 1e-5), qPrintable(QString::number(i)));
+    }
+
+    // A state loaded into a trainer with replicas reaches all of them (the
+    // replicas take the primary's weights at each step), so resuming stays
+    // bit-exact there too.
+    void replicatedResumeIsBitExact()
+    {
+        QTemporaryDir dir;
+        const std::string file = dir.filePath(QStringLiteral("state.ckpt")).toStdString();
+        TrainOptions options = tinyOptions();
+        options.cpuReplicas = 2;
+        auto straight = makeTrainer(options);
+        for (int i = 0; i < 6; ++i)
+            straight->step();
+        auto first = makeTrainer(options);
+        for (int i = 0; i < 3; ++i)
+            first->step();
+        QVERIFY(first->saveState(file).ok());
+        options.seed = 99;
+        auto resumed = makeTrainer(options);
+        for (int i = 0; i < 2; ++i) // the replicas hold weights of their own now
+            resumed->step();
+        QVERIFY(resumed->loadState(file).ok());
+        for (int i = 0; i < 3; ++i)
+            resumed->step();
+        QVERIFY(sameParameters(*straight, *resumed));
+    }
+
+    // A non-finite gradient leaves weights and optimizer alone, on both
+    // update paths, and the report shows it.
+    void nonFiniteGradientSkipsTheUpdate_data()
+    {
+        QTest::addColumn<int>("replicas");
+        QTest::newRow("1 replica") << 1;
+        QTest::newRow("2 replicas") << 2;
+    }
+
+    void nonFiniteGradientSkipsTheUpdate()
+    {
+        QFETCH(int, replicas);
+        TrainOptions options = tinyOptions();
+        options.cpuReplicas = replicas;
+        auto trainer = makeTrainer(options);
+        trainer->step();
+        const auto params = trainer->model()->parameters();
+        {
+            torch::NoGradGuard noGrad;
+            params[0].view(-1)[0] = std::nan(""); // the token embedding, tied to the head
+        }
+        std::vector<torch::Tensor> before;
+        for (const auto& p : params)
+            before.push_back(p.clone());
+        const auto& state = trainer->optimizer().state();
+        const auto stepsBefore = static_cast<torch::optim::AdamWParamState&>(*state.begin()->second).step();
+        const StepReport report = trainer->step();
+        QVERIFY(!std::isfinite(report.gradNorm));
+        for (std::size_t i = 0; i < params.size(); ++i)
+            QVERIFY(torch::equal(params[i], before[i]) || i == 0);
+        QVERIFY(torch::equal(params[0].view(-1).slice(0, 1), before[0].view(-1).slice(0, 1)));
+        QCOMPARE(static_cast<torch::optim::AdamWParamState&>(*state.begin()->second).step(), stepsBefore);
     }
 
     void badStateFiles_data()
