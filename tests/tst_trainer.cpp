@@ -1,6 +1,8 @@
-// Trainer: schedule, falling loss on Tiny Shakespeare, determinism, bit-exact
-// resume, bad checkpoints, pause/abort, and c10d Gloo data parallel
-// equivalence (2 processes on loopback against 1 process with twice the batch).
+// Trainer: schedule, the fused AdamW and gradient kernels, falling loss on
+// Tiny Shakespeare, determinism, CPU replicas against one replica, bit-exact
+// resume, a non-finite gradient, bad checkpoints, pause/abort, and c10d Gloo
+// data parallel equivalence (2 processes on loopback against 1 process with
+// twice the batch).
 #include "engine/cpu_kernels.h"
 #include "engine/data_parallel.h"
 #include "engine/trainer.h"
@@ -11,6 +13,7 @@
 #include <QTest>
 #include <cmath>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 using namespace crowdtrain::engine;
@@ -176,9 +179,22 @@ private slots:
     }
 
     // The fused AdamW step against libtorch's own, on the same gradients:
-    // weights and moments agree to float rounding, step after step.
+    // weights and moments agree to float rounding, step after step; also
+    // when run in uneven slices (as the CPU replicas' threads run it) and
+    // with a clipping coefficient folded in.
+    void fusedAdamWMatchesLibtorch_data()
+    {
+        QTest::addColumn<int>("slices");
+        QTest::addColumn<double>("gradScale");
+        QTest::newRow("fusedAdamWStep") << 0 << 1.0;
+        QTest::newRow("3 slices") << 3 << 1.0;
+        QTest::newRow("7 slices, scale 0.3") << 7 << 0.3;
+    }
+
     void fusedAdamWMatchesLibtorch()
     {
+        QFETCH(int, slices);
+        QFETCH(double, gradScale);
         using namespace crowdtrain::engine;
         GptConfig c = tinyOptions().model;
         torch::manual_seed(3);
@@ -206,15 +222,54 @@ private slots:
             const auto pa = a->parameters(), pb = b->parameters();
             for (std::size_t i = 0; i < pa.size(); ++i) {
                 const auto g = torch::randn_like(pa[i]);
-                pa[i].mutable_grad() = g.clone();
+                pa[i].mutable_grad() = g * gradScale;
                 pb[i].mutable_grad() = g.clone();
             }
             stock.step();
-            fusedAdamWStep(fused);
+            if (slices == 0) {
+                fusedAdamWStep(fused);
+            } else {
+                FusedAdamW update;
+                QVERIFY(update.prepare(fused, float(gradScale)));
+                // Cuts that fall inside tensors, at their edges, and a tail.
+                for (int k = 0; k < slices; ++k)
+                    update.run(update.size() * k * k / (slices * slices),
+                        update.size() * (k + 1) * (k + 1) / (slices * slices));
+            }
             for (std::size_t i = 0; i < pa.size(); ++i)
                 QVERIFY2(torch::allclose(pa[i], pb[i], 1e-5, 1e-7), qPrintable(QString::number(step)));
         }
         QCOMPARE(fused.state().size(), stock.state().size());
+    }
+
+    void forEachPieceCoversEveryElementOnce()
+    {
+        const std::vector<int64_t> sizes{5, 0, 17, 3, 1};
+        const int64_t total = 26;
+        for (int parts = 1; parts <= 5; ++parts) {
+            std::vector<int> seen(std::size_t(total), 0);
+            for (int k = 0; k < parts; ++k)
+                forEachPiece(sizes, total * k / parts, total * (k + 1) / parts,
+                    [&](std::size_t j, int64_t at, int64_t count) {
+                        QVERIFY(count > 0 && at >= 0 && at + count <= sizes[j]);
+                        const int64_t start = std::accumulate(sizes.begin(), sizes.begin() + long(j), int64_t(0));
+                        for (int64_t i = 0; i < count; ++i)
+                            ++seen[std::size_t(start + at + i)];
+                    });
+            QCOMPARE(std::count(seen.begin(), seen.end(), 1), long(total));
+        }
+    }
+
+    void gradientKernels()
+    {
+        for (int64_t n : {0, 1, 15, 16, 17, 1000, 4099}) {
+            const torch::Tensor a = torch::randn({n}), b = torch::randn({n});
+            const double expected = a.to(torch::kDouble).square().sum().item<double>();
+            QVERIFY(std::abs(sumOfSquares(a.data_ptr<float>(), n) - expected) <= 1e-6 * (expected + 1));
+            torch::Tensor sum = a.clone();
+            addInto(sum.data_ptr<float>(), b.data_ptr<float>(), n);
+            QVERIFY(torch::equal(sum, a + b));
+        }
     }
 
     void lossFallsOnShakespeare()
