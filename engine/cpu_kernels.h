@@ -3,7 +3,7 @@
 // Hand-written CPU kernels for the ops where libtorch 1.x's generic CPU
 // kernels cost more than the matrix products around them. Each falls back
 // to the stock op for anything but a float32 CPU tensor, and each has a
-// reference test against that op (tests/tst_model.cpp).
+// reference test against that op (tests/tst_model.cpp, tests/tst_trainer.cpp).
 
 #include <algorithm>
 #include <cstdint>

@@ -53,6 +53,15 @@ private:
     bool m_enabled;
 };
 
+// The elements of a gradient the update reads through raw pointers.
+float* gradientData(const torch::Tensor& param)
+{
+    const torch::Tensor& grad = param.grad();
+    if (!grad.defined() || !grad.device().is_cpu() || grad.scalar_type() != torch::kFloat || !grad.is_contiguous())
+        throw std::logic_error("a CPU replica's gradient is missing or not a contiguous float32 tensor");
+    return grad.data_ptr<float>();
+}
+
 // Replica i's share of b rows (or thread i's of b elements): the first
 // b % n take one more.
 std::pair<int64_t, int64_t> rowsOf(int64_t i, int64_t n, int64_t b)
@@ -165,9 +174,9 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
         = std::make_unique<torch::optim::AdamW>(std::move(groups), AdamWOptions(m_options.schedule.learningRate));
 
     if (replicas > 1) {
-        // Building a replica draws initial weights; they are overwritten by
-        // each step's first micro-batch, and the generator is put back so that a seed gives
-        // the same run whatever the replica count.
+        // Building a replica draws initial weights; they are overwritten at
+        // each step's first micro-batch, and the generator is put back so
+        // that a seed gives the same run whatever the replica count.
         at::Generator generator = at::detail::getDefaultCPUGenerator();
         const torch::Tensor rng = generator.get_state();
         for (int64_t i = 1; i < replicas; ++i)
@@ -286,9 +295,9 @@ double Trainer::replicatedUpdate()
         if (!primary[j].grad().defined())
             continue;
         sizes.push_back(primary[j].numel());
-        grads.push_back(primary[j].mutable_grad().data_ptr<float>());
+        grads.push_back(gradientData(primary[j]));
         for (std::size_t r = 0; r < replicas.size(); ++r)
-            replicaGrads[r].push_back(replicas[r][j].grad().data_ptr<float>());
+            replicaGrads[r].push_back(gradientData(replicas[r][j]));
     }
     const int members = m_team->size();
     const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
