@@ -249,8 +249,8 @@ private slots:
         for (int parts = 1; parts <= 5; ++parts) {
             std::vector<int> seen(std::size_t(total), 0);
             for (int k = 0; k < parts; ++k)
-                forEachPiece(sizes, total * k / parts, total * (k + 1) / parts,
-                    [&](std::size_t j, int64_t at, int64_t count) {
+                forEachPiece(
+                    sizes, total * k / parts, total * (k + 1) / parts, [&](std::size_t j, int64_t at, int64_t count) {
                         QVERIFY(count > 0 && at >= 0 && at + count <= sizes[j]);
                         const int64_t start = std::accumulate(sizes.begin(), sizes.begin() + long(j), int64_t(0));
                         for (int64_t i = 0; i < count; ++i)
