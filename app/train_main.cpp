@@ -11,6 +11,7 @@
 #include "engine/model_io.h"
 #include "engine/tokenizer.h"
 #include "engine/trainer.h"
+#include "engine/utf8.h"
 
 #include <csignal>
 #include <cstdio>
@@ -385,8 +386,6 @@ int sample(const std::vector<std::string>& arguments)
     a.option("temperature", "sampling temperature (0 = greedy)", "0.8");
     a.option("top-k", "sample among the k most likely tokens (0 = all)", "200");
     a.option("seed", "random seed", "1337");
-    a.option(
-        "sampling", "training windows: tiles (every window of an epoch once, shuffled) or random (nanoGPT)", "tiles");
     if (auto code = a.parse(arguments))
         return *code;
     if (!a.has("checkpoint") || !a.has("tokenizer-dir"))
@@ -408,12 +407,14 @@ int sample(const std::vector<std::string>& arguments)
     options.topK = a.integer("top-k");
     options.seed = uint64_t(a.integer("seed"));
     const Tokenizer& tok = **tokenizer;
+    // A GPT-2 token may end inside a character; print whole characters only.
+    Utf8Stream text;
     generate(*model, std::vector<int64_t>(promptIds.begin(), promptIds.end()), options, [&](int64_t id) {
         const int32_t one = int32_t(id);
-        std::cout << tok.decode(std::span<const int32_t>(&one, 1)) << std::flush;
+        std::cout << text.push(tok.decode(std::span<const int32_t>(&one, 1))) << std::flush;
         return true;
     });
-    std::cout << '\n';
+    std::cout << text.finish() << '\n';
     return 0;
 }
 

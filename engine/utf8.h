@@ -31,4 +31,25 @@ void appendUtf8(std::string& out, char32_t codePoint);
 // "U+00E9 'é'" style description for error messages.
 std::string describeCodePoint(char32_t codePoint);
 
+// Length of `bytes` without a trailing incomplete character: a valid lead byte
+// followed by fewer continuation bytes than it needs, each in its allowed
+// range, so that more bytes could still complete it. Everything else counts
+// as complete, invalid bytes included.
+std::size_t completeUtf8Length(std::string_view bytes);
+
+// Cuts a byte stream (a model's tokens decoded one at a time) into pieces that
+// never end inside a UTF-8 character, for consumers that decode each piece on
+// its own (a terminal, a QString). Invalid bytes are passed on as they are, so
+// the pieces joined give exactly the bytes pushed.
+class Utf8Stream {
+public:
+    // The bytes held back before plus `bytes`, up to the last complete character.
+    std::string push(std::string_view bytes);
+    // What is still held back (an incomplete character at the end of the stream).
+    std::string finish();
+
+private:
+    std::string m_pending;
+};
+
 } // namespace crowdtrain::engine

@@ -160,6 +160,73 @@ private slots:
         QCOMPARE(findInvalidUtf8(str(text)).has_value(), !valid);
     }
 
+    void completeUtf8Length_data()
+    {
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::addColumn<int>("complete");
+        QTest::newRow("empty") << QByteArray() << 0;
+        QTest::newRow("ascii") << QByteArray("abc") << 3;
+        QTest::newRow("lead alone") << QByteArray("a\xC3") << 1;
+        QTest::newRow("two bytes") << QByteArray("a\xC3\xA9") << 3;
+        QTest::newRow("three of three missing one") << QByteArray("\xE2\x82") << 0;
+        QTest::newRow("three bytes") << QByteArray("\xE2\x82\xAC") << 3;
+        QTest::newRow("four missing one") << QByteArray("x\xF0\x9F\x98") << 1;
+        QTest::newRow("four bytes") << QByteArray("\xF0\x9F\x98\x80") << 4;
+        QTest::newRow("four then lead") << QByteArray("\xF0\x9F\x98\x80\xF0") << 4;
+        QTest::newRow("overlong cannot complete") << QByteArray("\xE0\x80") << 2;
+        QTest::newRow("above max cannot complete") << QByteArray("\xF4\x90") << 2;
+        QTest::newRow("surrogate cannot complete") << QByteArray("\xED\xA0") << 2;
+        QTest::newRow("last before surrogates") << QByteArray("\xED\x9F") << 0;
+        QTest::newRow("invalid lead") << QByteArray("\xC0") << 1;
+        QTest::newRow("invalid byte") << QByteArray("\xFF") << 1;
+        QTest::newRow("continuations only") << QByteArray("\x80\x80\x80") << 3;
+        QTest::newRow("broken then lead") << QByteArray("\xC3\x28\xE2") << 2;
+        QTest::newRow("ascii after lead") << QByteArray("\xE2\x82"
+                                                        "a")
+                                          << 3;
+    }
+
+    void completeUtf8Length()
+    {
+        QFETCH(QByteArray, bytes);
+        QFETCH(int, complete);
+        QCOMPARE(int(engine::completeUtf8Length(str(bytes))), complete);
+    }
+
+    void utf8StreamKeepsCharactersWhole()
+    {
+        requireData();
+        std::string text = "Caf\xC3\xA9 \xF0\x9F\x98\x80\xF0\x9F\x8E\x89 \xE4\xB8\xAD\xE6\x96\x87 "
+                           "\xE2\x80\x94 na\xC3\xAFve \xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x9A\x80";
+        std::mt19937 random(7);
+        for (int i = 0; i < 400; ++i)
+            appendUtf8(text, std::uniform_int_distribution<char32_t>(0x1F300, 0x1FAFF)(random));
+        const auto ids = m_gpt2->encode(text);
+        Utf8Stream stream;
+        std::string joined;
+        int heldBack = 0;
+        for (const int32_t id : ids) {
+            const std::string bytes = m_gpt2->decode(std::span<const int32_t>(&id, 1));
+            const std::string piece = stream.push(bytes);
+            QVERIFY2(!findInvalidUtf8(piece), "a piece ends inside a character");
+            heldBack += piece.size() < bytes.size();
+            joined += piece;
+        }
+        QVERIFY(heldBack > 0); // GPT-2 does cut characters between tokens here
+        QCOMPARE(stream.finish(), std::string());
+        QCOMPARE(joined, text);
+
+        // Bytes that are not UTF-8 pass through unchanged, and an incomplete
+        // character at the end comes out of finish().
+        Utf8Stream raw;
+        QCOMPARE(raw.push("\xFF\x80 ok \xE2"), std::string("\xFF\x80 ok "));
+        QCOMPARE(raw.push("\x82"), std::string());
+        QCOMPARE(raw.push("\x28"), std::string("\xE2\x82\x28"));
+        QCOMPARE(raw.push("\xF0\x9F"), std::string());
+        QCOMPARE(raw.finish(), std::string("\xF0\x9F"));
+        QCOMPARE(raw.finish(), std::string());
+    }
+
     void pieces_data()
     {
         QTest::addColumn<QByteArray>("text");
