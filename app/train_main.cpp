@@ -197,6 +197,14 @@ Result<torch::Device> rankDevice(const std::string& name, int rank, int nproc)
     return torch::Device(torch::kCUDA, c10::DeviceIndex(first + rank));
 }
 
+// The mean step time of this run and where it went, for profiling a config.
+nlohmann::json meanStepPhases(const StepReport& sums, int64_t steps)
+{
+    const double n = double(std::max<int64_t>(steps, 1));
+    return {{"mean", sums.stepMs / n}, {"data", sums.dataMs / n}, {"forward_backward", sums.forwardBackwardMs / n},
+        {"update", sums.updateMs / n}};
+}
+
 int train(const std::vector<std::string>& arguments, char** argv)
 {
     app::Args a("crowdtrain-train", "train a GPT-2 model locally from prepared shards",
@@ -326,12 +334,19 @@ int train(const std::vector<std::string>& arguments, char** argv)
     const int64_t logInterval = std::max<int64_t>(1, a.integer("log-interval"));
     double trainSeconds = 0;
     int64_t trainedTokens = 0;
+    int64_t steps = 0;
+    StepReport phaseSums; // this rank's step time and its phases, summed
     EvalReport lastEval;
     const auto wallStart = std::chrono::steady_clock::now();
     Trainer::Callbacks callbacks;
     callbacks.onStep = [&](const StepReport& r) {
         trainSeconds += r.stepMs / 1e3;
         trainedTokens += int64_t(r.tokensPerSecond * r.stepMs / 1e3 + 0.5);
+        ++steps;
+        phaseSums.stepMs += r.stepMs;
+        phaseSums.dataMs += r.dataMs;
+        phaseSums.forwardBackwardMs += r.forwardBackwardMs;
+        phaseSums.updateMs += r.updateMs;
         if (leader && (r.step % logInterval == 0 || r.step == 1))
             std::printf("step %lld | loss %.4f | lr %.2e | %.0f tok/s | %.1f ms\n", (long long)r.step, r.loss,
                 r.learningRate, r.tokensPerSecond, r.stepMs);
@@ -369,6 +384,7 @@ int train(const std::vector<std::string>& arguments, char** argv)
             {"device", (*trainer)->device().str()},
             {"wall_seconds", wall},
             {"peak_rss_bytes", peakRssBytes()},
+            {"step_ms", meanStepPhases(phaseSums, steps)},
         };
         std::printf("%s\n", summary.dump().c_str());
     }

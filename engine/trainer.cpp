@@ -225,6 +225,13 @@ StepReport Trainer::step(std::optional<double> learningRate)
     // N ranks x batch B see exactly what 1 rank x batch N*B would.
     m_xBuffer.resize(std::size_t(world * b * t));
     m_yBuffer.resize(m_xBuffer.size());
+    StepReport report;
+    auto mark = std::chrono::steady_clock::now();
+    const auto lap = [&mark](double& ms) {
+        const auto now = std::chrono::steady_clock::now();
+        ms += std::chrono::duration<double, std::milli>(now - mark).count();
+        mark = now;
+    };
     double lossSum = 0;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
         m_data.train->next(world * b, m_xBuffer.data(), m_yBuffer.data());
@@ -233,10 +240,13 @@ StepReport Trainer::step(std::optional<double> learningRate)
             = torch::from_blob(m_xBuffer.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device, true, true);
         auto y
             = torch::from_blob(m_yBuffer.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device, true, true);
+        lap(report.dataMs);
         const double scale = 1.0 / double(accumulation);
         lossSum += m_team ? replicatedMicroStep(x, y, scale, micro == 0) : microStep(x, y, scale);
+        lap(report.forwardBackwardMs);
     }
-    const double gradNorm = m_team ? replicatedUpdate() : update();
+    report.gradNorm = m_team ? replicatedUpdate() : update();
+    lap(report.updateMs);
     double meanLoss = lossSum / double(accumulation);
     if (m_parallel)
         meanLoss = m_parallel->averageScalar(meanLoss);
@@ -247,7 +257,13 @@ StepReport Trainer::step(std::optional<double> learningRate)
     const int64_t tokens = world * b * t * accumulation;
     m_tokensSeen += tokens;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return StepReport{m_step, meanLoss, lr, gradNorm, seconds * 1e3, double(tokens) / seconds, m_tokensSeen};
+    report.step = m_step;
+    report.loss = meanLoss;
+    report.learningRate = lr;
+    report.stepMs = seconds * 1e3;
+    report.tokensPerSecond = double(tokens) / seconds;
+    report.tokensSeen = m_tokensSeen;
+    return report;
 }
 
 double Trainer::microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale)

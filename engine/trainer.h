@@ -52,6 +52,13 @@ struct StepReport {
     double learningRate = 0;
     double gradNorm = 0; // before clipping
     double stepMs = 0;
+    // Where stepMs went: drawing the batch and moving it to the device, the
+    // forward and backward passes, and the update (gradient all-reduce,
+    // clipping, AdamW). On CUDA these are host times of asynchronous work;
+    // only stepMs waits for the device.
+    double dataMs = 0;
+    double forwardBackwardMs = 0;
+    double updateMs = 0;
     double tokensPerSecond = 0; // all ranks
     int64_t tokensSeen = 0; // all ranks, since step 0
 };

@@ -152,6 +152,18 @@ private slots:
         QVERIFY(summary["final_train_loss"].get<double>() < losses.at(1) - 0.8);
         QVERIFY(summary["tokens_per_second"].get<double>() > 0);
         QVERIFY(summary["peak_rss_bytes"].get<double>() > 1e6);
+        // The mean step and its phases: each non-negative, the forward and
+        // backward passes the largest, and together no more than the step.
+        const auto& phases = summary["step_ms"];
+        double phaseSum = 0;
+        for (const char* key : {"data", "forward_backward", "update"}) {
+            QVERIFY2(phases.contains(key), key);
+            QVERIFY2(phases[key].get<double>() >= 0, key);
+            phaseSum += phases[key].get<double>();
+        }
+        QVERIFY(phases["forward_backward"].get<double>() > phases["data"].get<double>());
+        QVERIFY(phases["forward_backward"].get<double>() > phases["update"].get<double>());
+        QVERIFY2(phaseSum <= phases["mean"].get<double>() * (1 + 1e-9), phases.dump().c_str());
 
         QVERIFY(std::filesystem::file_size(dir() / "a.ckpt") > 0);
         QVERIFY(std::filesystem::exists(dir() / "a-export/model.safetensors"));
