@@ -22,10 +22,11 @@ struct CpuRuntimeInfo {
     bool reexecuted = false; // the process restarted itself with OPENBLAS_CORETYPE
 };
 
-// Keeps freed memory of up to 32 MiB blocks in the heap (unless the user set
-// glibc's malloc variables). When OpenBLAS chose a kernel set weaker than the
-// CPU supports and the user did not set OPENBLAS_CORETYPE, re-executes the program once with it set
-// (OpenBLAS reads it only when it loads). Returns only if no restart happens.
+// Keeps freed blocks of up to 32 MiB in the heap (unless the user set glibc's
+// malloc variables). When OpenBLAS chose a kernel set weaker than the CPU
+// supports and the user did not set OPENBLAS_CORETYPE, re-executes the
+// program once with it set (OpenBLAS reads it only when it loads). Returns
+// only if no restart happens.
 void prepareCpuRuntime(char** argv);
 
 // Gives the cores to one side: libtorch's intra-op pool gets `threads`

@@ -321,20 +321,20 @@ double Trainer::replicatedUpdate()
     // Each thread sums the replicas' gradients into the primary's over its
     // slice of the elements and, unless ranks still have to average them,
     // takes the slice's share of the norm in the same pass.
-    auto sumSquares = [&](int member, bool addReplicas) {
+    auto pass = [&](int member, bool addReplicas, bool takeNorm) {
         const auto [begin, end] = rowsOf(member, members, total);
         forEachPiece(sizes, begin, end, [&](std::size_t j, int64_t at, int64_t count) {
             if (addReplicas)
                 for (const auto& replica : replicaGrads)
                     addInto(grads[j] + at, replica[j] + at, count);
-            squares[std::size_t(member)] += sumOfSquares(grads[j] + at, count);
+            if (takeNorm)
+                squares[std::size_t(member)] += sumOfSquares(grads[j] + at, count);
         });
     };
-    m_team->run([&](int member) { sumSquares(member, true); });
+    m_team->run([&](int member) { pass(member, true, !m_parallel); });
     if (m_parallel) {
         m_parallel->averageGradients(primary);
-        std::fill(squares.begin(), squares.end(), 0.0);
-        m_team->run([&](int member) { sumSquares(member, false); });
+        m_team->run([&](int member) { pass(member, false, true); });
     }
     const double gradNorm = std::sqrt(std::accumulate(squares.begin(), squares.end(), 0.0));
     if (!std::isfinite(gradNorm))

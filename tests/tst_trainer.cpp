@@ -111,12 +111,13 @@ bool sameParameters(Trainer& a, Trainer& b)
     return true;
 }
 
-// One rank of the data-parallel check, run in a child process: trains and
-// writes its parameters to `out`.
-int runRank(int rank, int world, int port, int batch, const std::string& out)
+// One rank of the data-parallel check, run in a child process: trains with
+// `replicas` CPU replicas and writes its parameters to `out`.
+int runRank(int rank, int world, int port, int batch, int replicas, const std::string& out)
 {
     TrainOptions options = tinyOptions();
     options.batchSize = batch;
+    options.cpuReplicas = replicas;
     options.maxIters = 4;
     std::shared_ptr<DataParallel> parallel;
     if (world > 1) {
@@ -525,24 +526,35 @@ private slots:
         QVERIFY(!ncclOnCpu.ok());
     }
 
-    // 2 ranks x batch 4 through Gloo give the update of 1 rank x batch 8.
+    // 2 ranks x batch 4 through Gloo give the update of 1 rank x batch 8;
+    // also when each rank splits its rows between CPU replicas (the
+    // all-reduce then sits between the replicas' gradient sum and the norm).
+    void glooDataParallelMatchesDoubleBatch_data()
+    {
+        QTest::addColumn<int>("replicas");
+        QTest::newRow("1 replica per rank") << 1;
+        QTest::newRow("2 replicas per rank") << 2;
+    }
+
     void glooDataParallelMatchesDoubleBatch()
     {
+        QFETCH(int, replicas);
         QTemporaryDir dir;
         const QString self = QCoreApplication::applicationFilePath();
-        const int port = 29000 + int(QCoreApplication::applicationPid() % 1000);
-        auto launch = [&](int rank, int world, int batch, const QString& out) {
+        const int port = 29000 + 1000 * (replicas - 1) + int(QCoreApplication::applicationPid() % 1000);
+        auto launch = [&](int rank, int world, int batch, int rankReplicas, const QString& out) {
             auto* process = new QProcess(this);
             process->setProcessChannelMode(QProcess::ForwardedChannels);
             process->start(self,
                 {QStringLiteral("--rank"), QString::number(rank), QString::number(world), QString::number(port),
-                    QString::number(batch), out});
+                    QString::number(batch), QString::number(rankReplicas), out});
             return process;
         };
         const QString single = dir.filePath(QStringLiteral("single.pt"));
         const QString rank0 = dir.filePath(QStringLiteral("rank0.pt"));
         const QString rank1 = dir.filePath(QStringLiteral("rank1.pt"));
-        QList<QProcess*> processes{launch(0, 1, 8, single), launch(0, 2, 4, rank0), launch(1, 2, 4, rank1)};
+        QList<QProcess*> processes{
+            launch(0, 1, 8, 1, single), launch(0, 2, 4, replicas, rank0), launch(1, 2, 4, replicas, rank1)};
         for (QProcess* p : processes) {
             QVERIFY(p->waitForFinished(300000));
             QCOMPARE(p->exitCode(), 0);
@@ -567,9 +579,10 @@ private slots:
 
 int main(int argc, char** argv)
 {
-    if (argc == 7 && std::string(argv[1]) == "--rank") {
+    if (argc == 8 && std::string(argv[1]) == "--rank") {
         torch::set_num_threads(1);
-        return runRank(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), argv[6]);
+        return runRank(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]),
+            std::atoi(argv[6]), argv[7]);
     }
     QCoreApplication app(argc, argv);
     TestTrainer test;
