@@ -96,8 +96,9 @@ int main(int argc, char** argv)
     g_agent = nullptr;
     const volunteer::AgentSummary summary = agent.summary();
     logLine("tasks " + std::to_string(summary.tasks) + ", accepted " + std::to_string(summary.accepted) + ", rejected "
-        + std::to_string(summary.rejected) + ", utilisation " + std::to_string(int(summary.utilisation() * 100 + 0.5))
-        + "%");
+        + std::to_string(summary.rejected)
+        + (summary.unconfirmed ? ", unconfirmed " + std::to_string(summary.unconfirmed) : std::string())
+        + ", utilisation " + std::to_string(int(summary.utilisation() * 100 + 0.5)) + "%");
     std::cout << summary.toJson() << std::endl;
     if (!ran) {
         std::cerr << "crowdtrain-worker: " << ran.error().message << " (" << ran.error().code << ")\n";

@@ -484,10 +484,12 @@ private slots:
         summary.bytesSent = 10;
         summary.bytesReceived = 20;
         summary.version = 4;
+        summary.unconfirmed = 1;
         const auto json = nlohmann::json::parse(summary.toJson());
-        for (const char* key : {"tasks", "accepted", "rejected", "tokens", "compute_s", "wall_s", "bytes_sent",
-                 "bytes_received", "version"})
+        for (const char* key : {"tasks", "accepted", "rejected", "dropped", "unconfirmed", "tokens", "compute_s",
+                 "wall_s", "bytes_sent", "bytes_received", "version"})
             QVERIFY2(json.contains(key), key);
+        QCOMPARE(json["unconfirmed"].get<int>(), 1);
         QCOMPARE(json["tasks"].get<int>(), 3);
         QCOMPARE(json["compute_s"].get<double>(), 1.5);
         QCOMPARE(json["wall_s"].get<double>(), 3.0);

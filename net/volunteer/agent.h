@@ -51,6 +51,10 @@ struct AgentSummary {
     uint64_t accepted = 0;
     uint64_t rejected = 0;
     uint64_t dropped = 0; // trained but not counted: cancelled, stale or unknown to the server
+    // Submitted, the answer lost (a dropped connection, a coordinator killed
+    // mid-reply), and the task then unknown to the coordinator: it may have
+    // been accepted; my_stats has the coordinator's count.
+    uint64_t unconfirmed = 0;
     uint64_t tokens = 0; // tokens trained in inner steps
     double computeMs = 0; // time inside inner steps
     double wallMs = 0; // since run() started

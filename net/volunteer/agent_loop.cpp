@@ -43,6 +43,7 @@ std::string AgentSummary::toJson() const
         {"accepted", accepted},
         {"rejected", rejected},
         {"dropped", dropped},
+        {"unconfirmed", unconfirmed},
         {"tokens", tokens},
         {"compute_s", computeMs / 1e3},
         {"wall_s", wallMs / 1e3},

@@ -40,6 +40,9 @@ struct PendingSubmission {
     double computeMs = 0;
     double meanLoss = 0;
     uint64_t nextChunk = 0;
+    // A submit went out and no answer came back (a lost connection, a
+    // coordinator killed mid-reply): it may have been accepted.
+    bool submitUnanswered = false;
 };
 
 class AgentLoop {
@@ -75,6 +78,7 @@ private:
     void heartbeatWhileTraining(const net::Task& task, std::atomic<bool>& abort);
     Status submitPending();
     Status rejectPending(const Error& why);
+    Status dropPending(const char* why);
 
     // agent_sync.cpp
     Status syncTheta();

@@ -206,13 +206,8 @@ Status AgentLoop::rejectPending(const Error& why)
 {
     // The round moved on or the server forgot the task (it restarted, or
     // counted us gone): not a verdict on the work, so not a rejection.
-    if (why.code == "stale_version" || why.code == "unknown_task") {
-        ++m_summary.dropped;
-        log("task %llu dropped: %s (%s)", static_cast<unsigned long long>(m_pending->task.taskId), why.code.c_str(),
-            why.message.c_str());
-        m_pending.reset();
-        return Status::success();
-    }
+    if (why.code == "stale_version" || why.code == "unknown_task")
+        return dropPending((why.code + " (" + why.message + ")").c_str());
     ++m_summary.tasks;
     ++m_summary.rejected;
     log("task %llu rejected: %s (%s)", static_cast<unsigned long long>(m_pending->task.taskId), why.code.c_str(),
@@ -221,17 +216,32 @@ Status AgentLoop::rejectPending(const Error& why)
     return Status::success();
 }
 
+// A submit is not repeatable (docs/protocol.md): once one went out
+// unanswered, the coordinator no longer knowing the task can also mean it
+// accepted it before the reply was lost, so the work is counted as
+// unconfirmed rather than dropped.
+Status AgentLoop::dropPending(const char* why)
+{
+    const auto taskId = static_cast<unsigned long long>(m_pending->task.taskId);
+    if (m_pending->submitUnanswered) {
+        ++m_summary.unconfirmed;
+        log("task %llu unconfirmed: %s after a submit that got no answer; the coordinator may have accepted it "
+            "(my_stats has its count)",
+            taskId, why);
+    } else {
+        ++m_summary.dropped;
+        log("task %llu dropped: %s", taskId, why);
+    }
+    m_pending.reset();
+    return Status::success();
+}
+
 Status AgentLoop::submitPending()
 {
     PendingSubmission& pending = *m_pending;
-    if (m_serverVersion != pending.task.version) {
-        log("task %llu: version %llu was closed before it could be submitted; dropping it",
-            static_cast<unsigned long long>(pending.task.taskId),
-            static_cast<unsigned long long>(pending.task.version));
-        ++m_summary.dropped;
-        m_pending.reset();
-        return Status::success();
-    }
+    if (m_serverVersion != pending.task.version)
+        return dropPending(
+            ("version " + std::to_string(pending.task.version) + " was closed before it could be submitted").c_str());
     const uint64_t chunkBytes = m_join.chunkBytes >= 1 && m_join.chunkBytes <= net::kMaxChunkBytes
         ? m_join.chunkBytes
         : uint64_t(net::kDefaultChunkBytes);
@@ -272,6 +282,8 @@ Status AgentLoop::submitPending()
     if (!reply) {
         // No answer: the task stays valid across a re-join, so the submit
         // is sent again (its chunks are still on the server).
+        if (isConnectionError(reply.error()) && reply.error().code != "send_failed")
+            pending.submitUnanswered = true;
         return dropsSubmission(reply.error()) ? rejectPending(reply.error()) : Status(reply.error());
     }
     ++m_summary.tasks;
