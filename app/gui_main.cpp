@@ -1,5 +1,5 @@
 // crowdtrain: the desktop app. View and controller only; the worker daemon
-// does the training (design.md, "Processes").
+// does the training (docs/architecture.md, "Processes").
 #include "crowdtrain/version.h"
 #include "ui/lossplot.h"
 

@@ -1,4 +1,4 @@
-// crowdtrain-server: a project coordinator (design.md, "Processes").
+// crowdtrain-server: a project coordinator (docs/architecture.md, "Processes").
 #include "app/args.h"
 #include "engine/cpu_runtime.h"
 #include "net/coordinator/coordinator_server.h"
@@ -36,12 +36,15 @@ int main(int argc, char** argv)
         "  crowdtrain-server PROJECT_SPEC...   coordinate the projects described by the spec files\n"
         "Prints the server's public key (volunteers pass it to crowdtrain-worker --server-key) and the\n"
         "bound endpoints, then serves until SIGINT or SIGTERM.");
-    args.option("bind", "ZeroMQ endpoint for requests (ROUTER); port * picks a free one", "tcp://127.0.0.1:7400");
-    args.option("publish", "ZeroMQ endpoint for live events (PUB)", "tcp://127.0.0.1:7401");
+    const coordinator::ServerOptions defaults;
+    args.option("bind", "ZeroMQ endpoint for requests (ROUTER); port * picks a free one", defaults.bindEndpoint);
+    args.option("publish", "ZeroMQ endpoint for live events (PUB)", defaults.publishEndpoint);
     args.option("state", "state folder (one sub-folder per project); default $XDG_DATA_HOME/crowdtrain-server");
     args.option("keys", "the server's Curve key pair file, created when missing; default STATE/server.key");
-    args.option("heartbeat-ms", "heartbeat interval announced to volunteers", "5000");
-    args.option("liveness", "missed heartbeat intervals before a volunteer counts as gone", "3");
+    args.option("heartbeat-ms", "heartbeat interval announced to volunteers",
+        std::to_string(defaults.runtime.heartbeatIntervalMs));
+    args.option("liveness", "missed heartbeat intervals before a volunteer counts as gone",
+        std::to_string(defaults.runtime.heartbeatLiveness));
     args.option("threads", "CPU threads for evaluation (0 = all cores)", "0");
     if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
         return *exitCode;
@@ -88,7 +91,13 @@ int main(int argc, char** argv)
     std::printf("{\"public_key\":\"%s\",\"requests\":\"%s\",\"events\":\"%s\"}\n", (*server)->keys().publicKey.c_str(),
         (*server)->requestEndpoint().c_str(), (*server)->publishEndpoint().c_str());
     std::fflush(stdout);
-    (*server)->run();
+    const Status served = (*server)->run();
     g_server = nullptr;
+    if (!served) {
+        std::cerr << "crowdtrain-server: " << served.error().message << "\n";
+        return 1;
+    }
+    if (const uint64_t failed = (*server)->failedTicks())
+        std::cerr << "crowdtrain-server: " << failed << " tick(s) failed and were retried (see above)\n";
     return 0;
 }

@@ -6,6 +6,7 @@
 #include "engine/cpu_runtime.h"
 #include "engine/data_parallel.h"
 #include "engine/data_set.h"
+#include "engine/error_codes.h"
 #include "engine/generate.h"
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
@@ -191,7 +192,7 @@ Result<torch::Device> rankDevice(const std::string& name, int rank, int nproc)
     const int first = device->has_index() ? device->index() : 0;
     const int available = int(torch::cuda::device_count());
     if (first + nproc > available)
-        return Error::make("no_device",
+        return Error::make(errc::kNoDevice,
             "--nproc " + std::to_string(nproc) + " from " + device->str() + " needs " + std::to_string(first + nproc)
                 + " CUDA devices, this machine has " + std::to_string(available));
     return torch::Device(torch::kCUDA, c10::DeviceIndex(first + rank));

@@ -1,6 +1,7 @@
-// crowdtrain-worker: the volunteer daemon (design.md, "Processes"). Headless:
-// joins one project on a coordinator and trains for it until SIGINT/SIGTERM
-// or a limit, logging progress to stderr and a one-line JSON summary to stdout.
+// crowdtrain-worker: the volunteer daemon (docs/architecture.md,
+// "Processes"). Headless: joins one project on a coordinator and trains for
+// it until SIGINT/SIGTERM or a limit, logging progress to stderr and a
+// one-line JSON summary to stdout.
 #include "app/args.h"
 #include "engine/cpu_runtime.h"
 #include "net/volunteer/agent.h"

@@ -280,11 +280,16 @@ int main(int argc, char** argv)
     if (aggregateElements > 0)
         aggregationTable(aggregateElements);
 
+    const std::filesystem::path corpus = CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt";
+    if (!std::filesystem::is_regular_file(corpus)) {
+        std::fprintf(stderr, "bench_coordinator_scale: missing input %s\n", corpus.c_str());
+        return 1;
+    }
     char pattern[] = "/tmp/ct-bench-coordinator-XXXXXX";
     const std::filesystem::path dir = ::mkdtemp(pattern);
     const auto data = dir / "data";
-    if (runProgram({binary("crowdtrain-prepare").string(), CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt",
-                       "--tokenizer", "char", "--val-fraction", "0.1", "--out", data.string()},
+    if (runProgram({binary("crowdtrain-prepare").string(), corpus.string(), "--tokenizer", "char", "--val-fraction",
+                       "0.1", "--out", data.string()},
             dir / "prepare.log")
         != 0) {
         std::fprintf(stderr, "crowdtrain-prepare failed; see %s\n", (dir / "prepare.log").c_str());

@@ -46,9 +46,13 @@ int main(int argc, char** argv)
     const int repeats = argc > 3 ? std::max(1, std::atoi(argv[3])) : 5;
 
     std::ifstream in(textFile, std::ios::binary);
+    if (!in) {
+        std::fprintf(stderr, "bench_tokenizer: cannot open %s\n", textFile.c_str());
+        return 1;
+    }
     const std::string text((std::istreambuf_iterator<char>(in)), {});
-    if (!in.good() && !in.eof()) {
-        std::fprintf(stderr, "bench_tokenizer: cannot read %s\n", textFile.c_str());
+    if ((!in.good() && !in.eof()) || text.empty()) {
+        std::fprintf(stderr, "bench_tokenizer: cannot read %s (or it is empty)\n", textFile.c_str());
         return 1;
     }
     const auto loadStart = Clock::now();

@@ -6,3 +6,6 @@ target_compile_definitions(bench_coordinator_scale PRIVATE
     CROWDTRAIN_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}"
     CROWDTRAIN_SHARED_DATA_DIR="${PROJECT_SOURCE_DIR}/../shared/data")
 add_dependencies(bench_coordinator_scale crowdtrain-server crowdtrain-prepare)
+# A volunteer that trains honestly and sends a hostile update (bench/attack_swarm.sh).
+add_executable(bench_hostile_worker hostile_worker.cpp)
+target_link_libraries(bench_hostile_worker PRIVATE crowdtrain::volunteer crowdtrain::policy)

@@ -8,6 +8,10 @@
 #   - utilisation: each volunteer's compute time over its wall time.
 #
 #   bench/diloco_swarm.sh [BUILD_DIR] [ROUNDS] [VOLUNTEERS] [H]
+#
+# HOSTILE=zeros|noise|flip adds one hostile volunteer (bench_hostile_worker)
+# beside the honest ones; the honest ones are stopped after STALL_SECONDS
+# (default 1200) if the project stalls. bench/attack_swarm.sh uses both.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build/dev}
@@ -19,6 +23,7 @@ lr=${INNER_LR:-3e-3}; min_lr=3e-4; warmup=20
 decay=${DECAY:-1}   # 1: inner cosine decay to min_lr over the run (both DiLoCo and sync); 0: constant
 outer_lr=${OUTER_LR:-0.7}; outer_momentum=${OUTER_MOMENTUM:-0.9}
 text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
+[ -f "$text" ] || { echo "$0: missing input $text (set CROWDTRAIN_SHAKESPEARE)" >&2; exit 1; }
 work=$(mktemp -d)
 server_pid=
 cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; if [ -n "${KEEP_WORK:-}" ]; then echo "work: $work" >&2; else rm -rf "$work"; fi; }
@@ -44,14 +49,32 @@ key=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['
 endpoint=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['requests'])" "$work/server.out")
 
 start=$(date +%s.%N)
+hostile_pid=
+if [ -n "${HOSTILE:-}" ]; then
+    "$build/bin/bench_hostile_worker" "$endpoint" bench "$key" "$work/data" "$work/hostile" "$HOSTILE" \
+        > "$work/hostile.json" 2> "$work/hostile.log" &
+    hostile_pid=$!
+fi
 pids=()
 for i in $(seq "$volunteers"); do
-    "$build/bin/crowdtrain-worker" join "$endpoint" bench --server-key "$key" --data "$work/data" \
+    timeout "${STALL_SECONDS:-1200}" "$build/bin/crowdtrain-worker" join "$endpoint" bench --server-key "$key" --data "$work/data" \
         --data-dir "$work/v$i" --name "v$i" --threads 1 --max-rounds "$rounds" \
         > "$work/v$i.json" 2> "$work/v$i.log" &
     pids+=($!)
 done
-for pid in "${pids[@]}"; do wait "$pid"; done
+for pid in "${pids[@]}"; do wait "$pid" || true; done
+if [ -n "$hostile_pid" ]; then
+    kill "$hostile_pid" 2>/dev/null; wait "$hostile_pid" 2>/dev/null || true
+    echo "hostile ($HOSTILE): $(tail -n 1 "$work/hostile.json")" >&2
+    /usr/bin/python3 - "$work/state/bench/ledger.sqlite" <<'PY' >&2
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for reason, count in db.execute(
+        "SELECT substr(reason, 1, instr(reason || ':', ':') - 1), count(*) FROM contributions c "
+        "JOIN volunteers v USING (public_key) WHERE v.display_name LIKE 'hostile-%' GROUP BY 1"):
+    print(f"hostile submissions: {count} {'accepted' if not reason else reason}")
+PY
+fi
 swarm_seconds=$(echo "$(date +%s.%N) - $start" | bc)
 sleep 2   # the last round's close
 sqlite3_db="$work/state/bench/ledger.sqlite"

@@ -10,6 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build/release}
 iters=${2:-2000}
 text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
+[ -f "$text" ] || { echo "$0: missing input $text (set CROWDTRAIN_SHAKESPEARE)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

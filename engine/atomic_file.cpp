@@ -1,5 +1,7 @@
 #include "engine/atomic_file.h"
 
+#include "engine/error_codes.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -14,7 +16,7 @@ namespace {
 
 Error ioError(const std::string& what, const std::filesystem::path& file, int errorNumber = errno)
 {
-    return Error::make("io_error", what + " " + file.string() + ": " + std::strerror(errorNumber));
+    return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errorNumber));
 }
 
 } // namespace
@@ -38,7 +40,7 @@ Result<AtomicFile> AtomicFile::create(const std::filesystem::path& target)
         if (errno != EEXIST)
             return ioError("cannot create", temporary);
     }
-    return Error::make("io_error", "cannot find a free temporary name next to " + target.string());
+    return Error::make(errc::kIoError, "cannot find a free temporary name next to " + target.string());
 }
 
 AtomicFile::AtomicFile(std::filesystem::path target, std::filesystem::path temporary, int fd)
@@ -81,7 +83,7 @@ void AtomicFile::discard()
 Status AtomicFile::writeAt(uint64_t offset, std::string_view bytes)
 {
     if (m_fd < 0)
-        return Error::make("io_error", "write to " + m_target.string() + " after it was committed or discarded");
+        return Error::make(errc::kIoError, "write to " + m_target.string() + " after it was committed or discarded");
     while (!bytes.empty()) {
         const ssize_t n = ::pwrite(m_fd, bytes.data(), bytes.size(), off_t(offset));
         if (n < 0 && errno == EINTR)
@@ -100,7 +102,7 @@ Status AtomicFile::writeAt(uint64_t offset, std::string_view bytes)
 Status AtomicFile::write(const void* data, std::size_t size)
 {
     if (m_fd < 0)
-        return Error::make("io_error", "write to " + m_target.string() + " after it was committed or discarded");
+        return Error::make(errc::kIoError, "write to " + m_target.string() + " after it was committed or discarded");
     const char* bytes = static_cast<const char*>(data);
     while (size > 0) {
         const ssize_t n = ::write(m_fd, bytes, size);
@@ -121,7 +123,7 @@ Status AtomicFile::write(const void* data, std::size_t size)
 Status AtomicFile::commit()
 {
     if (m_fd < 0)
-        return Error::make("io_error", m_target.string() + " was already committed or discarded");
+        return Error::make(errc::kIoError, m_target.string() + " was already committed or discarded");
     // Data before the name: without the fsync a crash after the rename can
     // leave the target pointing at an empty or partial file.
     if (::fsync(m_fd) != 0) {

@@ -1,5 +1,7 @@
 #include "engine/batch_sampler.h"
 
+#include "engine/error_codes.h"
+
 #include <algorithm>
 
 namespace crowdtrain::engine {
@@ -55,7 +57,7 @@ Result<BatchSampler> BatchSampler::create(
     std::vector<ShardSlice> slices, int64_t blockSize, uint64_t seed, Sampling sampling)
 {
     if (blockSize < 1)
-        return Error::make("bad_argument", "block size must be at least 1, got " + std::to_string(blockSize));
+        return Error::make(errc::kBadArgument, "block size must be at least 1, got " + std::to_string(blockSize));
     BatchSampler sampler;
     sampler.m_blockSize = blockSize;
     sampler.m_seed = seed;
@@ -66,9 +68,9 @@ Result<BatchSampler> BatchSampler::create(
     uint64_t longest = 0;
     for (const ShardSlice& slice : slices) {
         if (!slice.shard)
-            return Error::make("bad_argument", "a shard slice has no shard");
+            return Error::make(errc::kBadArgument, "a shard slice has no shard");
         if (slice.begin > slice.end || slice.end > slice.shard->size())
-            return Error::make("bad_argument",
+            return Error::make(errc::kBadArgument,
                 slice.shard->path().string() + ": slice [" + std::to_string(slice.begin) + ", "
                     + std::to_string(slice.end) + ") is outside the shard's " + std::to_string(slice.shard->size())
                     + " tokens");
@@ -84,7 +86,7 @@ Result<BatchSampler> BatchSampler::create(
         sampler.m_tileEnds.push_back(tiles);
     }
     if (sampler.m_slices.empty())
-        return Error::make("data_too_short",
+        return Error::make(errc::kDataTooShort,
             "no shard slice holds block size + 1 = " + std::to_string(needed) + " tokens (longest has "
                 + std::to_string(longest) + ")");
     return sampler;

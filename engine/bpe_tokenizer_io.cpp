@@ -3,6 +3,7 @@
 // merge per line, in rank order, after a "#version" line).
 #include "engine/bpe_tokenizer.h"
 
+#include "engine/error_codes.h"
 #include "engine/file_io.h"
 #include "engine/utf8.h"
 
@@ -45,7 +46,7 @@ bool isSpecial(const std::string& token)
 
 Error badFile(const std::string& name, const std::string& what)
 {
-    return Error::make("bad_file", name + ": " + what);
+    return Error::make(errc::kBadFile, name + ": " + what);
 }
 
 } // namespace
@@ -142,12 +143,12 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::parse(std::string_view encod
         const std::string_view right = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
         const std::string where = mergesName + ":" + std::to_string(lineNumber);
         if (left.empty() || right.empty() || right.find(' ') != std::string_view::npos)
-            return Error::make("bad_file", where + ": expected two tokens separated by one space");
+            return Error::make(errc::kBadFile, where + ": expected two tokens separated by one space");
         const auto leftId = idOf.find(std::string(left));
         const auto rightId = idOf.find(std::string(right));
         const auto resultId = idOf.find(std::string(left) + std::string(right));
         if (leftId == idOf.end() || rightId == idOf.end() || resultId == idOf.end())
-            return Error::make("bad_file",
+            return Error::make(errc::kBadFile,
                 where + ": merge '" + std::string(line) + "' uses or makes a token that " + encoderName + " lacks");
         const auto rank = static_cast<int32_t>(tokenizer->m_mergeList.size());
         // A repeated pair takes its last rank, as in GPT-2's dict(zip(...)).
@@ -161,7 +162,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::parse(std::string_view encod
     for (const auto& [token, id] : idOf) {
         if (reachable[static_cast<std::size_t>(id)] || isSpecial(token))
             continue;
-        return Error::make("bad_file",
+        return Error::make(errc::kBadFile,
             mergesName + ": no merge makes token '" + token + "' (id " + std::to_string(id) + ") of " + encoderName
                 + "; the file is truncated or does not belong with it");
     }
@@ -175,7 +176,7 @@ Status BpeTokenizer::save(const std::filesystem::path& dir) const
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec)
-        return Error::make("io_error", dir.string() + ": cannot create folder: " + ec.message());
+        return Error::make(errc::kIoError, dir.string() + ": cannot create folder: " + ec.message());
     const auto alphabet = byteToUnicode();
     // Written by hand in id order: ordered_json looks keys up linearly,
     // which is quadratic over 50k tokens.

@@ -1,5 +1,6 @@
 #include "engine/char_tokenizer.h"
 
+#include "engine/error_codes.h"
 #include "engine/file_io.h"
 #include "engine/utf8.h"
 
@@ -16,7 +17,7 @@ constexpr std::size_t kMaxVocabulary = 65536;
 
 Error badFile(const std::string& name, const std::string& what)
 {
-    return Error::make("bad_file", name + ": " + what);
+    return Error::make(errc::kBadFile, name + ": " + what);
 }
 
 } // namespace
@@ -35,7 +36,7 @@ Status collectCodePoints(std::string_view text, std::vector<bool>& seen, const s
     for (std::size_t pos = 0; pos < text.size();) {
         const Utf8Char c = decodeUtf8(text, pos);
         if (!c.valid)
-            return Error::make("invalid_utf8", name + ": not UTF-8 at byte offset " + std::to_string(offset + pos));
+            return Error::make(errc::kInvalidUtf8, name + ": not UTF-8 at byte offset " + std::to_string(offset + pos));
         seen[c.codePoint] = true;
         pos += c.length;
     }
@@ -60,13 +61,13 @@ Result<std::unique_ptr<CharTokenizer>> CharTokenizer::fromCodePoints(std::vector
     std::sort(codePoints.begin(), codePoints.end());
     codePoints.erase(std::unique(codePoints.begin(), codePoints.end()), codePoints.end());
     if (codePoints.empty())
-        return Error::make("empty_vocabulary", "a character vocabulary needs at least one character");
+        return Error::make(errc::kEmptyVocabulary, "a character vocabulary needs at least one character");
     if (codePoints.size() > kMaxVocabulary)
-        return Error::make("vocabulary_too_large",
+        return Error::make(errc::kVocabularyTooLarge,
             std::to_string(codePoints.size()) + " distinct characters; token shards hold at most 65536");
     for (const char32_t cp : codePoints) {
         if (cp >= kCodePointLimit || (cp >= 0xD800 && cp <= 0xDFFF))
-            return Error::make("bad_argument", describeCodePoint(cp) + " is not a Unicode scalar value");
+            return Error::make(errc::kBadArgument, describeCodePoint(cp) + " is not a Unicode scalar value");
     }
     return std::unique_ptr<CharTokenizer>(new CharTokenizer(std::move(codePoints)));
 }
@@ -149,10 +150,10 @@ Result<std::vector<int32_t>> CharTokenizer::tryEncode(std::string_view text) con
     for (std::size_t pos = 0; pos < text.size();) {
         const Utf8Char c = decodeUtf8(text, pos);
         if (!c.valid)
-            return Error::make("invalid_utf8", "not UTF-8 at byte offset " + std::to_string(pos));
+            return Error::make(errc::kInvalidUtf8, "not UTF-8 at byte offset " + std::to_string(pos));
         const auto id = idOf(c.codePoint);
         if (!id)
-            return Error::make("unknown_char",
+            return Error::make(errc::kUnknownChar,
                 describeCodePoint(c.codePoint) + " at byte offset " + std::to_string(pos)
                     + " is not in the character vocabulary");
         ids.push_back(*id);
@@ -179,7 +180,7 @@ Status CharTokenizer::save(const std::filesystem::path& dir) const
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec)
-        return Error::make("io_error", dir.string() + ": cannot create folder: " + ec.message());
+        return Error::make(errc::kIoError, dir.string() + ": cannot create folder: " + ec.message());
     nlohmann::ordered_json json;
     json["type"] = "char";
     json["version"] = 1;

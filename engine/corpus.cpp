@@ -1,5 +1,6 @@
 #include "engine/corpus.h"
 
+#include "engine/error_codes.h"
 #include "engine/file_io.h"
 #include "engine/gpt2_pretokenizer.h"
 
@@ -20,7 +21,7 @@ Result<std::vector<std::filesystem::path>> listCorpusFiles(const std::vector<std
             continue;
         }
         if (!std::filesystem::is_directory(input, ec))
-            return Error::make("not_found", input.string() + ": no such file or folder");
+            return Error::make(errc::kNotFound, input.string() + ": no such file or folder");
         std::vector<std::filesystem::path> found;
         std::filesystem::recursive_directory_iterator it(
             input, std::filesystem::directory_options::follow_directory_symlink, ec);
@@ -29,12 +30,12 @@ Result<std::vector<std::filesystem::path>> listCorpusFiles(const std::vector<std
                 found.push_back(it->path());
         }
         if (ec)
-            return Error::make("io_error", input.string() + ": cannot list: " + ec.message());
+            return Error::make(errc::kIoError, input.string() + ": cannot list: " + ec.message());
         std::sort(found.begin(), found.end());
         files.insert(files.end(), found.begin(), found.end());
     }
     if (files.empty())
-        return Error::make("not_found", "no input text: the folders hold no *.txt files");
+        return Error::make(errc::kNotFound, "no input text: the folders hold no *.txt files");
     return files;
 }
 

@@ -1,5 +1,7 @@
 #include "engine/data_parallel.h"
 
+#include "engine/error_codes.h"
+
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 #ifdef CROWDTRAIN_WITH_GLOO
@@ -63,12 +65,12 @@ struct DataParallel::Impl {
 Result<std::shared_ptr<DataParallel>> DataParallel::create(const DataParallelOptions& options)
 {
     if (options.worldSize < 1 || options.rank < 0 || options.rank >= options.worldSize)
-        return Error::make("bad_options",
+        return Error::make(errc::kBadOptions,
             "rank " + std::to_string(options.rank) + " is outside world size " + std::to_string(options.worldSize));
     if (!backendBuiltIn(options.backend))
-        return Error::make("bad_options", "process-group backend '" + options.backend + "' is not in this build");
+        return Error::make(errc::kBadOptions, "process-group backend '" + options.backend + "' is not in this build");
     if (options.backend == "nccl" && !options.device.is_cuda())
-        return Error::make("bad_options", "NCCL reduces CUDA tensors only, not " + options.device.str());
+        return Error::make(errc::kBadOptions, "NCCL reduces CUDA tensors only, not " + options.device.str());
     try {
         auto impl = std::make_unique<Impl>();
         impl->device = options.device;
@@ -81,7 +83,7 @@ Result<std::shared_ptr<DataParallel>> DataParallel::create(const DataParallelOpt
         impl->group = makeGroup(options, impl->store);
         return std::shared_ptr<DataParallel>(new DataParallel(options.rank, options.worldSize, std::move(impl)));
     } catch (const std::exception& e) {
-        return Error::make("rendezvous_failed", std::string("cannot join the process group: ") + e.what());
+        return Error::make(errc::kRendezvousFailed, std::string("cannot join the process group: ") + e.what());
     }
 }
 

@@ -4,6 +4,7 @@
 #include "engine/char_tokenizer.h"
 #include "engine/corpus.h"
 #include "engine/data_set.h"
+#include "engine/error_codes.h"
 #include "engine/file_io.h"
 #include "engine/token_shard.h"
 
@@ -33,9 +34,9 @@ public:
         std::error_code ec;
         if (std::filesystem::exists(out, ec)) {
             if (!std::filesystem::is_directory(out, ec))
-                return Error::make("bad_output", out.string() + ": exists and is not a folder");
+                return Error::make(errc::kBadOutput, out.string() + ": exists and is not a folder");
             if (!std::filesystem::is_empty(out, ec))
-                return Error::make("bad_output", out.string() + ": exists and is not empty; choose a new folder");
+                return Error::make(errc::kBadOutput, out.string() + ": exists and is not empty; choose a new folder");
         }
         StagingFolder staging;
         staging.m_out = out;
@@ -45,7 +46,7 @@ public:
         staging.m_path = out.parent_path() / ("." + out.filename().string() + ".partial-" + std::to_string(::getpid()));
         std::filesystem::create_directories(staging.m_path, ec);
         if (ec)
-            return Error::make("io_error", out.string() + ": cannot create the output folder: " + ec.message());
+            return Error::make(errc::kIoError, out.string() + ": cannot create the output folder: " + ec.message());
         staging.m_active = true;
         return staging;
     }
@@ -78,7 +79,7 @@ public:
         std::filesystem::rename(m_path, m_out, ec);
         if (ec)
             return Error::make(
-                "io_error", m_out.string() + ": cannot move the finished folder into place: " + ec.message());
+                errc::kIoError, m_out.string() + ": cannot move the finished folder into place: " + ec.message());
         m_active = false;
         return Status::success();
     }
@@ -111,17 +112,17 @@ std::string shardName(const std::string& prefix, const char* role, std::size_t i
 Status validate(const PrepareOptions& options)
 {
     if (options.inputs.empty())
-        return Error::make("bad_argument", "no input files or folders");
+        return Error::make(errc::kBadArgument, "no input files or folders");
     if (options.outDir.empty())
-        return Error::make("bad_argument", "no output folder");
+        return Error::make(errc::kBadArgument, "no output folder");
     if (!(options.valFraction >= 0.0 && options.valFraction < 1.0))
-        return Error::make("bad_argument", "the validation fraction must be in [0, 1)");
+        return Error::make(errc::kBadArgument, "the validation fraction must be in [0, 1)");
     if (options.shardTokens < 1 || options.shardTokens > kMaxShardTokens)
-        return Error::make("bad_argument", "tokens per shard must be in 1.." + std::to_string(kMaxShardTokens));
+        return Error::make(errc::kBadArgument, "tokens per shard must be in 1.." + std::to_string(kMaxShardTokens));
     if (options.tokenizer != "gpt2" && options.tokenizer != "char")
-        return Error::make("bad_argument", "unknown tokenizer '" + options.tokenizer + "' (known: gpt2, char)");
+        return Error::make(errc::kBadArgument, "unknown tokenizer '" + options.tokenizer + "' (known: gpt2, char)");
     if (options.tokenizer == "gpt2" && options.gpt2Dir.empty())
-        return Error::make("bad_argument", "the gpt2 tokenizer needs the folder with encoder.json and vocab.bpe");
+        return Error::make(errc::kBadArgument, "the gpt2 tokenizer needs the folder with encoder.json and vocab.bpe");
     return Status::success();
 }
 
@@ -220,7 +221,7 @@ Result<std::vector<PreparedShard>> writeShards(std::ifstream& stream, uint64_t c
             buffer.resize(static_cast<std::size_t>(std::min<uint64_t>(kCopyTokens, shard.tokens - copied)));
             stream.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(buffer.size() * 2));
             if (!stream)
-                return Error::make("io_error", "cannot read back the token stream");
+                return Error::make(errc::kIoError, "cannot read back the token stream");
             if (Status status = writer->append(buffer); !status)
                 return status.error();
             copied += buffer.size();
@@ -286,7 +287,7 @@ Result<PrepareSummary> prepareDataSet(const PrepareOptions& options, const Prepa
     const std::string prefix = sanitizedName(options.name.empty() ? inputName.stem().string() : options.name);
     if (shardRoleOf(shardName(prefix, "train", 0)) != ShardRole::Train
         || shardRoleOf(shardName(prefix, "val", 0)) != ShardRole::Val)
-        return Error::make("bad_argument",
+        return Error::make(errc::kBadArgument,
             "shard names starting '" + prefix + "' would not say clearly train or val; choose another name");
 
     auto tokenizer = makeTokenizer(options, *files, summary.inputBytes, progress);
@@ -295,12 +296,12 @@ Result<PrepareSummary> prepareDataSet(const PrepareOptions& options, const Prepa
     summary.tokenizerKind = (*tokenizer)->kind();
     summary.vocabSize = (*tokenizer)->vocabSize();
     if (summary.vocabSize > 65536)
-        return Error::make("vocabulary_too_large",
+        return Error::make(errc::kVocabularyTooLarge,
             "a vocabulary of " + std::to_string(summary.vocabSize) + " tokens does not fit uint16 shards");
 
     std::filesystem::path out = std::filesystem::absolute(options.outDir, ec).lexically_normal();
     if (ec)
-        return Error::make("io_error", options.outDir.string() + ": " + ec.message());
+        return Error::make(errc::kIoError, options.outDir.string() + ": " + ec.message());
     if (!out.has_filename())
         out = out.parent_path();
     auto staging = StagingFolder::create(out);
@@ -320,7 +321,7 @@ Result<PrepareSummary> prepareDataSet(const PrepareOptions& options, const Prepa
         --summary.trainTokens;
     summary.valTokens = *total - summary.trainTokens;
     if (summary.trainTokens == 0)
-        return Error::make("corpus_too_small", "the corpus has too few tokens (" + std::to_string(*total) + ")");
+        return Error::make(errc::kCorpusTooSmall, "the corpus has too few tokens (" + std::to_string(*total) + ")");
 
     std::ifstream stream(streamPath, std::ios::binary);
     uint64_t written = 0;

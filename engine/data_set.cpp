@@ -1,5 +1,7 @@
 #include "engine/data_set.h"
 
+#include "engine/error_codes.h"
+
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
@@ -79,7 +81,7 @@ Result<DataSet> openDataSet(const std::filesystem::path& dir)
 {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec))
-        return Error::make("not_found", dir.string() + ": no such data folder");
+        return Error::make(errc::kNotFound, dir.string() + ": no such data folder");
     std::vector<std::filesystem::path> trainFiles;
     std::vector<std::filesystem::path> valFiles;
     std::filesystem::directory_iterator it(dir, ec);
@@ -91,13 +93,13 @@ Result<DataSet> openDataSet(const std::filesystem::path& dir)
             continue;
         if (role == ShardRole::Ambiguous)
             return Error::make(
-                "bad_data_set", entry.path().string() + ": the name says both train and val; rename it to say one");
+                errc::kBadDataSet, entry.path().string() + ": the name says both train and val; rename it to say one");
         (role == ShardRole::Train ? trainFiles : valFiles).push_back(entry.path());
     }
     if (ec)
-        return Error::make("io_error", dir.string() + ": cannot list: " + ec.message());
+        return Error::make(errc::kIoError, dir.string() + ": cannot list: " + ec.message());
     if (trainFiles.empty())
-        return Error::make("not_found", dir.string() + ": no train shards (*train*.bin)");
+        return Error::make(errc::kNotFound, dir.string() + ": no train shards (*train*.bin)");
     std::sort(trainFiles.begin(), trainFiles.end());
     std::sort(valFiles.begin(), valFiles.end());
 

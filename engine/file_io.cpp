@@ -1,5 +1,7 @@
 #include "engine/file_io.h"
 
+#include "engine/error_codes.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -13,16 +15,16 @@ namespace crowdtrain::engine {
 
 Error ioError(const std::filesystem::path& file, const std::string& what, int errorNumber)
 {
-    return Error::make("io_error", file.string() + ": " + what + ": " + std::strerror(errorNumber));
+    return Error::make(errc::kIoError, file.string() + ": " + what + ": " + std::strerror(errorNumber));
 }
 
 Result<std::string> readFile(const std::filesystem::path& file)
 {
     std::error_code ec;
     if (!std::filesystem::exists(file, ec))
-        return Error::make("not_found", file.string() + ": no such file");
+        return Error::make(errc::kNotFound, file.string() + ": no such file");
     if (std::filesystem::is_directory(file, ec))
-        return Error::make("io_error", file.string() + ": is a folder, expected a file");
+        return Error::make(errc::kIoError, file.string() + ": is a folder, expected a file");
     std::ifstream in(file, std::ios::binary);
     if (!in)
         return ioError(file, "cannot open", errno);

@@ -1,5 +1,7 @@
 #include "engine/gpt_config.h"
 
+#include "engine/error_codes.h"
+
 #include <array>
 #include <utility>
 
@@ -31,7 +33,7 @@ Result<GptConfig> gptConfigByName(const std::string& name)
     std::string known;
     for (const auto& preset : kPresets)
         known += (known.empty() ? "" : ", ") + std::string(preset.name);
-    return Error::make("unknown_model", "unknown model config '" + name + "' (known: " + known + ")");
+    return Error::make(errc::kUnknownModel, "unknown model config '" + name + "' (known: " + known + ")");
 }
 
 std::vector<std::string> gptConfigNames()
@@ -45,14 +47,14 @@ std::vector<std::string> gptConfigNames()
 Status validate(const GptConfig& c)
 {
     if (c.nLayer <= 0 || c.nHead <= 0 || c.nEmbd <= 0 || c.blockSize <= 0 || c.vocabSize <= 0)
-        return Error::make("bad_config", "model sizes must be positive");
+        return Error::make(errc::kBadConfig, "model sizes must be positive");
     if (c.nEmbd % c.nHead != 0)
-        return Error::make("bad_config",
+        return Error::make(errc::kBadConfig,
             "n_embd (" + std::to_string(c.nEmbd) + ") must be divisible by n_head (" + std::to_string(c.nHead) + ")");
     if (c.vocabSize > 65536)
-        return Error::make("bad_config", "vocab_size above 65536 does not fit uint16 token shards");
+        return Error::make(errc::kBadConfig, "vocab_size above 65536 does not fit uint16 token shards");
     if (c.dropout < 0.0 || c.dropout >= 1.0)
-        return Error::make("bad_config", "dropout must be in [0, 1)");
+        return Error::make(errc::kBadConfig, "dropout must be in [0, 1)");
     return Status::success();
 }
 

@@ -1,6 +1,7 @@
 #include "engine/hf_gpt2.h"
 
 #include "engine/atomic_file.h"
+#include "engine/error_codes.h"
 #include "engine/hf_gpt2_config.h"
 
 #include <nlohmann/json.hpp>
@@ -42,12 +43,12 @@ std::string shapeString(c10::IntArrayRef shape)
 
 Error exportError(const std::filesystem::path& dir, const std::string& problem)
 {
-    return Error::make("bad_export", "cannot export GPT-2 to '" + dir.string() + "': " + problem);
+    return Error::make(errc::kBadExport, "cannot export GPT-2 to '" + dir.string() + "': " + problem);
 }
 
 Error importError(const std::filesystem::path& dir, const std::string& problem)
 {
-    return Error::make("bad_hf_checkpoint", "cannot import GPT-2 from '" + dir.string() + "': " + problem);
+    return Error::make(errc::kBadHfCheckpoint, "cannot import GPT-2 from '" + dir.string() + "': " + problem);
 }
 
 // The export's tensors by HF name, checked against the config.

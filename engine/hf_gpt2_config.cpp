@@ -1,5 +1,7 @@
 #include "engine/hf_gpt2_config.h"
 
+#include "engine/error_codes.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -14,7 +16,7 @@ constexpr double kLayerNormEpsilon = 1e-5;
 
 Error configError(const std::string& source, const std::string& problem)
 {
-    return Error::make("bad_hf_config", "'" + source + "': " + problem);
+    return Error::make(errc::kBadHfConfig, "'" + source + "': " + problem);
 }
 
 // A positive integer field, or GPT2Config's default when it is absent.

@@ -1,5 +1,6 @@
 #include "engine/model_io.h"
 
+#include "engine/error_codes.h"
 #include "engine/hf_gpt2.h"
 #include "engine/trainer.h"
 
@@ -22,9 +23,9 @@ Status loadParameters(Gpt& model, const NamedParameters& values)
     for (const auto& item : params) {
         const auto it = byName.find(item.key());
         if (it == byName.end())
-            return Error::make("bad_weights", "missing tensor " + item.key());
+            return Error::make(errc::kBadWeights, "missing tensor " + item.key());
         if (it->second->sizes() != item.value().sizes())
-            return Error::make("bad_weights", "tensor " + item.key() + " has the wrong shape");
+            return Error::make(errc::kBadWeights, "tensor " + item.key() + " has the wrong shape");
     }
     torch::NoGradGuard noGrad;
     for (auto& item : params)

@@ -7,18 +7,23 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
 namespace crowdtrain {
 
 // What went wrong, said so that a user can act on it: name the file, the
-// field, the limit. `code` is a short stable token for programs and the wire.
+// field, the limit. `code` is a short stable token for programs and the wire,
+// one of the constants of engine/error_codes.h or net/wire/error_codes.h.
 struct Error {
     std::string code;
     std::string message;
 
-    static Error make(std::string code, std::string message) { return Error{std::move(code), std::move(message)}; }
+    static Error make(std::string_view code, std::string message)
+    {
+        return Error{std::string(code), std::move(message)};
+    }
 };
 
 template <typename T> class [[nodiscard]] Result {

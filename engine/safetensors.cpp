@@ -1,6 +1,7 @@
 #include "engine/safetensors.h"
 
 #include "engine/atomic_file.h"
+#include "engine/error_codes.h"
 
 #include <nlohmann/json.hpp>
 
@@ -71,14 +72,14 @@ Result<Prepared> prepare(const NamedTensors& tensors, const std::map<std::string
     std::vector<std::pair<const DtypeInfo*, PreparedTensor>> sorted;
     for (const auto& [name, tensor] : tensors) {
         if (name.empty() || name == "__metadata__")
-            return Error::make("bad_tensor", "tensor name '" + name + "' is not allowed in a safetensors file");
+            return Error::make(errc::kBadTensor, "tensor name '" + name + "' is not allowed in a safetensors file");
         if (!names.insert(name).second)
-            return Error::make("bad_tensor", "tensor name '" + name + "' appears twice");
+            return Error::make(errc::kBadTensor, "tensor name '" + name + "' appears twice");
         if (!tensor.defined() || tensor.layout() != torch::kStrided)
-            return Error::make("bad_tensor", "tensor '" + name + "' is undefined or not dense");
+            return Error::make(errc::kBadTensor, "tensor '" + name + "' is undefined or not dense");
         const DtypeInfo* info = dtypeInfo(tensor.scalar_type());
         if (info == nullptr)
-            return Error::make("bad_tensor",
+            return Error::make(errc::kBadTensor,
                 "tensor '" + name + "' has dtype " + std::string(c10::toString(tensor.scalar_type()))
                     + ", which safetensors files here do not support");
         sorted.push_back({info, {name, tensor}});
@@ -114,7 +115,7 @@ Result<Prepared> prepare(const NamedTensors& tensors, const std::map<std::string
     try {
         json = header.dump();
     } catch (const nlohmann::json::exception& e) {
-        return Error::make("bad_tensor", std::string("tensor names and metadata must be valid UTF-8: ") + e.what());
+        return Error::make(errc::kBadTensor, std::string("tensor names and metadata must be valid UTF-8: ") + e.what());
     }
     json.append((8 - json.size() % 8) % 8, ' ');
     std::uint64_t length = json.size();
@@ -133,7 +134,7 @@ struct Entry {
     std::uint64_t end = 0;
 };
 
-Error formatError(const std::filesystem::path& file, const std::string& code, const std::string& problem)
+Error formatError(const std::filesystem::path& file, std::string_view code, const std::string& problem)
 {
     return Error::make(code, "'" + file.string() + "' is not a valid safetensors file: " + problem);
 }
@@ -147,7 +148,8 @@ Result<Entry> parseEntry(const std::filesystem::path& file, const std::string& n
 {
     const std::string tensor = "tensor '" + name + "'";
     if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
-        return formatError(file, "safetensors_header", tensor + " needs an object with dtype, shape and data_offsets");
+        return formatError(
+            file, errc::kSafetensorsHeader, tensor + " needs an object with dtype, shape and data_offsets");
     Entry entry;
     entry.name = name;
     const auto& dtype = value["dtype"];
@@ -158,36 +160,36 @@ Result<Entry> parseEntry(const std::filesystem::path& file, const std::string& n
         }
     }
     if (entry.dtype == nullptr)
-        return formatError(file, "safetensors_dtype",
+        return formatError(file, errc::kSafetensorsDtype,
             tensor + " has dtype " + dtype.dump() + "; supported: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL");
 
     const auto& shape = value["shape"];
     if (!shape.is_array())
-        return formatError(file, "safetensors_header", tensor + ": shape must be an array");
+        return formatError(file, errc::kSafetensorsHeader, tensor + ": shape must be an array");
     std::uint64_t elements = 1;
     for (const auto& dim : shape) {
         if (!dim.is_number_unsigned() || dim.get<std::uint64_t>() > std::numeric_limits<std::int64_t>::max())
             return formatError(
-                file, "safetensors_header", tensor + ": shape " + shape.dump() + " is not a list of sizes");
+                file, errc::kSafetensorsHeader, tensor + ": shape " + shape.dump() + " is not a list of sizes");
         const auto size = dim.get<std::uint64_t>();
         if (size != 0 && elements > std::numeric_limits<std::uint64_t>::max() / size)
-            return formatError(file, "safetensors_shape", tensor + ": shape " + shape.dump() + " overflows");
+            return formatError(file, errc::kSafetensorsShape, tensor + ": shape " + shape.dump() + " overflows");
         elements *= size;
         entry.shape.push_back(static_cast<std::int64_t>(size));
     }
     const auto elementBytes = static_cast<std::uint64_t>(c10::elementSize(entry.dtype->dtype));
     if (elements > std::numeric_limits<std::uint64_t>::max() / elementBytes)
-        return formatError(file, "safetensors_shape", tensor + ": shape " + shape.dump() + " overflows");
+        return formatError(file, errc::kSafetensorsShape, tensor + ": shape " + shape.dump() + " overflows");
 
     const auto& offsets = value["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned()
         || !offsets[1].is_number_unsigned() || offsets[0].get<std::uint64_t>() > offsets[1].get<std::uint64_t>())
-        return formatError(
-            file, "safetensors_offsets", tensor + ": data_offsets " + offsets.dump() + " is not a [begin, end] pair");
+        return formatError(file, errc::kSafetensorsOffsets,
+            tensor + ": data_offsets " + offsets.dump() + " is not a [begin, end] pair");
     entry.begin = offsets[0].get<std::uint64_t>();
     entry.end = offsets[1].get<std::uint64_t>();
     if (entry.end - entry.begin != elements * elementBytes)
-        return formatError(file, "safetensors_shape",
+        return formatError(file, errc::kSafetensorsShape,
             tensor + ": shape " + shape.dump() + " of " + entry.dtype->name + " needs "
                 + std::to_string(elements * elementBytes) + " bytes but data_offsets " + offsets.dump() + " hold "
                 + std::to_string(entry.end - entry.begin));
@@ -202,20 +204,21 @@ Result<std::vector<Entry>> parseHeader(const std::filesystem::path& file, const 
     try {
         header = nlohmann::json::parse(json);
     } catch (const nlohmann::json::exception& e) {
-        return formatError(file, "safetensors_json", std::string("the header is not valid JSON (") + e.what() + ")");
+        return formatError(
+            file, errc::kSafetensorsJson, std::string("the header is not valid JSON (") + e.what() + ")");
     }
     if (!header.is_object())
-        return formatError(file, "safetensors_json", "the header is not a JSON object");
+        return formatError(file, errc::kSafetensorsJson, "the header is not a JSON object");
 
     std::vector<Entry> entries;
     for (const auto& [key, value] : header.items()) {
         if (key == "__metadata__") {
             if (!value.is_object())
-                return formatError(file, "safetensors_header", "__metadata__ must be an object of strings");
+                return formatError(file, errc::kSafetensorsHeader, "__metadata__ must be an object of strings");
             for (const auto& [metaKey, metaValue] : value.items()) {
                 if (!metaValue.is_string())
                     return formatError(
-                        file, "safetensors_header", "__metadata__ value for '" + metaKey + "' is not a string");
+                        file, errc::kSafetensorsHeader, "__metadata__ value for '" + metaKey + "' is not a string");
                 metadata[metaKey] = metaValue.get<std::string>();
             }
             continue;
@@ -233,21 +236,21 @@ Result<std::vector<Entry>> parseHeader(const std::filesystem::path& file, const 
     const Entry* previous = nullptr;
     for (const auto& entry : entries) {
         if (entry.begin < expected)
-            return formatError(file, "safetensors_offsets",
+            return formatError(file, errc::kSafetensorsOffsets,
                 "tensor '" + entry.name + "' at " + range(entry.begin, entry.end) + " overlaps tensor '"
                     + previous->name + "' at " + range(previous->begin, previous->end));
         if (entry.begin > expected)
-            return formatError(file, "safetensors_offsets",
+            return formatError(file, errc::kSafetensorsOffsets,
                 "bytes " + range(expected, entry.begin) + " before tensor '" + entry.name + "' belong to no tensor");
         expected = entry.end;
         previous = &entry;
     }
     if (expected > bufferBytes)
-        return formatError(file, "safetensors_truncated",
+        return formatError(file, errc::kSafetensorsTruncated,
             "the tensors need " + std::to_string(expected) + " bytes of data but only " + std::to_string(bufferBytes)
                 + " follow the header (truncated file?)");
     if (expected < bufferBytes)
-        return formatError(file, "safetensors_offsets",
+        return formatError(file, errc::kSafetensorsOffsets,
             "bytes " + range(expected, bufferBytes) + " after the last tensor belong to no tensor");
     return entries;
 }
@@ -257,13 +260,13 @@ Result<SafetensorsFile> readFile(const std::filesystem::path& file)
     std::error_code error;
     const std::uint64_t fileBytes = std::filesystem::file_size(file, error);
     if (error)
-        return Error::make("io_error", "cannot read '" + file.string() + "': " + error.message());
+        return Error::make(errc::kIoError, "cannot read '" + file.string() + "': " + error.message());
     std::ifstream in(file, std::ios::binary);
     if (!in)
-        return Error::make("io_error", "cannot open '" + file.string() + "'");
+        return Error::make(errc::kIoError, "cannot open '" + file.string() + "'");
 
     if (fileBytes < 8)
-        return formatError(file, "safetensors_truncated",
+        return formatError(file, errc::kSafetensorsTruncated,
             "it is " + std::to_string(fileBytes) + " bytes long, shorter than the 8-byte header length");
     std::array<unsigned char, 8> lengthBytes{};
     in.read(reinterpret_cast<char*>(lengthBytes.data()), 8);
@@ -271,17 +274,17 @@ Result<SafetensorsFile> readFile(const std::filesystem::path& file)
     for (int i = 7; i >= 0; --i)
         headerBytes = (headerBytes << 8) | lengthBytes[i];
     if (headerBytes > kSafetensorsMaxHeaderBytes)
-        return formatError(file, "safetensors_header",
+        return formatError(file, errc::kSafetensorsHeader,
             "header length " + std::to_string(headerBytes) + " exceeds the limit of "
                 + std::to_string(kSafetensorsMaxHeaderBytes) + " bytes");
     if (headerBytes > fileBytes - 8)
-        return formatError(file, "safetensors_truncated",
+        return formatError(file, errc::kSafetensorsTruncated,
             "header length " + std::to_string(headerBytes) + " runs past the end of the file ("
                 + std::to_string(fileBytes) + " bytes)");
     std::string json(headerBytes, '\0');
     in.read(json.data(), static_cast<std::streamsize>(headerBytes));
     if (!in)
-        return Error::make("io_error", "cannot read the header of '" + file.string() + "'");
+        return Error::make(errc::kIoError, "cannot read the header of '" + file.string() + "'");
 
     SafetensorsFile result;
     auto entries = parseHeader(file, json, fileBytes - 8 - headerBytes, result.metadata);
@@ -291,10 +294,10 @@ Result<SafetensorsFile> readFile(const std::filesystem::path& file)
         torch::Tensor tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(entry.dtype->dtype));
         const auto bytes = static_cast<std::streamsize>(entry.end - entry.begin);
         if (bytes > 0 && !in.read(static_cast<char*>(tensor.data_ptr()), bytes))
-            return Error::make("io_error", "cannot read tensor '" + entry.name + "' from '" + file.string() + "'");
+            return Error::make(errc::kIoError, "cannot read tensor '" + entry.name + "' from '" + file.string() + "'");
         if (entry.dtype->dtype == torch::kBool && tensor.view(torch::kUInt8).gt(1).any().item<bool>())
             return formatError(
-                file, "safetensors_bool", "BOOL tensor '" + entry.name + "' holds bytes other than 0 and 1");
+                file, errc::kSafetensorsBool, "BOOL tensor '" + entry.name + "' holds bytes other than 0 and 1");
         result.tensors.emplace_back(entry.name, std::move(tensor));
     }
     return result;
@@ -339,7 +342,7 @@ Status writeSafetensors(
         return out->commit();
     } catch (const std::exception& e) {
         // c10::Error derives from std::exception (moving a tensor to the CPU).
-        return Error::make("io_error", "cannot write '" + file.string() + "': " + e.what());
+        return Error::make(errc::kIoError, "cannot write '" + file.string() + "': " + e.what());
     }
 }
 
@@ -358,7 +361,7 @@ Result<std::string> serializeSafetensors(
         }
         return bytes;
     } catch (const std::exception& e) {
-        return Error::make("bad_tensor", std::string("cannot serialize tensors: ") + e.what());
+        return Error::make(errc::kBadTensor, std::string("cannot serialize tensors: ") + e.what());
     }
 }
 
@@ -368,7 +371,7 @@ Result<SafetensorsFile> readSafetensors(const std::filesystem::path& file)
         return readFile(file);
     } catch (const std::exception& e) {
         // c10::Error (allocation) and std::bad_alloc end up here.
-        return Error::make("io_error", "cannot read '" + file.string() + "': " + e.what());
+        return Error::make(errc::kIoError, "cannot read '" + file.string() + "': " + e.what());
     }
 }
 

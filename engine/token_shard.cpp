@@ -1,5 +1,7 @@
 #include "engine/token_shard.h"
 
+#include "engine/error_codes.h"
+
 #include <array>
 #include <bit>
 #include <cerrno>
@@ -20,7 +22,7 @@ namespace {
 
 Error badShard(const std::filesystem::path& file, const std::string& what)
 {
-    return Error::make("bad_shard", file.string() + ": " + what);
+    return Error::make(errc::kBadShard, file.string() + ": " + what);
 }
 
 } // namespace
@@ -30,7 +32,7 @@ Result<TokenShard> TokenShard::open(const std::filesystem::path& file)
     const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT)
-            return Error::make("not_found", file.string() + ": no such shard");
+            return Error::make(errc::kNotFound, file.string() + ": no such shard");
         return ioError(file, "cannot open", errno);
     }
     struct stat info { };
@@ -132,7 +134,7 @@ Result<TokenShardWriter> TokenShardWriter::create(const std::filesystem::path& f
 Status TokenShardWriter::append(std::span<const uint16_t> tokens)
 {
     if (m_size + tokens.size() > kMaxShardTokens)
-        return Error::make("shard_too_large",
+        return Error::make(errc::kShardTooLarge,
             m_file.target().string() + ": a shard holds at most " + std::to_string(kMaxShardTokens) + " tokens");
     m_size += tokens.size();
     return m_file.write({reinterpret_cast<const char*>(tokens.data()), tokens.size_bytes()});

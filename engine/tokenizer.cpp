@@ -2,6 +2,7 @@
 
 #include "engine/bpe_tokenizer.h"
 #include "engine/char_tokenizer.h"
+#include "engine/error_codes.h"
 
 namespace crowdtrain::engine {
 
@@ -9,12 +10,12 @@ Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::filesystem::path& di
 {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec))
-        return Error::make("not_found", dir.string() + ": no such tokenizer folder");
+        return Error::make(errc::kNotFound, dir.string() + ": no such tokenizer folder");
     const bool hasChars = std::filesystem::exists(dir / CharTokenizer::kFile, ec);
     const bool hasEncoder = std::filesystem::exists(dir / BpeTokenizer::kEncoderFile, ec);
     const bool hasMerges = std::filesystem::exists(dir / BpeTokenizer::kMergesFile, ec);
     if (hasChars && (hasEncoder || hasMerges))
-        return Error::make("bad_tokenizer",
+        return Error::make(errc::kBadTokenizer,
             dir.string() + ": holds both chars.json and GPT-2 files; a tokenizer folder holds one kind");
     if (hasChars) {
         auto tokenizer = CharTokenizer::load(dir);
@@ -30,7 +31,7 @@ Result<std::unique_ptr<Tokenizer>> loadTokenizer(const std::filesystem::path& di
         return std::unique_ptr<Tokenizer>(std::move(*tokenizer));
     }
     return Error::make(
-        "not_found", dir.string() + ": no tokenizer here (expected encoder.json + vocab.bpe, or chars.json)");
+        errc::kNotFound, dir.string() + ": no tokenizer here (expected encoder.json + vocab.bpe, or chars.json)");
 }
 
 } // namespace crowdtrain::engine

@@ -10,6 +10,7 @@
 //   u64      FNV-1a 64 of every byte before it
 // The file is written to a temporary name and renamed (engine/atomic_file.h).
 #include "engine/atomic_file.h"
+#include "engine/error_codes.h"
 #include "engine/model_io.h"
 #include "engine/trainer.h"
 
@@ -121,7 +122,7 @@ Status Trainer::saveState(const std::filesystem::path& file) const
         put(out, fnv1a(out));
         return writeFileAtomically(file, out);
     } catch (const std::exception& e) {
-        return Error::make("save_failed", "cannot save training state to " + file.string() + ": " + e.what());
+        return Error::make(errc::kSaveFailed, "cannot save training state to " + file.string() + ": " + e.what());
     }
 }
 
@@ -138,7 +139,7 @@ struct StateFile {
 
 Error corruptState(const std::filesystem::path& file, const std::string& what)
 {
-    return Error::make("bad_checkpoint", file.string() + ": " + what);
+    return Error::make(errc::kBadCheckpoint, file.string() + ": " + what);
 }
 
 // Reads and checks the framing; the archive is left for the caller.

@@ -2,6 +2,7 @@
 
 #include "engine/cpu_kernels.h"
 #include "engine/data_parallel.h"
+#include "engine/error_codes.h"
 #include "engine/thread_team.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -111,10 +112,10 @@ Result<torch::Device> resolveDevice(const std::string& name)
             return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
         torch::Device device(name);
         if (device.is_cuda() && !torch::cuda::is_available())
-            return Error::make("no_device", "device '" + name + "' requested but CUDA is not available");
+            return Error::make(errc::kNoDevice, "device '" + name + "' requested but CUDA is not available");
         return device;
     } catch (const c10::Error&) {
-        return Error::make("bad_device", "unknown device '" + name + "' (use cpu, cuda, cuda:N or auto)");
+        return Error::make(errc::kBadDevice, "unknown device '" + name + "' (use cpu, cuda, cuda:N or auto)");
     }
 }
 
@@ -124,20 +125,20 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
     if (Status valid = validate(options.model); !valid)
         return valid.error();
     if (!data.train)
-        return Error::make("bad_options", "no training data");
+        return Error::make(errc::kBadOptions, "no training data");
     if (data.train->blockSize() != options.model.blockSize)
-        return Error::make("bad_options",
+        return Error::make(errc::kBadOptions,
             "data windows of " + std::to_string(data.train->blockSize()) + " tokens do not match block_size "
                 + std::to_string(options.model.blockSize));
     if (options.batchSize <= 0 || options.gradAccumulationSteps <= 0 || options.maxIters < 0)
-        return Error::make("bad_options", "batch size and accumulation steps must be positive");
+        return Error::make(errc::kBadOptions, "batch size and accumulation steps must be positive");
     auto device = resolveDevice(options.device);
     if (!device)
         return device.error();
     if (options.cpuReplicas < 0)
-        return Error::make("bad_options", "cpu replicas must be 0 (automatic) or positive");
+        return Error::make(errc::kBadOptions, "cpu replicas must be 0 (automatic) or positive");
     if (options.cpuReplicas > 1 && options.model.dropout > 0)
-        return Error::make("bad_options", "CPU replicas need dropout 0 to stay deterministic");
+        return Error::make(errc::kBadOptions, "CPU replicas need dropout 0 to stay deterministic");
     int64_t replicas = 1;
     if (device->is_cpu()) {
         replicas = options.cpuReplicas > 0 ? options.cpuReplicas
@@ -445,9 +446,9 @@ Status Trainer::run(const Callbacks& callbacks, TrainerControl* control)
         }
         return Status::success();
     } catch (const c10::Error& e) {
-        return Error::make("training_failed", e.what_without_backtrace());
+        return Error::make(errc::kTrainingFailed, e.what_without_backtrace());
     } catch (const std::exception& e) {
-        return Error::make("training_failed", e.what());
+        return Error::make(errc::kTrainingFailed, e.what());
     }
 }
 

@@ -20,3 +20,10 @@ add_dependencies(tst_coordinator crowdtrain-server crowdtrain-prepare)
 crowdtrain_test(tst_swarm SOURCES tst_swarm.cpp coordinator_process.h
     LIBS crowdtrain::coordinator Qt6::Core TIMEOUT 1200)
 add_dependencies(tst_swarm crowdtrain-server crowdtrain-worker crowdtrain-prepare)
+
+# The coordinator against the attacks of the hardening issue: faults in its
+# loop, a lost submit reply, hostile updates, peers that never read, silent
+# task holders (a server in-process and as processes).
+crowdtrain_test(tst_hardening SOURCES tst_hardening.cpp coordinator_process.h protocol_client.h
+    LIBS crowdtrain::coordinator Qt6::Core)
+add_dependencies(tst_hardening crowdtrain-server crowdtrain-prepare)

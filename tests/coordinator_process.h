@@ -36,10 +36,13 @@ inline std::filesystem::path preparedShakespeare(const std::filesystem::path& di
     const auto data = dir / "data";
     if (std::filesystem::exists(data / "tokenizer"))
         return data;
+    const char* const corpus = CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt";
+    if (!std::filesystem::is_regular_file(corpus))
+        qFatal("missing input: %s", corpus);
     QProcess prepare;
     prepare.start(QString::fromStdString(binary("crowdtrain-prepare").string()),
-        {QStringLiteral(CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt"), QStringLiteral("--tokenizer"),
-            QStringLiteral("char"), QStringLiteral("--val-fraction"), QStringLiteral("0.1"), QStringLiteral("--out"),
+        {QString::fromUtf8(corpus), QStringLiteral("--tokenizer"), QStringLiteral("char"),
+            QStringLiteral("--val-fraction"), QStringLiteral("0.1"), QStringLiteral("--out"),
             QString::fromStdString(data.string())});
     if (!prepare.waitForFinished(120000) || prepare.exitCode() != 0)
         qFatal("crowdtrain-prepare failed: %s", prepare.readAllStandardError().constData());
@@ -53,6 +56,7 @@ struct SpecOptions {
     int64_t checkpointEvery = 2;
     int64_t deadlineSeconds = 60;
     std::string codec = "int8";
+    int64_t embd = 32;
 };
 
 // A small model (2 layers, 32 wide, block 32) so that rounds take seconds.
@@ -61,7 +65,7 @@ inline std::filesystem::path writeSpec(
 {
     const int64_t block = 32;
     nlohmann::json spec = {{"name", "tiny"}, {"description", "test project"},
-        {"model", {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", block}, {"vocab_size", 65}}},
+        {"model", {{"n_layer", 2}, {"n_head", 2}, {"n_embd", o.embd}, {"block_size", block}, {"vocab_size", 65}}},
         {"data", data.string()}, {"init", {{"seed", 7}}},
         {"inner",
             {{"steps", o.innerSteps}, {"batch_size", o.batchSize}, {"learning_rate", 2e-3}, {"min_lr", 2e-4},

@@ -31,8 +31,8 @@ engine::GptConfig tinyConfig()
     return engine::GptConfig{.nLayer = 1, .nHead = 2, .nEmbd = 8, .blockSize = 8, .vocabSize = 16, .dropout = 0.0};
 }
 
-// The model's parameters flattened in namedParameters() order (the shared
-// spec's flat vector).
+// The model's parameters flattened in namedParameters() order (the flat
+// vector of docs/protocol.md, §7).
 std::vector<float> flatOf(engine::Gpt& model)
 {
     std::vector<float> flat;

@@ -14,6 +14,7 @@
 #include "net/transport/client.h"
 #include "net/transport/curve_keys.h"
 #include "net/transport/curve_socket.h"
+#include "net/transport/pirate.h"
 #include "net/wire/events.h"
 #include "net/wire/messages.h"
 
@@ -101,20 +102,54 @@ class TestCoordinator : public QObject {
         return v.client->request<net::SubmitReply>(s, 20000);
     }
 
-    // A subscriber to every event of the project.
+    // A subscriber to every event of the project, returned once its Curve
+    // handshake with the PUB socket has completed (a PUB drops what it
+    // publishes before a subscription reaches it). The handshake is watched
+    // from before the socket connects, so it cannot be missed; the
+    // subscription is the first message the SUB socket sends on that
+    // connection, ahead of the requests (each behind a handshake of its own)
+    // that make the server publish. Options as makeCurveClientSocket's.
     zmq::socket_t subscribe()
     {
+        struct HandshakeWatch : zmq::monitor_t {
+            bool succeeded = false;
+            bool failed = false;
+            void on_event_handshake_succeeded(const zmq_event_t&, const char*) override { succeeded = true; }
+            void on_event_handshake_failed_no_detail(const zmq_event_t&, const char*) override { failed = true; }
+            void on_event_handshake_failed_protocol(const zmq_event_t&, const char*) override { failed = true; }
+            void on_event_handshake_failed_auth(const zmq_event_t&, const char*) override { failed = true; }
+        };
+        static int monitors = 0;
         auto keys = net::generateKeyPair();
-        auto socket = net::makeCurveClientSocket(
-            m_context, zmq::socket_type::sub, m_server.publicKey, *keys, m_server.events, 1 << 20);
-        if (!socket)
-            qFatal("subscribe: %s", socket.error().message.c_str());
-        socket->set(zmq::sockopt::subscribe, "tiny.");
-        return std::move(*socket);
+        if (!keys)
+            qFatal("no keys");
+        zmq::socket_t socket(m_context, zmq::socket_type::sub);
+        socket.set(zmq::sockopt::linger, 0);
+        socket.set(zmq::sockopt::maxmsgsize, int64_t(1 << 20));
+        socket.set(zmq::sockopt::handshake_ivl, net::kHandshakeTimeoutMs);
+        socket.set(zmq::sockopt::curve_serverkey, m_server.publicKey);
+        socket.set(zmq::sockopt::curve_publickey, keys->publicKey);
+        socket.set(zmq::sockopt::curve_secretkey, keys->secretKey);
+        socket.set(zmq::sockopt::subscribe, "tiny.");
+        HandshakeWatch watch;
+        watch.init(socket, "inproc://tst-coordinator-subscriber-" + std::to_string(++monitors),
+            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+        socket.connect(m_server.events);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(net::kHandshakeTimeoutMs);
+        while (!watch.succeeded && !watch.failed && std::chrono::steady_clock::now() < until)
+            watch.check_event(100);
+        if (!watch.succeeded)
+            qFatal("the event subscriber's handshake with %s %s", m_server.events.c_str(),
+                watch.failed ? "failed" : "did not complete within the handshake timeout");
+        return socket;
     }
 
-    // The next event of type E on `socket` within timeoutMs (others are skipped).
-    template <typename E> std::optional<E> nextEvent(zmq::socket_t& socket, int timeoutMs)
+    // The next event of type E on `socket` within timeoutMs that `wanted`
+    // accepts (others are skipped).
+    template <typename E>
+    std::optional<E> nextEvent(
+        zmq::socket_t& socket, int timeoutMs, const std::function<bool(const E&)>& wanted = nullptr)
     {
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
         while (std::chrono::steady_clock::now() < until) {
@@ -129,7 +164,8 @@ class TestCoordinator : public QObject {
                 auto event = net::decodeEvent<E>(*decoded);
                 if (!event)
                     qFatal("bad %s event: %s", decoded->envelope.type.c_str(), event.error().message.c_str());
-                return *event;
+                if (!wanted || wanted(*event))
+                    return *event;
             }
         }
         return std::nullopt;
@@ -406,7 +442,6 @@ private slots:
     void roundWrapsUpWhenTheFirstTaskIsIn()
     {
         zmq::socket_t events = subscribe();
-        QTest::qWait(1000); // the subscription reaches the PUB socket (PUB drops what comes before)
         Volunteer fast = join("fast");
         Volunteer slow = join("slow");
         const uint64_t version = heartbeat(fast, 0).version;
@@ -441,7 +476,10 @@ private slots:
         const auto published = nextEvent<net::VersionPublishedEvent>(events, 5000);
         QVERIFY(published);
         QCOMPARE(published->version, version + 1);
-        const auto closed = nextEvent<net::RoundClosedEvent>(events, 10000);
+        // (The close of the round before may still come in: it is
+        // announced after that version's validation.)
+        const auto closed = nextEvent<net::RoundClosedEvent>(
+            events, 10000, [&](const net::RoundClosedEvent& e) { return e.round > version; });
         QVERIFY(closed);
         QCOMPARE(closed->round, version + 1);
         QCOMPARE(closed->tokens, tokens + tokens / 4);

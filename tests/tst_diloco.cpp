@@ -395,6 +395,19 @@ private slots:
         payload[5] = 1; // 3e38 itself is fine
         QVERIFY(decode(Codec::Int8, payload, 2, out.data()).ok());
         QCOMPARE(out[1], 3e38f);
+
+        // FLT_MAX / 127 in float32 rounds up: 127 and -128 times it both
+        // overflow (the shortcut that skipped the check at this scale let
+        // them through as finite); 126 times it does not.
+        const float edge = std::numeric_limits<float>::max() / 127.0f;
+        std::memcpy(payload.data(), &edge, 4);
+        for (const int q : {127, -128}) {
+            payload[5] = char(q);
+            QCOMPARE(decode(Codec::Int8, payload, 2, out.data()).error().code, std::string("non_finite"));
+            QVERIFY(!inspect(Codec::Int8, payload, 2)->finite);
+        }
+        payload[5] = char(126);
+        QVERIFY(decode(Codec::Int8, payload, 2, out.data()).ok());
     }
 
     void streamDecoder_data() { addCodecRows(); }

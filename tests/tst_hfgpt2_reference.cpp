@@ -17,13 +17,19 @@ using namespace crowdtrain::engine::testing;
 
 namespace {
 
-// The Debian Python that has torch (the one on PATH may not).
-QString pythonWithTorch()
+const QString kPython = QStringLiteral("/usr/bin/python3"); // the Debian Python, with torch (the one on PATH may not)
+
+// Why kPython cannot run the reference (empty when it can).
+QString pythonProblem()
 {
-    const QString python = QStringLiteral("/usr/bin/python3");
     QProcess probe;
-    probe.start(python, {QStringLiteral("-c"), QStringLiteral("import torch")});
-    return probe.waitForFinished(60000) && probe.exitCode() == 0 ? python : QString();
+    probe.setProcessChannelMode(QProcess::MergedChannels);
+    probe.start(kPython, {QStringLiteral("-c"), QStringLiteral("import torch")});
+    if (!probe.waitForFinished(60000))
+        return kPython + QStringLiteral(" did not start or finish: ") + probe.errorString();
+    if (probe.exitStatus() != QProcess::NormalExit || probe.exitCode() != 0)
+        return kPython + QStringLiteral(" cannot import torch: ") + QString::fromUtf8(probe.readAll().right(2000));
+    return {};
 }
 
 } // namespace
@@ -40,9 +46,9 @@ private slots:
 
     void logitsMatchGptForward()
     {
-        const QString python = pythonWithTorch();
-        if (python.isEmpty())
-            QSKIP("/usr/bin/python3 has no torch");
+        // The reference is an input of this test: without it the test fails.
+        const QString problem = pythonProblem();
+        QVERIFY2(problem.isEmpty(), qPrintable(problem));
         const GptConfig config = smallConfig();
         Gpt model = randomModel(config);
         const auto dir = path("export");
@@ -55,7 +61,7 @@ private slots:
         const auto out = path("logits.safetensors");
         QProcess reference;
         reference.setProcessChannelMode(QProcess::MergedChannels);
-        reference.start(python,
+        reference.start(kPython,
             {QStringLiteral(CROWDTRAIN_SOURCE_DIR "/tests/hf_gpt2_reference.py"), QString::fromStdString(dir.string()),
                 QStringLiteral("--tokens"), ids.join(QLatin1Char(',')), QStringLiteral("--out"),
                 QString::fromStdString(out.string())});
@@ -80,7 +86,7 @@ private slots:
         QJsonObject json = readJson(dir / "config.json");
         json.insert(QStringLiteral("tie_word_embeddings"), false);
         std::ofstream(dir / "config.json") << QJsonDocument(json).toJson().toStdString();
-        reference.start(python,
+        reference.start(kPython,
             {QStringLiteral(CROWDTRAIN_SOURCE_DIR "/tests/hf_gpt2_reference.py"), QString::fromStdString(dir.string()),
                 QStringLiteral("--tokens"), QStringLiteral("1")});
         QVERIFY(reference.waitForFinished(120000));

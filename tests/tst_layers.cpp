@@ -1,5 +1,6 @@
-// The layers stay clean (design.md, "Layers"): engine/ knows nothing of Qt or
-// ZeroMQ, net/ nothing of Qt, ui/ never includes libtorch, ZeroMQ or msgpack.
+// The layers stay clean (docs/architecture.md, "Layers and link graph"):
+// engine/ knows nothing of Qt or ZeroMQ, net/ nothing of Qt, ui/ never
+// includes libtorch, ZeroMQ or msgpack.
 #include <QDirIterator>
 #include <QRegularExpression>
 #include <QTest>
@@ -20,11 +21,15 @@ private slots:
         QTest::addColumn<QString>("forbidden");
         const QString engineBans = QStringLiteral("Q[A-Za-z]*|Qt[A-Za-z]*/.*|zmq.*|msgpack.*|sqlite3.*|net/.*|ui/.*");
         const QString netBans = QStringLiteral("Q[A-Za-z]*|Qt[A-Za-z]*/.*|ui/.*");
-        const QString uiBans = QStringLiteral("torch/.*|ATen/.*|c10/.*|zmq.*|msgpack.*");
+        // The GUI reaches the daemon only through net's control-API client:
+        // no engine, no coordinator or volunteer agent.
+        const QString uiBans
+            = QStringLiteral("torch/.*|ATen/.*|c10/.*|zmq.*|msgpack.*|engine/.*|net/coordinator/.*|net/volunteer/.*");
         QTest::newRow("engine: no Qt, ZeroMQ, msgpack, SQLite")
             << QStringLiteral("engine") << includePattern(engineBans);
         QTest::newRow("net: no Qt") << QStringLiteral("net") << includePattern(netBans);
-        QTest::newRow("ui: no libtorch, ZeroMQ, msgpack") << QStringLiteral("ui") << includePattern(uiBans);
+        QTest::newRow("ui: no libtorch, ZeroMQ, msgpack, engine, coordinator, volunteer")
+            << QStringLiteral("ui") << includePattern(uiBans);
     }
 
     void noForbiddenIncludes()
@@ -59,6 +64,10 @@ private slots:
         const QRegularExpression pattern(includePattern(QStringLiteral("torch/.*|zmq.*")));
         QVERIFY(pattern.match(QStringLiteral("#include <torch/torch.h>")).hasMatch());
         QVERIFY(!pattern.match(QStringLiteral("#include \"ui/lossplot.h\"")).hasMatch());
+        const QRegularExpression ui(includePattern(QStringLiteral("engine/.*|net/coordinator/.*|net/volunteer/.*")));
+        QVERIFY(ui.match(QStringLiteral("#include \"net/coordinator/ledger.h\"")).hasMatch());
+        QVERIFY(ui.match(QStringLiteral("#include \"engine/gpt.h\"")).hasMatch());
+        QVERIFY(!ui.match(QStringLiteral("#include \"net/wire/messages.h\"")).hasMatch());
     }
 };
 

@@ -43,8 +43,9 @@ RoundCommit roundOf(int64_t r)
     c.record.stateFile = "state/global-" + std::to_string(r) + ".bin";
     c.record.closedAtMs = 1000 * r;
     for (int64_t i = 0; i <= r % 5; ++i)
-        c.contributions.push_back({r, "key-" + std::to_string(i), 100 * (i + 1), 10, 2.5, true, "", 1000 * r + i});
-    c.contributions.push_back({r, "key-bad", 50, 10, 9.0, false, "norm too large", 1000 * r + 99});
+        c.contributions.push_back(
+            {r, "key-" + std::to_string(i), 100 * (i + 1), 10, 2.5, true, "", 1000 * r + i, 0, {}});
+    c.contributions.push_back({r, "key-bad", 50, 10, 9.0, false, "norm too large", 1000 * r + 99, 0, {}});
     c.dataProgress = RoundCommit::DataProgress{r / 10, r % 10, 10, std::string(16, char('a' + r % 26))};
     return c;
 }
@@ -151,14 +152,27 @@ private slots:
         RoundCommit r1;
         r1.record.round = 1;
         r1.record.stateFile = "s1";
-        r1.contributions = {{1, "alice", 600, 2000, 2.0, true, "", 10}, {1, "bob", 200, 1500, 4.0, true, "", 11},
-            {1, "bob", 999, 100, 9.0, false, "stale version", 12}};
+        r1.contributions = {{1, "alice", 600, 2000, 2.0, true, "", 10, 41, std::string(64, 'a')},
+            {1, "bob", 200, 1500, 4.0, true, "", 11, 42, std::string(64, 'b')},
+            {1, "bob", 999, 100, 9.0, false, "stale version", 12, 0, {}}};
         QVERIFY(ledger.commitRound(r1).ok());
         RoundCommit r2;
         r2.record.round = 2;
         r2.record.stateFile = "s2";
-        r2.contributions = {{2, "bob", 200, 500, 3.0, true, "", 20}, {2, "carol", 0, 0, 0, false, "not finite", 21}};
+        r2.contributions = {{2, "bob", 200, 500, 3.0, true, "", 20, 43, std::string(64, 'c')},
+            {2, "carol", 0, 0, 0, false, "not finite", 21, 0, {}}};
         QVERIFY(ledger.commitRound(r2).ok());
+
+        // An accepted task is found by its id, with its key and payload hash
+        // (a re-sent submit is answered from this); rejections are not.
+        const auto task42 = orFail(ledger.acceptedTask(42));
+        QVERIFY(task42.has_value());
+        QCOMPARE(task42->round, int64_t(1));
+        QCOMPARE(task42->publicKey, std::string("bob"));
+        QCOMPARE(task42->payloadSha256, std::string(64, 'b'));
+        QVERIFY(!orFail(ledger.acceptedTask(0)).has_value());
+        QVERIFY(!orFail(ledger.acceptedTask(44)).has_value());
+        QVERIFY(!orFail(ledger.acceptedTask(UINT64_MAX)).has_value());
 
         const auto board = orFail(ledger.leaderboard(10));
         QCOMPARE(board.size(), std::size_t(3));
@@ -195,7 +209,7 @@ private slots:
         {
             Ledger ledger = orFail(Ledger::open(file));
             QVERIFY(ledger.commitRound(roundOf(0)).ok());
-            const ContributionRecord rejection{1, "mallory", 100, 5, 1.0, false, "norm 1e9 above bound", 777};
+            const ContributionRecord rejection{1, "mallory", 100, 5, 1.0, false, "norm 1e9 above bound", 777, 0, {}};
             QVERIFY(ledger.recordRejection(rejection).ok());
             ContributionRecord accepted = rejection;
             accepted.accepted = true;

@@ -60,7 +60,7 @@ RoundCommit commitOf(int64_t round)
     c.record.round = round;
     c.record.closedAtMs = round * 1000;
     if (round > 0)
-        c.contributions.push_back({round, "vol", 100, 5, 2.0, true, "", round * 1000});
+        c.contributions.push_back({round, "vol", 100, 5, 2.0, true, "", round * 1000, 0, {}});
     return c;
 }
 

@@ -42,19 +42,24 @@ public:
     nlohmann::json finish(int timeoutMs)
     {
         if (!m_process.waitForFinished(timeoutMs)) {
-            qWarning("worker still running; its log: %s", m_process.readAllStandardError().right(3000).constData());
+            qWarning("worker still running; its log: %s", log().right(3000).constData());
             return {};
         }
         const QList<QByteArray> lines = m_process.readAllStandardOutput().trimmed().split('\n');
         auto json = nlohmann::json::parse(lines.isEmpty() ? QByteArray() : lines.last(), nullptr, false);
         if (json.is_discarded()) {
-            qWarning("worker log: %s", m_process.readAllStandardError().right(3000).constData());
+            qWarning("worker log: %s", log().right(3000).constData());
             return {};
         }
         return json;
     }
     bool running() const { return m_process.state() == QProcess::Running; }
-    QByteArray log() { return m_process.readAllStandardError(); }
+    // Everything the worker has logged so far (kept: each call returns it all).
+    QByteArray log()
+    {
+        m_log += m_process.readAllStandardError();
+        return m_log;
+    }
     void kill()
     {
         m_process.kill();
@@ -63,6 +68,7 @@ public:
 
 private:
     QProcess m_process;
+    QByteArray m_log;
 };
 
 // A client of our own, to read the project's metrics and ledger.
@@ -97,12 +103,35 @@ public:
     }
     bool waitForVersion(uint64_t atLeast, int timeoutMs)
     {
-        for (int waited = 0; waited < timeoutMs; waited += 200) {
-            if (version() >= atLeast)
-                return true;
-            QTest::qWait(200);
+        return waitUntil([&] { return version() >= atLeast; }, timeoutMs);
+    }
+    // Tokens of every accepted submission (the ledger records one as it is
+    // accepted) against those of the committed rounds: more means some
+    // accepted work waits in the open round. The leaderboard is read first,
+    // so a round committed in between can only make this false.
+    bool acceptedWorkIsUncommitted()
+    {
+        uint64_t accepted = 0;
+        for (const auto& [name, row] : leaderboard())
+            accepted += row.tokens;
+        auto reply = m_client->request<net::MetricsReply>(net::MetricsRequest{"tiny", 0, net::kMaxMetricRows}, 10000);
+        if (!reply)
+            return false;
+        uint64_t committed = 0; // rows count the tokens up to their round's end
+        for (const auto& row : reply->rows)
+            committed = std::max(committed, row.tokens);
+        return accepted > committed;
+    }
+    // True once `condition` holds, polled until timeoutMs have passed.
+    static bool waitUntil(const std::function<bool()>& condition, int timeoutMs)
+    {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+        while (!condition()) {
+            if (std::chrono::steady_clock::now() >= until)
+                return false;
+            QTest::qWait(100);
         }
-        return false;
+        return true;
     }
 
 private:
@@ -185,10 +214,21 @@ private slots:
         w1.start(server, m_data, dir() / "b/w1", "w1", 40);
         w2.start(server, m_data, dir() / "b/w2", "w2", 40);
         QVERIFY(before.waitForVersion(1, 120000));
-        QTest::qWait(700); // into the next round: some submissions accepted, not committed
+        // Into the next round: some submissions accepted, not committed.
+        QVERIFY2(Observer::waitUntil([&] { return before.acceptedWorkIsUncommitted(); }, 120000),
+            "no submission was accepted after the first round closed");
         QVERIFY2(w1.running() && w2.running(), "the workers were done before the kill: give them more tasks");
+        const qsizetype logged1 = w1.log().size(), logged2 = w2.log().size();
         server.kill();
-        QTest::qWait(1500);
+        // The server stays down until both workers have seen it gone (a
+        // missed heartbeat or an unanswered request while joined, a failed
+        // join otherwise).
+        const auto noticed = [](WorkerProcess& w, qsizetype from) {
+            const QByteArray since = w.log().mid(from);
+            return since.contains("lost the coordinator") || since.contains("cannot join");
+        };
+        QVERIFY2(Observer::waitUntil([&] { return noticed(w1, logged1) && noticed(w2, logged2); }, 60000),
+            QByteArray(w1.log().mid(logged1).right(1500) + "\n---\n" + w2.log().mid(logged2).right(1500)).constData());
         ServerProcess restarted;
         QVERIFY(restarted.start(spec, dir() / "b/state", 300, endpoint));
         QCOMPARE(restarted.publicKey, server.publicKey); // the same key pair, from the state folder
@@ -201,9 +241,10 @@ private slots:
             const qsizetype at = log.indexOf("unknown_task");
             QVERIFY2(at < 0, log.mid(std::max<qsizetype>(0, at - 2500), 3000).constData());
         }
+        // The ledger records a submission as it accepts it (the leaderboard
+        // counts the open round's too): with both workers done, it holds all
+        // it will ever hold of theirs.
         Observer after(m_context, restarted);
-        // Let the last round close, then compare with what the workers were told.
-        QTest::qWait(1500);
         const auto board = after.leaderboard();
         for (const auto& [name, summary] : {std::pair{"w1", s1}, std::pair{"w2", s2}}) {
             const uint64_t inLedger = board.at(name).roundsAccepted;

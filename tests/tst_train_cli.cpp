@@ -103,14 +103,16 @@ class TestTrainCli : public QObject {
 private slots:
     void initTestCase()
     {
-        if (!std::filesystem::exists(kShared / "tinyshakespeare.txt"))
-            QSKIP("../shared/data is not beside the checkout");
+        const auto corpus = kShared / "tinyshakespeare.txt";
+        QVERIFY2(std::filesystem::is_regular_file(corpus), qPrintable(u"missing input: "_s + q(corpus)));
         m_root = m_dir.path().toStdString();
         // The first 200 kB of the play: enough for the loss to fall in tens
         // of steps, small enough to prepare in a moment.
-        std::ifstream in(kShared / "tinyshakespeare.txt", std::ios::binary);
+        std::ifstream in(corpus, std::ios::binary);
         std::string text(200000, '\0');
         in.read(text.data(), std::streamsize(text.size()));
+        QVERIFY2(in.gcount() == std::streamsize(text.size()),
+            qPrintable(u"%1: %2 bytes read, 200000 expected"_s.arg(q(corpus)).arg(in.gcount())));
         std::ofstream(dir() / "corpus.txt", std::ios::binary) << text;
         m_data = dir() / "data";
         const Run prepared = runProgram(u"crowdtrain-prepare"_s,
@@ -199,8 +201,9 @@ private slots:
     // reproducible by seed.
     void samplesFromTheExport()
     {
-        if (!std::filesystem::exists(dir() / "a-export/model.safetensors"))
-            QSKIP("trainsAndSummarises did not export");
+        const auto exported = dir() / "a-export/model.safetensors";
+        QVERIFY2(std::filesystem::exists(exported),
+            qPrintable(u"missing input (trainsAndSummarises exports it): "_s + q(exported)));
         auto sample = [&](const QString& seed) {
             return runProgram(u"crowdtrain-train"_s,
                 {u"sample"_s, u"--checkpoint"_s, q(dir() / "a-export"), u"--tokenizer-dir"_s, q(m_data / "tokenizer"),

@@ -12,14 +12,20 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <netinet/in.h>
 #include <numeric>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace crowdtrain::engine;
 using crowdtrain::Status;
 
 namespace {
+
+const char* const kShakespeare = CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt";
 
 // Tiny Shakespeare as byte ids (< 128 for this ASCII text), in random windows
 // from a counter-based generator so a position fixes the stream.
@@ -29,11 +35,21 @@ public:
         : m_blockSize(blockSize)
         , m_seed(seed)
     {
-        std::ifstream in(CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt", std::ios::binary);
+        std::ifstream in(kShakespeare, std::ios::binary);
+        if (!in)
+            qFatal("cannot read %s", kShakespeare);
         const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         const std::size_t split = text.size() * 9 / 10;
         const std::string part = validation ? text.substr(split) : text.substr(0, split);
         m_tokens.assign(part.begin(), part.end());
+        // next() picks windows of blockSize + 1 tokens, ids below the
+        // vocabulary of tinyOptions() (128).
+        if (m_tokens.size() <= std::size_t(m_blockSize) + 1)
+            qFatal("%s: %zu bytes of %s text, too few for windows of %lld", kShakespeare, part.size(),
+                validation ? "validation" : "training", static_cast<long long>(m_blockSize + 1));
+        for (const unsigned char token : m_tokens)
+            if (token >= 128)
+                qFatal("%s: byte %u is not ASCII", kShakespeare, unsigned(token));
     }
 
     void next(int64_t batch, int64_t* x, int64_t* y) override
@@ -111,6 +127,21 @@ bool sameParameters(Trainer& a, Trainer& b)
     return true;
 }
 
+// A loopback port nobody holds right now, for a c10d rendezvous.
+int freePort()
+{
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0
+        || getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+        qFatal("cannot find a free loopback port");
+    close(fd);
+    return ntohs(address.sin_port);
+}
+
 // One rank of the data-parallel check, run in a child process: trains with
 // `replicas` CPU replicas and writes its parameters to `out`.
 int runRank(int rank, int world, int port, int batch, int replicas, const std::string& out)
@@ -141,7 +172,12 @@ class TestTrainer : public QObject {
     Q_OBJECT
 
 private slots:
-    void initTestCase() { torch::set_num_threads(1); }
+    void initTestCase()
+    {
+        torch::set_num_threads(1);
+        QVERIFY2(std::filesystem::is_regular_file(kShakespeare),
+            qPrintable(QStringLiteral("missing input: %1").arg(QString::fromUtf8(kShakespeare))));
+    }
 
     void schedule_data()
     {
@@ -451,6 +487,9 @@ private slots:
             std::ifstream in(file, std::ios::binary);
             bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
         }
+        // The damage below writes up to byte 8.
+        QVERIFY2(bytes.size() > 8,
+            qPrintable(QStringLiteral("%1 holds %2 bytes").arg(QString::fromStdString(file)).arg(bytes.size())));
         if (damage == QLatin1String("truncate"))
             bytes.resize(bytes.size() / 2);
         else if (damage == QLatin1String("magic"))
@@ -497,13 +536,13 @@ private slots:
             control.abort();
             worker.join();
         });
-        while (steps < 3)
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        QTRY_VERIFY2_WITH_TIMEOUT(steps >= 3, "the trainer did not reach step 3 within 60 s", 60000);
+        // Held: no step in a while (a window to observe, not a wait for
+        // something to happen).
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         QCOMPARE(int64_t(steps), int64_t(3)); // no step while paused
         control.resume();
-        while (steps < 5)
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        QTRY_VERIFY2_WITH_TIMEOUT(steps >= 5, "the trainer did not go on to step 5 within 60 s of resuming", 60000);
         control.abort();
         worker.join();
         stop.dismiss();
@@ -541,7 +580,7 @@ private slots:
         QFETCH(int, replicas);
         QTemporaryDir dir;
         const QString self = QCoreApplication::applicationFilePath();
-        const int port = 29000 + 1000 * (replicas - 1) + int(QCoreApplication::applicationPid() % 1000);
+        const int port = freePort(); // rank 0 hosts the rendezvous store there
         auto launch = [&](int rank, int world, int batch, int rankReplicas, const QString& out) {
             auto* process = new QProcess(this);
             process->setProcessChannelMode(QProcess::ForwardedChannels);
@@ -557,6 +596,7 @@ private slots:
             launch(0, 1, 8, 1, single), launch(0, 2, 4, replicas, rank0), launch(1, 2, 4, replicas, rank1)};
         for (QProcess* p : processes) {
             QVERIFY(p->waitForFinished(300000));
+            QCOMPARE(p->exitStatus(), QProcess::NormalExit);
             QCOMPARE(p->exitCode(), 0);
         }
         std::vector<torch::Tensor> a, b, c;

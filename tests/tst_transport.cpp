@@ -279,8 +279,21 @@ private slots:
         const CurveKeyPair volunteer = freshKeys();
         auto big = makeCurveClientSocket(context, zmq::socket_type::dealer, server.publicKey, volunteer, echo.endpoint);
         QVERIFY(big.ok());
+        // The server's ZMQ_MAXMSGSIZE drops the connection as the frame's
+        // size comes in: wait for that, rather than for a while.
+        struct DisconnectWatch : zmq::monitor_t {
+            bool disconnected = false;
+            void on_event_disconnected(const zmq_event_t&, const char*) override { disconnected = true; }
+        } watch;
+        watch.init(*big, "inproc://oversized-frame-monitor", ZMQ_EVENT_DISCONNECTED);
         big->send(zmq::buffer(std::string(kMaxRequestBytes + 1, 'x')), zmq::send_flags::dontwait);
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        QVERIFY2(waitFor(
+                     [&] {
+                         watch.check_event(50);
+                         return watch.disconnected;
+                     },
+                     20000),
+            "the server did not drop the connection that sent an oversized frame");
         QCOMPARE(echo.received.load(), 0);
         // The server still serves others.
         auto client = Client::connect(context, {echo.endpoint, server.publicKey, freshKeys()});

@@ -536,19 +536,23 @@ private slots:
         VolunteerAgent agent(options);
         Status ran = Status::success();
         std::thread runner([&] { ran = agent.run(); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        // Until a join has failed and the agent says it will try again.
+        const auto retried = [&] {
+            std::lock_guard lock(linesMutex);
+            return std::any_of(lines.begin(), lines.end(),
+                [](const std::string& line) { return line.find("retrying") != std::string::npos; });
+        };
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (!retried() && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
         agent.stop();
         runner.join();
+        QVERIFY2(retried(), "no join failed and was retried within 60 s");
         QVERIFY(ran);
         const AgentSummary summary = agent.summary();
         QCOMPARE(summary.tasks, uint64_t(0));
         QVERIFY(summary.bytesSent > 0); // join requests went out
         QCOMPARE(summary.bytesReceived, uint64_t(0));
-        std::lock_guard lock(linesMutex);
-        bool retried = false;
-        for (const auto& line : lines)
-            retried = retried || line.find("retrying") != std::string::npos;
-        QVERIFY(retried);
     }
 };
 

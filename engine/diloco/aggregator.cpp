@@ -1,7 +1,10 @@
 #include "engine/diloco/aggregator.h"
 
+#include "engine/error_codes.h"
+
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 namespace crowdtrain::diloco {
@@ -14,7 +17,13 @@ Status checkWeight(double weightTokens)
         return Status::success();
     std::ostringstream message;
     message << "submission weight must be a positive token count, got " << weightTokens;
-    return Error::make("bad_weight", message.str());
+    return Error::make(engine::errc::kBadWeight, message.str());
+}
+
+// "<code>: ", how a NormGate::check reason starts.
+std::string reasonPrefix(std::string_view code)
+{
+    return std::string(code) + ": ";
 }
 
 std::string number(double value)
@@ -35,7 +44,7 @@ Status RoundAggregator::checkUsable() const
     if (m_failed)
         return *m_failed;
     if (m_stream)
-        return Error::make("bad_state", "a streamed submission is in progress");
+        return Error::make(engine::errc::kBadState, "a streamed submission is in progress");
     return Status::success();
 }
 
@@ -68,7 +77,7 @@ Status RoundAggregator::feed(std::string_view slice)
     if (m_failed)
         return *m_failed;
     if (!m_stream)
-        return Error::make("bad_state", "feed() without begin()");
+        return Error::make(engine::errc::kBadState, "feed() without begin()");
     const float weight = float(m_streamWeight);
     float* acc = m_acc.data();
     Status fed = m_stream->feed(slice, [acc, weight](int64_t first, const float* values, int64_t count) {
@@ -79,7 +88,8 @@ Status RoundAggregator::feed(std::string_view slice)
     if (!fed) {
         m_stream.reset();
         // Part of the payload may be in the sum already.
-        m_failed = Error::make("aggregator_failed", "a streamed submission failed midway: " + fed.error().message);
+        m_failed = Error::make(
+            engine::errc::kAggregatorFailed, "a streamed submission failed midway: " + fed.error().message);
     }
     return fed;
 }
@@ -89,11 +99,12 @@ Status RoundAggregator::commit()
     if (m_failed)
         return *m_failed;
     if (!m_stream)
-        return Error::make("bad_state", "commit() without begin()");
+        return Error::make(engine::errc::kBadState, "commit() without begin()");
     Status finished = m_stream->finish();
     m_stream.reset();
     if (!finished) {
-        m_failed = Error::make("aggregator_failed", "a streamed submission was truncated: " + finished.error().message);
+        m_failed = Error::make(
+            engine::errc::kAggregatorFailed, "a streamed submission was truncated: " + finished.error().message);
         return finished;
     }
     ++m_submissions;
@@ -106,7 +117,7 @@ Result<std::vector<float>> RoundAggregator::average() const
     if (m_failed)
         return *m_failed;
     if (m_submissions == 0)
-        return Error::make("empty", "no submissions to average");
+        return Error::make(engine::errc::kEmpty, "no submissions to average");
     std::vector<float> avg(m_acc.size());
     const double total = m_totalWeight;
     for (std::size_t i = 0; i < m_acc.size(); ++i)
@@ -131,46 +142,89 @@ NormGate::NormGate(Options options)
     : m_options(options)
 { }
 
-std::optional<double> NormGate::reference() const
+namespace {
+
+double median(std::vector<double> values)
 {
-    std::vector<double> norms = m_previous;
-    norms.insert(norms.end(), m_current.begin(), m_current.end());
-    if (norms.empty() || norms.size() < m_options.minReference)
-        return std::nullopt;
-    const std::size_t mid = norms.size() / 2;
-    std::nth_element(norms.begin(), norms.begin() + std::ptrdiff_t(mid), norms.end());
-    if (norms.size() % 2 == 1)
-        return norms[mid];
-    const double upper = norms[mid];
-    const double lower = *std::max_element(norms.begin(), norms.begin() + std::ptrdiff_t(mid));
+    const std::size_t mid = values.size() / 2;
+    std::nth_element(values.begin(), values.begin() + std::ptrdiff_t(mid), values.end());
+    if (values.size() % 2 == 1)
+        return values[mid];
+    const double upper = values[mid];
+    const double lower = *std::max_element(values.begin(), values.begin() + std::ptrdiff_t(mid));
     return (lower + upper) / 2.0;
 }
 
-std::optional<std::string> NormGate::check(double norm) const
+} // namespace
+
+std::optional<double> NormGate::medianOverKeys(const std::function<std::optional<double>(const Sample&)>& value) const
+{
+    std::map<std::string, std::vector<double>> byKey;
+    std::vector<double> perKey;
+    for (const std::vector<Sample>* round : {&m_previous, &m_current})
+        for (const Sample& sample : *round)
+            if (std::optional<double> v = value(sample)) {
+                if (sample.who.empty())
+                    perKey.push_back(*v);
+                else
+                    byKey[sample.who].push_back(*v);
+            }
+    for (auto& [who, values] : byKey)
+        perKey.push_back(median(std::move(values)));
+    if (perKey.empty() || perKey.size() < m_options.minReference)
+        return std::nullopt;
+    return median(std::move(perKey));
+}
+
+std::optional<double> NormGate::reference() const
+{
+    return medianOverKeys([](const Sample& s) { return std::optional<double>(s.norm); });
+}
+
+std::optional<double> NormGate::directionReference() const
+{
+    return medianOverKeys([](const Sample& s) { return s.cosine; });
+}
+
+std::optional<std::string> NormGate::check(double norm, std::optional<double> cosine) const
 {
     if (!std::isfinite(norm))
-        return "non_finite: norm " + number(norm);
+        return reasonPrefix(engine::errc::kNonFinite) + "norm " + number(norm);
     if (norm > m_options.absoluteMax)
-        return "norm_too_large: norm " + number(norm) + " exceeds the ceiling " + number(m_options.absoluteMax);
-    const std::optional<double> median = reference();
-    if (!median)
+        return reasonPrefix(engine::errc::kNormTooLarge) + "norm " + number(norm) + " exceeds the ceiling "
+            + number(m_options.absoluteMax);
+    if (norm <= m_options.absoluteMin)
+        return reasonPrefix(engine::errc::kNormTooSmall) + "norm " + number(norm) + " is at or below the floor "
+            + number(m_options.absoluteMin);
+    if (const std::optional<double> median = reference()) {
+        if (norm > m_options.factor * *median)
+            return reasonPrefix(engine::errc::kNormTooLarge) + "norm " + number(norm) + " exceeds "
+                + number(m_options.factor) + " x median " + number(*median);
+        if (norm < m_options.lowFactor * *median)
+            return reasonPrefix(engine::errc::kNormTooSmall) + "norm " + number(norm) + " is below "
+                + number(m_options.lowFactor) + " x median " + number(*median);
+    }
+    if (!cosine)
         return std::nullopt;
-    if (norm > m_options.factor * *median)
-        return "norm_too_large: norm " + number(norm) + " exceeds " + number(m_options.factor) + " x median "
-            + number(*median);
-    if (norm < m_options.lowFactor * *median)
-        return "norm_too_small: norm " + number(norm) + " is below " + number(m_options.lowFactor) + " x median "
-            + number(*median);
+    if (!std::isfinite(*cosine))
+        return reasonPrefix(engine::errc::kNonFinite) + "cosine " + number(*cosine);
+    const std::optional<double> typical = directionReference();
+    if (typical && *typical >= m_options.minDirection && *cosine < m_options.directionFactor * *typical)
+        return reasonPrefix(engine::errc::kDirection) + "cosine " + number(*cosine)
+            + " with the outer momentum is below " + number(m_options.directionFactor) + " x median "
+            + number(*typical);
     return std::nullopt;
 }
 
-void NormGate::accept(double norm)
+void NormGate::accept(double norm, std::optional<double> cosine, const std::string& who)
 {
     // Bounded: a round has far fewer submissions; beyond this the median
     // of the first ones is representative.
     constexpr std::size_t kMaxNormsPerRound = 100000;
-    if (std::isfinite(norm) && m_current.size() < kMaxNormsPerRound)
-        m_current.push_back(norm);
+    if (cosine && !std::isfinite(*cosine))
+        cosine.reset();
+    if (std::isfinite(norm) && norm > m_options.absoluteMin && m_current.size() < kMaxNormsPerRound)
+        m_current.push_back({who, norm, cosine});
 }
 
 void NormGate::closeRound()
@@ -200,7 +254,7 @@ SubmissionVerdict verdictOf(const Result<PayloadStats>& stats, const NormGate& g
     }
     verdict.stats = *stats;
     if (!stats->finite) {
-        verdict.reason = "non_finite";
+        verdict.reason = engine::errc::kNonFinite;
         verdict.detail = "the payload decodes to NaN or infinity";
         return verdict;
     }

@@ -8,6 +8,7 @@
 #include "engine/diloco/codec.h"
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,9 +56,19 @@ private:
     double m_streamWeight = 0.0;
 };
 
-// Norm bounds for submissions: at most factor x the median L2 norm of the
-// submissions accepted in this round and the previous one, and never above
-// absoluteMax. Until minReference norms are known only absoluteMax applies.
+// The checks a submission's statistics must pass before it touches the
+// model, robust to a minority of hostile keys (docs/architecture.md, "The
+// submission gate"):
+//  - norm: finite, above absoluteMin (a zero pseudo-gradient moves nothing
+//    and would drag the statistics down), at most absoluteMax, and within
+//    [lowFactor, factor] x the reference norm;
+//  - direction (when the round has a reference direction, the outer
+//    momentum): cosine at least directionFactor x the reference cosine, once
+//    that reference says something (>= minDirection).
+// The references are medians over *keys* (each key's own median over this
+// round and the previous one), so one key's many submissions count once,
+// and only accepted submissions enter them. Until minReference keys are
+// known only the absolute bounds apply.
 class NormGate {
 public:
     struct Options {
@@ -66,29 +77,42 @@ public:
         // give ||Delta|| <= H * lr * sqrt(P): 1e4 leaves room for GPT-2 small
         // with H = 500 and lr = 6e-4 (3.3e3). See adamNormCeiling().
         double absoluteMax = 1e4;
-        std::size_t minReference = 1;
-        // Reject norms below lowFactor x the median (0: never). A zero
-        // pseudo-gradient with a token count only dilutes the average.
-        double lowFactor = 0.0;
+        std::size_t minReference = 1; // keys
+        // Reject norms below lowFactor x the reference (0: never).
+        double lowFactor = 0.25;
+        // Norms at or below this are rejected whatever the reference.
+        double absoluteMin = 0.0;
+        double directionFactor = 0.25;
+        double minDirection = 0.05;
+    };
+
+    // One accepted submission's statistics; `who` groups them (an empty
+    // `who` is a group of its own).
+    struct Sample {
+        std::string who;
+        double norm = 0;
+        std::optional<double> cosine;
     };
 
     NormGate();
     explicit NormGate(Options options);
 
-    // Why the norm is rejected ("non_finite: ...", "norm_too_large: ...",
-    // "norm_too_small: ..."; the token before ':' is stable), or nothing.
-    std::optional<std::string> check(double norm) const;
-    // Records an accepted submission's norm.
-    void accept(double norm);
+    // Why the submission is rejected ("non_finite: ...", "norm_too_large:
+    // ...", "norm_too_small: ...", "direction: ..."; the token before ':' is
+    // stable), or nothing. `cosine`: with the round's reference direction.
+    std::optional<std::string> check(double norm, std::optional<double> cosine = std::nullopt) const;
+    // Records an accepted submission.
+    void accept(double norm, std::optional<double> cosine = std::nullopt, const std::string& who = {});
     // The current round becomes the previous one.
     void closeRound();
 
-    std::optional<double> reference() const; // the median, when there are enough norms
+    std::optional<double> reference() const; // the norm reference, when there are enough keys
+    std::optional<double> directionReference() const; // the cosine reference, likewise
 
     // For checkpoints.
     struct State {
-        std::vector<double> previousRound;
-        std::vector<double> currentRound;
+        std::vector<Sample> previousRound;
+        std::vector<Sample> currentRound;
     };
     State state() const { return {m_previous, m_current}; }
     void restore(State state);
@@ -96,9 +120,13 @@ public:
     const Options& options() const { return m_options; }
 
 private:
+    // Median over groups of each group's median of `value` (samples without
+    // one are skipped), when at least minReference groups have one.
+    std::optional<double> medianOverKeys(const std::function<std::optional<double>(const Sample&)>& value) const;
+
     Options m_options;
-    std::vector<double> m_previous;
-    std::vector<double> m_current;
+    std::vector<Sample> m_previous;
+    std::vector<Sample> m_current;
 };
 
 // 2 * innerSteps * innerLr * sqrt(elements): a generous ceiling for the

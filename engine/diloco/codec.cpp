@@ -1,6 +1,7 @@
 #include "engine/diloco/codec.h"
 
 #include "engine/diloco/codec_kernels.h"
+#include "engine/error_codes.h"
 
 namespace crowdtrain::diloco {
 
@@ -22,7 +23,8 @@ Result<Codec> parseCodec(std::string_view name)
     for (Codec codec : {Codec::Fp32, Codec::Fp16, Codec::Int8})
         if (name == codecName(codec))
             return codec;
-    return Error::make("bad_codec", "unknown codec \"" + std::string(name) + "\" (expected fp32, fp16 or int8)");
+    return Error::make(
+        engine::errc::kBadCodec, "unknown codec \"" + std::string(name) + "\" (expected fp32, fp16 or int8)");
 }
 
 int64_t encodedBytes(Codec codec, int64_t n)

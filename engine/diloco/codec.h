@@ -1,7 +1,7 @@
 #pragma once
 
-// Payload codecs of the DiLoCo spec (lead engineer's spec, "Payload
-// codecs"): "fp32", "fp16" and block-scaled "int8", all little-endian.
+// Payload codecs of docs/protocol.md (§7, "Payload codecs"): "fp32",
+// "fp16" and block-scaled "int8", all little-endian.
 // Decoding is a plain float32 multiply with no FMA contraction, so every
 // machine that applies the same payload to the same weights gets the same
 // bits. Free functions are thread-safe; a StreamDecoder is used by one thread.
@@ -39,7 +39,7 @@ Status decode(Codec codec, std::string_view bytes, int64_t n, float* out);
 // acc[i] += weight * x[i].
 Status decodeAccumulate(Codec codec, std::string_view bytes, int64_t n, float weight, float* acc);
 // params[i] += x[i], exactly float32 addition of the decoded value: the
-// spec's bit-exact update.
+// bit-exact update of docs/protocol.md (§4 "get_update", §7).
 Status applyUpdate(Codec codec, std::string_view bytes, int64_t n, float* params);
 
 // Norms of the decoded vector. When it holds a NaN or an infinity, finite is
@@ -48,6 +48,7 @@ struct PayloadStats {
     bool finite = true;
     double l2Norm = 0.0;
     double maxAbs = 0.0;
+    double dot = 0.0; // with the StreamInspector's reference vector, when it was given one
 };
 Result<PayloadStats> inspect(Codec codec, std::string_view bytes, int64_t n);
 
@@ -93,7 +94,9 @@ private:
 // inspect() for a payload in slices: feed them all, then finish().
 class StreamInspector {
 public:
-    StreamInspector(Codec codec, int64_t n);
+    // With a reference (n floats, which must outlive the inspector), finish()
+    // also gives the dot product of the decoded vector with it.
+    StreamInspector(Codec codec, int64_t n, const float* reference = nullptr);
     Status feed(std::string_view slice); // "bad_size" when too long
     Result<PayloadStats> finish(); // "bad_size" when short
 
@@ -103,6 +106,8 @@ private:
     bool m_finite = true;
     double m_sumSquares = 0.0;
     double m_maxAbs = 0.0;
+    const float* m_reference = nullptr;
+    double m_dot = 0.0;
 };
 
 } // namespace crowdtrain::diloco

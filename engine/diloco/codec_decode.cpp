@@ -4,6 +4,7 @@
 #include "engine/diloco/codec.h"
 
 #include "engine/diloco/codec_kernels.h"
+#include "engine/error_codes.h"
 
 #include <limits>
 
@@ -22,7 +23,7 @@ std::string describe(Codec codec, int64_t n)
 
 Error nonFinite(Codec codec, int64_t element)
 {
-    return Error::make("non_finite",
+    return Error::make(engine::errc::kNonFinite,
         std::string(codecName(codec)) + " payload decodes to NaN or infinity at element " + std::to_string(element));
 }
 
@@ -43,7 +44,7 @@ template <class Op> Status decodeWhole(Codec codec, std::string_view bytes, int6
     if (Status size = checkWholeSize(codec, bytes, n); !size)
         return size;
     if (n > 0 && dst == nullptr)
-        return Error::make("bad_argument", "no output buffer for " + describe(codec, n));
+        return Error::make(engine::errc::kBadArgument, "no output buffer for " + describe(codec, n));
     bool stopped = false;
     int64_t badRun = 0;
     detail::DecodeCursor check{.codec = codec, .n = n};
@@ -144,8 +145,9 @@ Status StreamDecoder::finish()
     return m_status;
 }
 
-StreamInspector::StreamInspector(Codec codec, int64_t n)
+StreamInspector::StreamInspector(Codec codec, int64_t n, const float* reference)
     : m_cursor{.codec = codec, .n = std::max<int64_t>(n, 0)}
+    , m_reference(reference)
 {
     if (n < 0)
         m_status = kernels::badSize("negative element count " + std::to_string(n));
@@ -160,7 +162,7 @@ Status StreamInspector::feed(std::string_view slice)
     bool stopped = false;
     m_status = kernels::advance(
         m_cursor, slice,
-        [&](int64_t, const Run& run) {
+        [&](int64_t first, const Run& run) {
             if (!m_finite)
                 return true; // keep walking: the length is still checked
             if (!kernels::runFinite(codec, run)) {
@@ -177,6 +179,12 @@ Status StreamInspector::feed(std::string_view slice)
                 m_sumSquares += s * s * double(squares);
                 const int maxQ = kernels::int8MaxAbs(q, run.count);
                 m_maxAbs = std::max(m_maxAbs, double(float(maxQ) * std::fabs(run.scale)));
+                if (m_reference) {
+                    double dot = 0;
+                    for (int64_t i = 0; i < run.count; ++i)
+                        dot += double(q[i]) * double(m_reference[first + i]);
+                    m_dot += double(run.scale) * dot;
+                }
                 return true;
             }
             float buffer[kBufferElements];
@@ -202,6 +210,13 @@ Status StreamInspector::feed(std::string_view slice)
                     m_sumSquares += lanes[j];
                     m_maxAbs = std::max(m_maxAbs, double(maxLanes[j]));
                 }
+                if (m_reference) {
+                    const float* reference = m_reference + first + done;
+                    double dot = 0;
+                    for (int64_t k = 0; k < count; ++k)
+                        dot += double(buffer[k]) * double(reference[k]);
+                    m_dot += dot;
+                }
             }
             return true;
         },
@@ -218,7 +233,7 @@ Result<PayloadStats> StreamInspector::finish()
         return m_status.error();
     if (!m_finite)
         return PayloadStats{false, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
-    return PayloadStats{true, std::sqrt(m_sumSquares), m_maxAbs};
+    return PayloadStats{true, std::sqrt(m_sumSquares), m_maxAbs, m_dot};
 }
 
 } // namespace crowdtrain::diloco

@@ -6,6 +6,7 @@
 // that "d += w * v" stays a multiply then an add on every machine.
 
 #include "engine/diloco/codec.h"
+#include "engine/error_codes.h"
 
 #include <algorithm>
 #include <bit>
@@ -127,7 +128,9 @@ inline bool runFinite(Codec codec, const Run& run)
         const float s = std::fabs(run.scale);
         if (!std::isfinite(s))
             return false;
-        if (s <= FLT_MAX / 127.0f)
+        // |q| <= 128, so 128 * s stays finite below this (FLT_MAX / 127
+        // itself overflows for q = -128).
+        if (s <= FLT_MAX / 256.0f)
             return true;
         // Only a forged scale gets here: float(q) * s may overflow.
         const int m = int8MaxAbs(reinterpret_cast<const int8_t*>(run.data), run.count);
@@ -152,7 +155,7 @@ inline bool runFinite(Codec codec, const Run& run)
 
 inline Error badSize(std::string detail)
 {
-    return Error::make("bad_size", std::move(detail));
+    return Error::make(engine::errc::kBadSize, std::move(detail));
 }
 
 // Cuts the next slice of a payload into runs and calls emit(firstElement,

@@ -1,5 +1,6 @@
 #include "engine/diloco/flat_params.h"
 
+#include "engine/error_codes.h"
 #include "engine/model_io.h"
 
 #include <cstdio>
@@ -71,10 +72,10 @@ Status assign(engine::Gpt& model, const float* flat, int64_t n)
     for (const auto& item : params)
         total += item.second.numel();
     if (n != total)
-        return Error::make(
-            "bad_size", "flat vector has " + std::to_string(n) + " elements, the model has " + std::to_string(total));
+        return Error::make(engine::errc::kBadSize,
+            "flat vector has " + std::to_string(n) + " elements, the model has " + std::to_string(total));
     if (total > 0 && flat == nullptr)
-        return Error::make("bad_argument", "no flat vector to assign");
+        return Error::make(engine::errc::kBadArgument, "no flat vector to assign");
     torch::NoGradGuard noGrad;
     int64_t offset = 0;
     for (const auto& item : params) {

@@ -1,10 +1,10 @@
 #pragma once
 
-// The model as one flat fp32 vector (the DiLoCo spec's "flat parameter
-// vector"): the engine's parameters in namedParameters() order, each
-// row-major, concatenated. The manifest lists (name, shape, offset) so that
-// two sides can check they build the same model. Thread-safe for distinct
-// models.
+// The model as one flat fp32 vector (the flat vector of docs/protocol.md,
+// §7, and the "join" manifest of §4): the engine's parameters in
+// namedParameters() order, each row-major, concatenated. The manifest lists
+// (name, shape, offset) so that two sides can check they build the same
+// model. Thread-safe for distinct models.
 
 #include "engine/gpt.h"
 #include "engine/result.h"

@@ -1,5 +1,7 @@
 #include "engine/diloco/outer_optimizer.h"
 
+#include "engine/error_codes.h"
+
 #include <string>
 
 namespace crowdtrain::diloco {
@@ -36,7 +38,7 @@ void OuterNesterov::step(const float* averagedDelta, float* update)
 Status OuterNesterov::setMomentum(std::vector<float> momentum)
 {
     if (momentum.size() != m_momentum.size())
-        return Error::make("bad_size",
+        return Error::make(engine::errc::kBadSize,
             "momentum has " + std::to_string(momentum.size()) + " elements, expected "
                 + std::to_string(m_momentum.size()));
     m_momentum = std::move(momentum);

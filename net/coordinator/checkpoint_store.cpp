@@ -1,4 +1,5 @@
 #include "net/coordinator/checkpoint_store.h"
+#include "net/wire/error_codes.h"
 
 #include "net/transfer/sha256.h"
 
@@ -71,7 +72,7 @@ Result<CheckpointInfo> readInfo(const std::filesystem::path& dir)
                 {f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(), f.at("sha256").get<std::string>()});
         return info;
     } catch (const json::exception& e) {
-        return Error::make("bad_checkpoint", file.string() + ": " + e.what());
+        return Error::make(net::errc::kBadCheckpoint, file.string() + ": " + e.what());
     }
 }
 
@@ -80,7 +81,7 @@ Status removeTree(const std::filesystem::path& dir)
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     if (ec)
-        return Error::make("io_error", "cannot remove " + dir.string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot remove " + dir.string() + ": " + ec.message());
     return Status::success();
 }
 
@@ -103,7 +104,7 @@ Result<engine::NamedTensors> unflattenParameters(const engine::GptConfig& config
         for (int64_t d : shape)
             count *= d;
         if (offset + std::size_t(count) > flat.size())
-            return Error::make("bad_parameters",
+            return Error::make(net::errc::kBadParameters,
                 "the flat vector holds " + std::to_string(flat.size()) + " values, fewer than the model's");
         // from_blob does not own the memory: clone into a tensor that does.
         torch::Tensor t = torch::from_blob(const_cast<float*>(flat.data() + offset), shape, torch::kFloat32).clone();
@@ -111,7 +112,7 @@ Result<engine::NamedTensors> unflattenParameters(const engine::GptConfig& config
         offset += std::size_t(count);
     }
     if (offset != flat.size())
-        return Error::make("bad_parameters",
+        return Error::make(net::errc::kBadParameters,
             "the flat vector holds " + std::to_string(flat.size()) + " values, the model " + std::to_string(offset));
     return named;
 }
@@ -126,7 +127,7 @@ Result<CheckpointStore> CheckpointStore::open(const std::filesystem::path& dir, 
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec)
-        return Error::make("io_error", "cannot create " + dir.string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot create " + dir.string() + ": " + ec.message());
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
         if (name.starts_with(".round-") && name.find(".tmp-") != std::string::npos) {
@@ -135,7 +136,7 @@ Result<CheckpointStore> CheckpointStore::open(const std::filesystem::path& dir, 
         }
     }
     if (ec)
-        return Error::make("io_error", "cannot list " + dir.string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot list " + dir.string() + ": " + ec.message());
     return CheckpointStore(dir, retention);
 }
 
@@ -149,12 +150,12 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
 {
     const std::filesystem::path target = m_dir / roundDirName(round);
     if (round < 0 || std::filesystem::exists(target))
-        return Error::make("checkpoint_exists", target.string() + " is already published");
+        return Error::make(net::errc::kCheckpointExists, target.string() + " is already published");
     const std::filesystem::path staging = engine::temporarySibling(target);
     std::error_code ec;
     std::filesystem::create_directory(staging, ec);
     if (ec)
-        return Error::make("io_error", "cannot create " + staging.string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot create " + staging.string() + ": " + ec.message());
     // Everything below writes into the hidden folder; any failure removes it.
     auto fail = [&](Error error) -> Result<CheckpointInfo> {
         (void)removeTree(staging);
@@ -178,7 +179,8 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
             return fail(hash.error());
         const uint64_t bytes = std::filesystem::file_size(staging / name, ec);
         if (ec)
-            return fail(Error::make("io_error", "cannot stat " + (staging / name).string() + ": " + ec.message()));
+            return fail(
+                Error::make(net::errc::kIoError, "cannot stat " + (staging / name).string() + ": " + ec.message()));
         info.files.push_back({name, bytes, *hash});
         files.push_back({{"name", name}, {"bytes", bytes}, {"sha256", *hash}});
     }
@@ -191,7 +193,7 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
         return fail(s.error());
     std::filesystem::rename(staging, target, ec);
     if (ec)
-        return fail(Error::make("io_error", "cannot rename into " + target.string() + ": " + ec.message()));
+        return fail(Error::make(net::errc::kIoError, "cannot rename into " + target.string() + ": " + ec.message()));
     if (Status s = engine::syncDirectory(m_dir); !s)
         return s.error();
     info.dir = target;
@@ -213,7 +215,7 @@ Result<std::vector<CheckpointInfo>> CheckpointStore::list() const
             out.push_back(std::move(*info));
     }
     if (ec)
-        return Error::make("io_error", "cannot list " + m_dir.string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot list " + m_dir.string() + ": " + ec.message());
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.round < b.round; });
     return out;
 }
@@ -240,7 +242,7 @@ Result<std::vector<int64_t>> CheckpointStore::applyRetention()
         std::error_code ec;
         std::filesystem::rename((*all)[i].dir, doomed, ec);
         if (ec)
-            return Error::make("io_error", "cannot remove " + (*all)[i].dir.string() + ": " + ec.message());
+            return Error::make(net::errc::kIoError, "cannot remove " + (*all)[i].dir.string() + ": " + ec.message());
         if (Status s = removeTree(doomed); !s)
             return s.error();
         removed.push_back(round);

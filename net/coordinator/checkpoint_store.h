@@ -46,7 +46,7 @@ struct CheckpointInfo {
     uint64_t totalBytes() const;
 };
 
-// The flat parameter vector (see the shared spec) as named tensors in
+// The flat parameter vector (docs/protocol.md, §7) as named tensors in
 // engine::gptParameterShapes(config) order; error when the size is wrong.
 Result<engine::NamedTensors> unflattenParameters(const engine::GptConfig& config, std::span<const float> flat);
 

@@ -2,19 +2,13 @@
 
 #include "net/transfer/resource_table.h"
 #include "net/transport/curve_socket.h"
+#include "net/wire/error_codes.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <set>
 
 namespace crowdtrain::coordinator {
-
-int64_t unixTimeMs()
-{
-    using namespace std::chrono;
-    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 CoordinatorServer::CoordinatorServer(ServerOptions options)
     : m_options(std::move(options))
@@ -31,13 +25,13 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::start(
     ServerOptions options, std::vector<ProjectSpec> projects)
 {
     if (projects.empty())
-        return Error::make("bad_options", "no project to serve");
+        return Error::make(net::errc::kBadOptions, "no project to serve");
     std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(std::move(options)));
     const int64_t now = unixTimeMs();
     for (ProjectSpec& spec : projects) {
         const std::string name = spec.name;
         if (server->m_projects.contains(name))
-            return Error::make("bad_options", "project " + name + " is listed twice");
+            return Error::make(net::errc::kBadOptions, "project " + name + " is listed twice");
         auto runtime
             = ProjectRuntime::open(std::move(spec), server->m_options.stateDir / name, server->m_options.runtime, now);
         if (!runtime)
@@ -79,7 +73,7 @@ std::string CoordinatorServer::publishEndpoint() const
     return net::lastEndpoint(m_pub);
 }
 
-void CoordinatorServer::run()
+Status CoordinatorServer::run()
 {
     auto lastTick = std::chrono::steady_clock::now();
     while (!m_stop.load()) {
@@ -89,8 +83,7 @@ void CoordinatorServer::run()
         } catch (const zmq::error_t& e) {
             if (e.num() == EINTR)
                 continue;
-            std::fprintf(stderr, "poll failed: %s\n", e.what());
-            return;
+            return Error::make(net::errc::kPollFailed, std::string("polling the request socket failed: ") + e.what());
         }
         // Drain what is waiting, then tick; a flood cannot starve the rounds
         // for long because each request is short.
@@ -107,8 +100,24 @@ void CoordinatorServer::run()
             m_projects.begin(), m_projects.end(), [](const auto& project) { return project.second->tickDue(); });
         if (due || now - lastTick >= std::chrono::milliseconds(m_options.tickMs)) {
             lastTick = now;
-            for (auto& [name, runtime] : m_projects)
-                publish(runtime->tick(unixTimeMs()));
+            tickProjects();
+        }
+    }
+    return Status::success();
+}
+
+// A project's tick changes nothing it has not committed when it throws (the
+// round stays open, accepted submissions stay on disk), so the next period
+// simply tries again; one project's failure never stops the others.
+void CoordinatorServer::tickProjects()
+{
+    for (auto& [name, runtime] : m_projects) {
+        try {
+            publish(runtime->tick(unixTimeMs()));
+        } catch (const std::exception& e) {
+            const uint64_t failures = ++m_failedTicks;
+            std::fprintf(stderr, "%s: tick failed (%llu so far), trying again: %s\n", name.c_str(),
+                static_cast<unsigned long long>(failures), e.what());
         }
     }
 }
@@ -131,28 +140,11 @@ ProjectRuntime* CoordinatorServer::project(const std::string& name)
     return it == m_projects.end() ? nullptr : it->second.get();
 }
 
-namespace {
-
-// The codes of docs/protocol.md a request handler may answer with. Anything
-// else is a fault on this side (a disk or ledger error, say): the client
-// sees "internal", with the original code kept in the message.
-Error protocolError(const Error& error)
-{
-    static const std::set<std::string, std::less<>> kCodes = {"malformed", "unsupported_version", "unknown_type",
-        "too_large", "unknown_project", "not_joined", "stale_version", "unknown_task", "bad_shape", "bad_tokens",
-        "checksum_mismatch", "non_finite", "norm_out_of_bounds", "not_found", "bad_index", "unavailable", "internal"};
-    if (kCodes.contains(error.code))
-        return error;
-    return Error::make("internal", error.code + ": " + error.message);
-}
-
-} // namespace
-
 std::string CoordinatorServer::handle(std::string_view request, const std::string& peerKey, int64_t nowMs)
 {
     if (request.size() > net::kMaxRequestBytes)
         return net::encodeErrorReply(net::bestEffortRequestId(request),
-            Error::make("too_large",
+            Error::make(net::errc::kTooLarge,
                 "request of " + std::to_string(request.size()) + " bytes exceeds the limit of "
                     + std::to_string(net::kMaxRequestBytes)));
     auto envelope = net::decodeEnvelope(request, net::EnvelopeKind::Request);
@@ -161,12 +153,12 @@ std::string CoordinatorServer::handle(std::string_view request, const std::strin
     try {
         auto reply = dispatch(*envelope, peerKey, nowMs);
         if (!reply)
-            return net::encodeErrorReply(envelope->id, protocolError(reply.error()));
+            return net::encodeErrorReply(envelope->id, net::protocolError(reply.error()));
         return std::move(*reply);
     } catch (const std::exception& e) {
         // A bug, not the peer's fault; nothing was half-applied (handlers
         // validate first), so say so and carry on serving.
-        return net::encodeErrorReply(envelope->id, Error::make("internal", e.what()));
+        return net::encodeErrorReply(envelope->id, Error::make(net::errc::kInternal, e.what()));
     }
 }
 
@@ -182,7 +174,7 @@ Result<std::string> serve(const net::Envelope& envelope, const std::function<Pro
         return request.error();
     ProjectRuntime* runtime = find(request->project);
     if (!runtime)
-        return Error::make("unknown_project", "no project named \"" + request->project + "\" here");
+        return Error::make(net::errc::kUnknownProject, "no project named \"" + request->project + "\" here");
     runtime->touch(peerKey, nowMs);
     auto reply = handler(*runtime, *request);
     if (!reply)
@@ -219,8 +211,8 @@ Result<std::string> CoordinatorServer::dispatch(const net::Envelope& e, const st
         return serve<GetTaskRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const GetTaskRequest& r) { return p.getTask(key, r, now); });
     if (type == UploadChunkRequest::kType)
-        return serve<UploadChunkRequest>(
-            e, find, key, now, [&](ProjectRuntime& p, const UploadChunkRequest& r) { return p.uploadChunk(key, r); });
+        return serve<UploadChunkRequest>(e, find, key, now,
+            [&](ProjectRuntime& p, const UploadChunkRequest& r) { return p.uploadChunk(key, r, now); });
     if (type == SubmitRequest::kType)
         return serve<SubmitRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const SubmitRequest& r) { return p.submit(key, r, now); });
@@ -240,7 +232,7 @@ Result<std::string> CoordinatorServer::dispatch(const net::Envelope& e, const st
         return serve<MyStatsRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const MyStatsRequest&) { return p.myStats(key); });
     if (type == DescribeRequest::kType || type == FetchRequest::kType) {
-        Result<std::string> projectName = Error::make("malformed", "body");
+        Result<std::string> projectName = Error::make(net::errc::kMalformed, "body");
         if (type == DescribeRequest::kType) {
             auto request = decodeBody<DescribeRequest>(e);
             projectName = request ? Result<std::string>(request->project) : Result<std::string>(request.error());
@@ -252,14 +244,14 @@ Result<std::string> CoordinatorServer::dispatch(const net::Envelope& e, const st
             return projectName.error();
         ProjectRuntime* runtime = project(*projectName);
         if (!runtime)
-            return Error::make("unknown_project", "no project named \"" + *projectName + "\" here");
+            return Error::make(net::errc::kUnknownProject, "no project named \"" + *projectName + "\" here");
         runtime->touch(key, now);
         auto reply = handleTransferRequest(runtime->resources(), e);
         if (!reply)
-            return Error::make("unknown_type", "not a transfer request");
+            return Error::make(net::errc::kUnknownType, "not a transfer request");
         return std::move(*reply);
     }
-    return Error::make("unknown_type", "no request type \"" + type + "\" in protocol version 1");
+    return Error::make(net::errc::kUnknownType, "no request type \"" + type + "\" in protocol version 1");
 }
 
 } // namespace crowdtrain::coordinator

@@ -16,9 +16,13 @@
 
 namespace crowdtrain::coordinator {
 
+// crowdtrain-server's ports unless told otherwise: requests, then events.
+inline constexpr int kDefaultRequestPort = 7400;
+inline constexpr int kDefaultEventsPort = 7401;
+
 struct ServerOptions {
-    std::string bindEndpoint = "tcp://127.0.0.1:7700"; // requests (ROUTER)
-    std::string publishEndpoint = "tcp://127.0.0.1:7701"; // events (PUB)
+    std::string bindEndpoint = "tcp://127.0.0.1:" + std::to_string(kDefaultRequestPort); // requests (ROUTER)
+    std::string publishEndpoint = "tcp://127.0.0.1:" + std::to_string(kDefaultEventsPort); // events (PUB)
     net::CurveKeyPair keys;
     std::filesystem::path stateDir; // one sub-folder per project
     RuntimeOptions runtime;
@@ -30,8 +34,10 @@ public:
     static Result<std::unique_ptr<CoordinatorServer>> start(ServerOptions options, std::vector<ProjectSpec> projects);
     ~CoordinatorServer();
 
-    // Serves until stop() (from any thread or a signal handler).
-    void run();
+    // Serves until stop() (from any thread or a signal handler): success.
+    // A failure of the loop itself (the sockets) ends it with the reason; a
+    // project's failed tick is logged, counted and tried again next period.
+    Status run();
     void stop() { m_stop.store(true); }
 
     std::string requestEndpoint() const; // after binding "tcp://127.0.0.1:*": the real port
@@ -41,11 +47,15 @@ public:
     // The reply bytes for one request from `peerKey` (exposed for tests).
     std::string handle(std::string_view request, const std::string& peerKey, int64_t nowMs);
 
+    // Ticks of a project that threw since start (each is logged).
+    uint64_t failedTicks() const { return m_failedTicks.load(); }
+
 private:
     explicit CoordinatorServer(ServerOptions options);
     Result<std::string> dispatch(const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs);
     ProjectRuntime* project(const std::string& name);
     void publish(const PublishedEvents& events);
+    void tickProjects();
 
     ServerOptions m_options;
     zmq::context_t m_context;
@@ -54,8 +64,7 @@ private:
     zmq::socket_t m_pub;
     std::map<std::string, std::unique_ptr<ProjectRuntime>, std::less<>> m_projects;
     std::atomic<bool> m_stop{false};
+    std::atomic<uint64_t> m_failedTicks{0};
 };
-
-int64_t unixTimeMs();
 
 } // namespace crowdtrain::coordinator

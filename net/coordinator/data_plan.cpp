@@ -1,4 +1,5 @@
 #include "net/coordinator/data_plan.h"
+#include "net/wire/error_codes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -62,7 +63,7 @@ uint32_t getU32(std::string_view in, std::size_t offset)
 
 Error badBlob(const std::string& why)
 {
-    return Error::make("bad_data_plan", "saved data plan " + why);
+    return Error::make(net::errc::kBadDataPlan, "saved data plan " + why);
 }
 
 } // namespace
@@ -71,11 +72,11 @@ Result<DataPlan> DataPlan::create(std::vector<uint64_t> shardTokens, uint64_t pi
     int64_t leaseDurationMs, uint32_t piecesPerRange)
 {
     if (pieceTokens < 2)
-        return Error::make("bad_data_plan", "a piece needs at least 2 tokens");
+        return Error::make(net::errc::kBadDataPlan, "a piece needs at least 2 tokens");
     if (piecesPerRange < 1)
-        return Error::make("bad_data_plan", "a range needs at least one piece");
+        return Error::make(net::errc::kBadDataPlan, "a range needs at least one piece");
     if (leaseDurationMs <= 0)
-        return Error::make("bad_data_plan", "the lease duration must be positive");
+        return Error::make(net::errc::kBadDataPlan, "the lease duration must be positive");
     DataPlan plan;
     plan.m_pieceTokens = pieceTokens;
     plan.m_seed = seed;
@@ -88,12 +89,12 @@ Result<DataPlan> DataPlan::create(std::vector<uint64_t> shardTokens, uint64_t pi
         for (uint64_t begin = 0; shardTokens[shard] >= pieceTokens && begin <= shardTokens[shard] - pieceTokens;
              begin += stride) {
             if (pieces.size() >= std::numeric_limits<uint32_t>::max())
-                return Error::make("bad_data_plan", "too many pieces: use larger tasks");
+                return Error::make(net::errc::kBadDataPlan, "too many pieces: use larger tasks");
             pieces.push_back(Piece{uint32_t(shard), begin, begin + pieceTokens});
         }
     }
     if (pieces.size() < piecesPerRange)
-        return Error::make("bad_data_plan",
+        return Error::make(net::errc::kBadDataPlan,
             "the train shards hold " + std::to_string(pieces.size()) + " pieces of " + std::to_string(pieceTokens)
                 + " tokens; a task needs " + std::to_string(piecesPerRange));
     if (piecesPerRange > 1) {
@@ -165,7 +166,7 @@ std::optional<Lease> DataPlan::lease(const std::string& publicKey, int64_t nowMs
 Result<Lease> DataPlan::restoreLease(Lease lease)
 {
     const auto refuse = [&](const std::string& why) {
-        return Error::make("stale_lease", "lease " + std::to_string(lease.id) + " cannot be restored: " + why);
+        return Error::make(net::errc::kStaleLease, "lease " + std::to_string(lease.id) + " cannot be restored: " + why);
     };
     if (lease.epoch != m_epoch)
         return refuse("it is of epoch " + std::to_string(lease.epoch) + ", the plan is in " + std::to_string(m_epoch));
@@ -195,7 +196,7 @@ Status DataPlan::complete(uint64_t leaseId)
 {
     const auto it = m_leases.find(leaseId);
     if (it == m_leases.end())
-        return Error::make("unknown_lease", "lease " + std::to_string(leaseId) + " is not outstanding");
+        return Error::make(net::errc::kUnknownLease, "lease " + std::to_string(leaseId) + " is not outstanding");
     const Lease done = it->second;
     m_leases.erase(it);
     if (done.epoch != m_epoch) {
@@ -209,7 +210,7 @@ Status DataPlan::complete(uint64_t leaseId)
 Status DataPlan::completeRange(uint32_t range)
 {
     if (range >= m_ranges.size() || m_completed[range])
-        return Error::make("unknown_range", "range " + std::to_string(range) + " is not open in this epoch");
+        return Error::make(net::errc::kUnknownRange, "range " + std::to_string(range) + " is not open in this epoch");
     for (auto it = m_leases.begin(); it != m_leases.end(); ++it)
         if (it->second.range == range) {
             m_leases.erase(it);

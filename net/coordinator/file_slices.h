@@ -4,6 +4,7 @@
 // it wants to hold at once); `each` may stop the walk by returning an error.
 
 #include "engine/result.h"
+#include "net/wire/error_codes.h"
 
 #include <fcntl.h>
 #include <filesystem>
@@ -18,13 +19,13 @@ template <typename Each> Status forEachSlice(const std::filesystem::path& file, 
     constexpr std::size_t kSliceBytes = 4u << 20;
     const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return Error::make("io_error", "cannot open " + file.string());
+        return Error::make(net::errc::kIoError, "cannot open " + file.string());
     std::string buffer(kSliceBytes, '\0');
     Status status;
     for (;;) {
         const ssize_t n = ::read(fd, buffer.data(), buffer.size());
         if (n < 0) {
-            status = Error::make("io_error", "cannot read " + file.string());
+            status = Error::make(net::errc::kIoError, "cannot read " + file.string());
             break;
         }
         if (n == 0)

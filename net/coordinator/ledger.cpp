@@ -1,4 +1,5 @@
 #include "net/coordinator/ledger.h"
+#include "net/wire/error_codes.h"
 
 #include "net/coordinator/ledger_rows.h"
 #include "net/coordinator/sqlite_statement.h"
@@ -15,6 +16,14 @@ using namespace ledger_rows;
 
 // 'CTLG': the ledger's PRAGMA application_id.
 constexpr int32_t kApplicationId = 0x43544C47;
+
+// Schema 1 -> 2: accepted contributions name their task and payload.
+constexpr const char* kUpgradeFrom1 = R"sql(
+ALTER TABLE contributions ADD COLUMN task_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE contributions ADD COLUMN payload_sha256 TEXT NOT NULL DEFAULT '';
+CREATE INDEX contributions_by_task ON contributions(task_id) WHERE accepted AND task_id > 0;
+PRAGMA user_version=2;
+)sql";
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE volunteers(
@@ -45,8 +54,11 @@ CREATE TABLE contributions(
     accepted INTEGER NOT NULL CHECK (accepted IN (0, 1)),
     reason TEXT NOT NULL,
     submitted_at_ms INTEGER NOT NULL,
+    task_id INTEGER NOT NULL DEFAULT 0,
+    payload_sha256 TEXT NOT NULL DEFAULT '',
     UNIQUE (round, public_key, submitted_at_ms, accepted, reason));
 CREATE INDEX contributions_by_key ON contributions(public_key, accepted);
+CREATE INDEX contributions_by_task ON contributions(task_id) WHERE accepted AND task_id > 0;
 CREATE TABLE metrics(
     id INTEGER PRIMARY KEY,
     time_ms INTEGER NOT NULL,
@@ -126,7 +138,7 @@ Status insertContribution(Statement& insert, Statement& addVolunteer, const Cont
     (void)insert.reset();
     insert.bind(1, c.round).bind(2, c.publicKey).bind(3, c.tokens).bind(4, c.computeMs);
     insert.bind(5, std::optional<double>(c.trainLoss)).bind(6, int64_t(c.accepted ? 1 : 0));
-    insert.bind(7, c.reason).bind(8, c.submittedAtMs);
+    insert.bind(7, c.reason).bind(8, c.submittedAtMs).bind(9, int64_t(c.taskId)).bind(10, c.payloadSha256);
     return insert.run();
 }
 
@@ -156,13 +168,14 @@ Result<Ledger> Ledger::open(const std::filesystem::path& path)
     if (!fresh) {
         if (*applicationId != kApplicationId)
             return Error::make(
-                "ledger_foreign", file + " is an SQLite database of another program, not a Crowdtrain ledger");
+                net::errc::kLedgerForeign, file + " is an SQLite database of another program, not a Crowdtrain ledger");
         if (*userVersion > kSchemaVersion)
-            return Error::make("ledger_version",
+            return Error::make(net::errc::kLedgerVersion,
                 file + " has ledger schema " + std::to_string(*userVersion) + ", newer than this program's "
                     + std::to_string(kSchemaVersion) + "; upgrade Crowdtrain");
-        if (*userVersion != kSchemaVersion)
-            return Error::make("ledger_version", file + " has unknown ledger schema " + std::to_string(*userVersion));
+        if (*userVersion != kSchemaVersion && *userVersion != 1)
+            return Error::make(
+                net::errc::kLedgerVersion, file + " has unknown ledger schema " + std::to_string(*userVersion));
         auto check = Statement::prepare(raw, file, "PRAGMA quick_check");
         if (!check)
             return check.error();
@@ -170,11 +183,21 @@ Result<Ledger> Ledger::open(const std::filesystem::path& path)
         if (!row)
             return row.error();
         if (!*row || check->text(0) != "ok")
-            return Error::make("ledger_corrupt", file + " is damaged: " + (*row ? check->text(0) : std::string("?")));
+            return Error::make(
+                net::errc::kLedgerCorrupt, file + " is damaged: " + (*row ? check->text(0) : std::string("?")));
     }
     // WAL + FULL: a committed round survives power loss; readers never block the writer.
     for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
         if (Status s = exec(raw, file, pragma); !s)
+            return s.error();
+    }
+    if (!fresh && *userVersion == 1) {
+        Transaction tx(raw, file);
+        if (Status s = tx.begin(); !s)
+            return s.error();
+        if (Status s = exec(raw, file, kUpgradeFrom1); !s)
+            return s.error();
+        if (Status s = tx.commit(); !s)
             return s.error();
     }
     if (fresh) {
@@ -250,7 +273,7 @@ Status Ledger::commitRound(const RoundCommit& commit)
     const RoundRecord& r = commit.record;
     for (const ContributionRecord& c : commit.contributions) {
         if (c.round != r.round)
-            return Error::make("bad_commit",
+            return Error::make(net::errc::kBadCommit,
                 "a contribution for round " + std::to_string(c.round) + " in the commit of round "
                     + std::to_string(r.round));
     }
@@ -262,7 +285,7 @@ Status Ledger::commitRound(const RoundCommit& commit)
         return last.error();
     const int64_t expected = *last ? (*last)->round + 1 : 0;
     if (r.round != expected)
-        return Error::make("bad_commit",
+        return Error::make(net::errc::kBadCommit,
             "round " + std::to_string(r.round) + " cannot be committed: the next round is " + std::to_string(expected));
 
     auto addVolunteer = Statement::prepare(m_db, file,
@@ -270,7 +293,7 @@ Status Ledger::commitRound(const RoundCommit& commit)
         "?2)");
     auto insert = Statement::prepare(m_db, file,
         std::string("INSERT OR IGNORE INTO contributions(") + kContributionColumns
-            + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+            + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     if (!addVolunteer || !insert)
         return !addVolunteer ? addVolunteer.error() : insert.error();
     for (const ContributionRecord& c : commit.contributions) {
@@ -331,7 +354,7 @@ Status Ledger::commitRound(const RoundCommit& commit)
 Status Ledger::recordRejection(const ContributionRecord& rejection)
 {
     if (rejection.accepted)
-        return Error::make("bad_commit", "recordRejection() takes rejected contributions only");
+        return Error::make(net::errc::kBadCommit, "recordRejection() takes rejected contributions only");
     return recordContribution(rejection);
 }
 
@@ -346,7 +369,7 @@ Status Ledger::recordContribution(const ContributionRecord& rejection)
         "?2)");
     auto insert = Statement::prepare(m_db, file,
         std::string("INSERT OR IGNORE INTO contributions(") + kContributionColumns
-            + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+            + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     if (!addVolunteer || !insert)
         return !addVolunteer ? addVolunteer.error() : insert.error();
     if (Status s = insertContribution(*insert, *addVolunteer, rejection); !s)

@@ -34,6 +34,18 @@ struct ContributionRecord {
     bool accepted = false;
     std::string reason; // why it was rejected; empty when accepted
     int64_t submittedAtMs = 0; // Unix epoch milliseconds
+    // Of an accepted submission: the task it answered and its payload's
+    // SHA-256 (lowercase hex), so that a re-sent submit of it is recognised
+    // (0 and empty: unknown, e.g. a rejection).
+    uint64_t taskId = 0;
+    std::string payloadSha256;
+};
+
+// An accepted task, as a re-sent submit is checked against.
+struct AcceptedTask {
+    int64_t round = 0;
+    std::string publicKey;
+    std::string payloadSha256;
 };
 
 struct MetricSample {
@@ -92,7 +104,9 @@ struct VolunteerRecord {
 
 class Ledger {
 public:
-    static constexpr int kSchemaVersion = 1;
+    // 2: contributions keep task_id and payload_sha256 (a version 1 file is
+    // upgraded in place when opened).
+    static constexpr int kSchemaVersion = 2;
 
     // Creates the file (and its schema) when it does not exist.
     static Result<Ledger> open(const std::filesystem::path& file);
@@ -139,6 +153,8 @@ public:
     // Rejections of one volunteer, or of one round; newest first, at most `limit`.
     Result<std::vector<ContributionRecord>> rejectionsOf(const std::string& publicKey, int limit = 1000);
     Result<std::vector<ContributionRecord>> rejectionsInRound(int64_t round);
+    // The accepted submission that answered task `taskId`, if any.
+    Result<std::optional<AcceptedTask>> acceptedTask(uint64_t taskId);
     Result<std::optional<RoundCommit::DataProgress>> dataProgress();
 
     // Small key/value settings (project name, parameter count) that tie a

@@ -2,6 +2,8 @@
 
 #include "net/coordinator/ledger_rows.h"
 
+#include <cstdint>
+
 // The ledger's read side: rounds, leaderboard, history, rejections.
 
 namespace crowdtrain::coordinator {
@@ -124,6 +126,24 @@ Result<std::vector<ContributionRecord>> Ledger::rejectionsInRound(int64_t round)
         return s.error();
     s->bind(1, round);
     return collect<ContributionRecord>(*s, contributionFrom);
+}
+
+Result<std::optional<AcceptedTask>> Ledger::acceptedTask(uint64_t taskId)
+{
+    if (taskId == 0 || taskId > uint64_t(INT64_MAX))
+        return std::optional<AcceptedTask>();
+    auto s = Statement::prepare(m_db, m_file.string(),
+        "SELECT round, public_key, payload_sha256 FROM contributions WHERE accepted AND task_id = ?1 AND task_id > 0 "
+        "ORDER BY id LIMIT 1");
+    if (!s)
+        return s.error();
+    s->bind(1, int64_t(taskId));
+    auto row = s->step();
+    if (!row)
+        return row.error();
+    if (!*row)
+        return std::optional<AcceptedTask>();
+    return std::optional<AcceptedTask>(AcceptedTask{s->int64(0), s->text(1), s->text(2)});
 }
 
 Result<std::optional<RoundCommit::DataProgress>> Ledger::dataProgress()

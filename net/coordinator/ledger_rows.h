@@ -15,7 +15,7 @@ inline constexpr const char* kRoundColumns
     = "round, version, tokens, total_tokens, train_loss, val_loss, volunteers_online, "
       "accepted, rejected, state_file, update_file, closed_at_ms";
 inline constexpr const char* kContributionColumns
-    = "round, public_key, tokens, compute_ms, train_loss, accepted, reason, submitted_at_ms";
+    = "round, public_key, tokens, compute_ms, train_loss, accepted, reason, submitted_at_ms, task_id, payload_sha256";
 
 inline RoundRecord roundFrom(const Statement& s)
 {
@@ -26,7 +26,7 @@ inline RoundRecord roundFrom(const Statement& s)
 inline ContributionRecord contributionFrom(const Statement& s)
 {
     return ContributionRecord{s.int64(0), s.text(1), s.int64(2), s.int64(3), s.real(4).value_or(std::nan("")),
-        s.int64(5) != 0, s.text(6), s.int64(7)};
+        s.int64(5) != 0, s.text(6), s.int64(7), uint64_t(s.int64(8)), s.text(9)};
 }
 
 template <typename T, typename Read> Result<std::vector<T>> collect(Statement& s, Read read)

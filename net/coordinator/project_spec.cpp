@@ -1,4 +1,5 @@
 #include "net/coordinator/project_spec.h"
+#include "net/wire/error_codes.h"
 
 #include "engine/atomic_file.h"
 #include "engine/data_set.h"
@@ -28,7 +29,7 @@ public:
 
     Error error(const std::string& field, const std::string& message) const
     {
-        return Error::make("bad_spec", m_file + ": " + m_prefix + field + ": " + message);
+        return Error::make(net::errc::kBadSpec, m_file + ": " + m_prefix + field + ": " + message);
     }
 
     // Unknown keys are errors: a misspelt optional field would otherwise be
@@ -220,7 +221,8 @@ std::optional<Error> parseOutputs(const FieldReader& top, const json& root, Proj
 {
     if (root.contains("codec")) {
         const json& codec = root["codec"];
-        const auto parsed = codec.is_string() ? codecByName(codec.get<std::string>()) : std::nullopt;
+        const auto parsed = codec.is_string() ? diloco::parseCodec(codec.get<std::string>())
+                                              : Result<Codec>(Error::make(net::errc::kBadCodec, "not a string"));
         if (!parsed)
             return top.error("codec", "must be \"int8\", \"fp16\" or \"fp32\", got " + codec.dump());
         spec.codec = *parsed;
@@ -245,28 +247,6 @@ std::optional<Error> parseOutputs(const FieldReader& top, const json& root, Proj
 }
 
 } // namespace
-
-std::string codecName(Codec codec)
-{
-    switch (codec) {
-    case Codec::Int8:
-        return "int8";
-    case Codec::Fp16:
-        return "fp16";
-    case Codec::Fp32:
-        return "fp32";
-    }
-    return "int8";
-}
-
-std::optional<Codec> codecByName(std::string_view name)
-{
-    for (Codec codec : {Codec::Int8, Codec::Fp16, Codec::Fp32}) {
-        if (name == codecName(codec))
-            return codec;
-    }
-    return std::nullopt;
-}
 
 uint64_t ProjectSpec::tokensPerTask() const
 {
@@ -304,10 +284,10 @@ Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesyste
     try {
         root = json::parse(text);
     } catch (const json::exception& e) {
-        return Error::make("bad_spec", fileName + ": not valid JSON: " + e.what());
+        return Error::make(net::errc::kBadSpec, fileName + ": not valid JSON: " + e.what());
     }
     if (!root.is_object())
-        return Error::make("bad_spec", fileName + ": must hold a JSON object");
+        return Error::make(net::errc::kBadSpec, fileName + ": must hold a JSON object");
     const FieldReader top(fileName, "");
     CT_TRY(top.checkKeys(root,
         {"name", "description", "model", "data", "init", "inner", "outer", "round", "codec", "checkpoints",
@@ -338,24 +318,24 @@ Status checkProjectData(const ProjectSpec& spec)
     const std::string where = spec.file.string() + ": ";
     auto data = engine::openDataSet(spec.dataDir);
     if (!data)
-        return Error::make("bad_spec", where + "data: " + data.error().message);
+        return Error::make(net::errc::kBadSpec, where + "data: " + data.error().message);
     if (data->tokenizerDir) {
         auto tokenizer = engine::loadTokenizer(*data->tokenizerDir);
         if (!tokenizer)
-            return Error::make("bad_spec", where + "data: " + tokenizer.error().message);
+            return Error::make(net::errc::kBadSpec, where + "data: " + tokenizer.error().message);
         if ((*tokenizer)->vocabSize() > spec.model.vocabSize)
-            return Error::make("bad_spec",
+            return Error::make(net::errc::kBadSpec,
                 where + "model.vocab_size: " + std::to_string(spec.model.vocabSize) + " is smaller than the "
                     + std::to_string((*tokenizer)->vocabSize()) + " tokens of the tokenizer in "
                     + data->tokenizerDir->string());
     }
     if (auto plan = DataPlan::create(*data, spec.tokensPerPiece(), spec.init.seed, 1, spec.piecesPerTask()); !plan)
-        return Error::make("bad_spec",
+        return Error::make(net::errc::kBadSpec,
             where + "inner: a task needs " + std::to_string(spec.piecesPerTask()) + " pieces of "
                 + std::to_string(spec.tokensPerPiece()) + " tokens (steps * batch_size windows of block_size + 1) in "
                 + spec.dataDir.string() + ": " + plan.error().message);
     if (spec.validation.batches > 0 && data->valTokens() <= uint64_t(spec.model.blockSize))
-        return Error::make("bad_spec",
+        return Error::make(net::errc::kBadSpec,
             where
                 + "validation: the data folder has no val shard longer than block_size (set validation.batches "
                   "to 0 to validate nothing)");
@@ -363,14 +343,15 @@ Status checkProjectData(const ProjectSpec& spec)
         const auto configFile = *spec.init.importDir / "config.json";
         auto text = engine::readWholeFile(configFile);
         if (!text)
-            return Error::make("bad_spec", where + "init.import: " + text.error().message);
+            return Error::make(net::errc::kBadSpec, where + "init.import: " + text.error().message);
         auto config = engine::parseHuggingFaceGpt2Config(*text, configFile.string());
         if (!config)
-            return Error::make("bad_spec", where + "init.import: " + config.error().message);
+            return Error::make(net::errc::kBadSpec, where + "init.import: " + config.error().message);
         engine::GptConfig expected = spec.model;
         config->dropout = expected.dropout; // dropout does not change the weights
         if (!(*config == expected))
-            return Error::make("bad_spec", where + "init.import: " + configFile.string() + " describes another model");
+            return Error::make(
+                net::errc::kBadSpec, where + "init.import: " + configFile.string() + " describes another model");
     }
     return Status::success();
 }

@@ -20,6 +20,7 @@
 //
 // Plain data; thread-safe to copy.
 
+#include "engine/diloco/codec.h"
 #include "engine/gpt_config.h"
 #include "engine/result.h"
 
@@ -31,10 +32,9 @@
 
 namespace crowdtrain::coordinator {
 
-enum class Codec { Int8, Fp16, Fp32 };
-
-std::string codecName(Codec codec); // "int8", "fp16", "fp32"
-std::optional<Codec> codecByName(std::string_view name);
+// The payload codec of a project's pseudo-gradients: the engine's type and
+// names (diloco::codecName, diloco::parseCodec), the only ones there are.
+using Codec = diloco::Codec;
 
 struct InitSpec {
     uint64_t seed = 1337; // theta_0 drawn with this torch seed

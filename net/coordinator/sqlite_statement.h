@@ -4,6 +4,7 @@
 // naming the database file. Private to the ledger; one thread.
 
 #include "engine/result.h"
+#include "net/wire/error_codes.h"
 
 #include <sqlite3.h>
 
@@ -21,9 +22,9 @@ inline Error sqliteError(sqlite3* db, const std::string& file, const std::string
     const int code = db ? sqlite3_errcode(db) : SQLITE_ERROR;
     const std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
-        return Error::make(
-            "ledger_corrupt", file + " is not a Crowdtrain ledger or is damaged (" + message + ") while " + what);
-    return Error::make("ledger_error", file + ": " + what + ": " + message);
+        return Error::make(net::errc::kLedgerCorrupt,
+            file + " is not a Crowdtrain ledger or is damaged (" + message + ") while " + what);
+    return Error::make(net::errc::kLedgerError, file + ": " + what + ": " + message);
 }
 
 class Statement {

@@ -1,4 +1,5 @@
 #include "net/coordinator/state_store.h"
+#include "net/wire/error_codes.h"
 
 #include "net/transfer/sha256.h"
 
@@ -43,7 +44,7 @@ std::string headerBytes(const char (&magic)[8], int64_t version, uint64_t parame
 
 Error corrupt(const std::filesystem::path& file, const std::string& why)
 {
-    return Error::make("state_corrupt", file.string() + ": " + why);
+    return Error::make(net::errc::kStateCorrupt, file.string() + ": " + why);
 }
 
 // Reads a header and checks magic, format and the total file size.
@@ -53,7 +54,7 @@ Result<Header> readHeader(std::ifstream& in, const std::filesystem::path& file, 
     std::error_code ec;
     const uint64_t size = std::filesystem::file_size(file, ec);
     if (ec)
-        return Error::make("io_error", "cannot read " + file.string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot read " + file.string() + ": " + ec.message());
     Header h{};
     if (size < kHeaderBytes || !in.read(reinterpret_cast<char*>(&h), sizeof h))
         return corrupt(file, "truncated header");
@@ -62,7 +63,7 @@ Result<Header> readHeader(std::ifstream& in, const std::filesystem::path& file, 
     if (h.formatVersion != kFormatVersion)
         return corrupt(file, "unknown format version " + std::to_string(h.formatVersion));
     if (expectedParameters && h.parameters != *expectedParameters)
-        return Error::make("state_mismatch",
+        return Error::make(net::errc::kStateMismatch,
             file.string() + " holds " + std::to_string(h.parameters) + " parameters, the model has "
                 + std::to_string(*expectedParameters));
     // Guard the size arithmetic against absurd headers before trusting it.
@@ -117,7 +118,7 @@ Status writeGlobalState(const std::filesystem::path& file, const GlobalState& st
     const uint64_t p = state.params.size();
     if ((!state.momentum.empty() && state.momentum.size() != p)
         || (!state.updateResidual.empty() && state.updateResidual.size() != p))
-        return Error::make("bad_state", "momentum and update residual must hold P elements (or none)");
+        return Error::make(net::errc::kBadState, "momentum and update residual must hold P elements (or none)");
     auto out = engine::AtomicFile::create(file);
     if (!out)
         return out.error();
@@ -143,7 +144,7 @@ Result<GlobalState> readGlobalState(const std::filesystem::path& file, std::opti
 {
     std::ifstream in(file, std::ios::binary);
     if (!in)
-        return Error::make("io_error", "cannot open " + file.string() + ": " + std::strerror(errno));
+        return Error::make(net::errc::kIoError, "cannot open " + file.string() + ": " + std::strerror(errno));
     auto header = readHeader(in, file, kStateMagic, expectedParameters, stateFileSize);
     if (!header)
         return header.error();
@@ -182,7 +183,7 @@ Result<std::string> readUpdateFile(
 {
     std::ifstream in(file, std::ios::binary);
     if (!in)
-        return Error::make("io_error", "cannot open " + file.string() + ": " + std::strerror(errno));
+        return Error::make(net::errc::kIoError, "cannot open " + file.string() + ": " + std::strerror(errno));
     auto header = readHeader(in, file, kUpdateMagic, expectedParameters, updateFileSize);
     if (!header)
         return header.error();
@@ -231,7 +232,7 @@ Result<ProjectStore> ProjectStore::open(const ProjectSpec& spec, const std::file
     std::error_code ec;
     std::filesystem::create_directories(stateDir / "state", ec);
     if (ec)
-        return Error::make("io_error", "cannot create " + (stateDir / "state").string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot create " + (stateDir / "state").string() + ": " + ec.message());
     auto ledger = Ledger::open(stateDir / "ledger.sqlite");
     if (!ledger)
         return ledger.error();
@@ -244,7 +245,7 @@ Result<ProjectStore> ProjectStore::open(const ProjectSpec& spec, const std::file
         if (!stored)
             return stored.error();
         if (*stored && **stored != value)
-            return Error::make("state_mismatch",
+            return Error::make(net::errc::kStateMismatch,
                 stateDir.string() + " belongs to " + key + " " + **stored + ", not " + value
                     + " (use another state folder for another project or model)");
         if (!*stored) {
@@ -282,26 +283,26 @@ Status ProjectStore::removeUnreferencedFiles(std::vector<std::filesystem::path>*
         if ((ours && !keep.contains(entry.path())) || temporary) {
             std::filesystem::remove(entry.path(), ec);
             if (ec)
-                return Error::make("io_error", "cannot remove " + entry.path().string() + ": " + ec.message());
+                return Error::make(net::errc::kIoError, "cannot remove " + entry.path().string() + ": " + ec.message());
             if (removed)
                 removed->push_back(entry.path());
             any = true;
         }
     }
     if (ec)
-        return Error::make("io_error", "cannot list " + (m_dir / "state").string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot list " + (m_dir / "state").string() + ": " + ec.message());
     return any ? engine::syncDirectory(m_dir / "state") : Status::success();
 }
 
 Result<GlobalState> ProjectStore::loadLatest()
 {
     if (!m_lastRound)
-        return Error::make("no_state", m_dir.string() + " holds no committed round yet");
+        return Error::make(net::errc::kNoState, m_dir.string() + " holds no committed round yet");
     auto state = readGlobalState(m_dir / m_lastRound->stateFile, m_parameters);
     if (!state)
         return state.error();
     if (state->version != m_lastRound->version)
-        return Error::make("state_corrupt",
+        return Error::make(net::errc::kStateCorrupt,
             (m_dir / m_lastRound->stateFile).string() + " holds version " + std::to_string(state->version)
                 + ", the ledger says " + std::to_string(m_lastRound->version));
     return state;
@@ -312,18 +313,18 @@ Status ProjectStore::commit(const GlobalState& state, RoundCommit commit, std::s
     const int64_t nextRound = m_lastRound ? m_lastRound->round + 1 : 0;
     const int64_t nextVersion = m_lastRound ? m_lastRound->version + 1 : 0;
     if (commit.record.round != nextRound)
-        return Error::make("bad_commit",
+        return Error::make(net::errc::kBadCommit,
             "round " + std::to_string(commit.record.round) + " is not the next round " + std::to_string(nextRound));
     if (state.version != nextVersion)
-        return Error::make("bad_commit",
+        return Error::make(net::errc::kBadCommit,
             "state version " + std::to_string(state.version) + " is not the next version "
                 + std::to_string(nextVersion));
     if (state.params.size() != m_parameters)
-        return Error::make("bad_commit",
+        return Error::make(net::errc::kBadCommit,
             "the state holds " + std::to_string(state.params.size()) + " parameters, the model has "
                 + std::to_string(m_parameters));
     if (nextVersion == 0 && !encodedUpdate.empty())
-        return Error::make("bad_commit", "version 0 has no update");
+        return Error::make(net::errc::kBadCommit, "version 0 has no update");
 
     const std::string stateName = stateFileName(state.version);
     const std::string updateName = encodedUpdate.empty() ? std::string() : updateFileName(state.version);
@@ -358,7 +359,7 @@ Status ProjectStore::commit(const GlobalState& state, RoundCommit commit, std::s
 Result<std::string> ProjectStore::readUpdate(int64_t version)
 {
     if (!m_lastRound || version != m_lastRound->version || m_lastRound->updateFile.empty())
-        return Error::make("no_update", "the update to version " + std::to_string(version) + " is not kept");
+        return Error::make(net::errc::kNoUpdate, "the update to version " + std::to_string(version) + " is not kept");
     return readUpdateFile(m_dir / m_lastRound->updateFile, version, m_parameters);
 }
 

@@ -2,6 +2,7 @@
 
 #include "net/transfer/sha256.h"
 #include "net/transport/atomic_write.h"
+#include "net/wire/error_codes.h"
 #include "net/wire/limits.h"
 
 #include <cerrno>
@@ -17,7 +18,7 @@ constexpr std::size_t kMaxProgressFileBytes = 4096;
 
 Error ioError(const std::string& what, const std::filesystem::path& file)
 {
-    return Error::make("io_error", what + " " + file.string() + ": " + std::strerror(errno));
+    return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errno));
 }
 
 Status writeAt(int fd, uint64_t offset, std::string_view bytes, const std::filesystem::path& file)
@@ -54,8 +55,7 @@ std::string readAt(int fd, uint64_t offset, uint64_t size)
 // Errors a second fetch cannot cure.
 bool isFinal(const Error& error)
 {
-    return error.code == "not_found" || error.code == "bad_index" || error.code == "malformed"
-        || error.code == "unknown_type" || error.code == "unsupported_version";
+    return isFinalForDownload(error.code);
 }
 
 } // namespace
@@ -99,7 +99,7 @@ Result<DownloadReport> Download::run()
     const ResourceDescription& d = *description;
     if (d.resource != m_resource || d.chunkBytes == 0 || d.chunkBytes > kMaxChunkBytes
         || d.chunkCount != chunkCountFor(d.bytes, d.chunkBytes) || d.chunkSha256.size() != d.chunkCount)
-        return Error::make("malformed", "the description of " + m_resource + " is inconsistent");
+        return Error::make(errc::kMalformed, "the description of " + m_resource + " is inconsistent");
     m_report.description = d;
 
     std::error_code ec;
@@ -121,7 +121,7 @@ Result<DownloadReport> Download::run()
         status = start.error();
     for (uint64_t i = start ? *start : 0; status && i < d.chunkCount; ++i) {
         if (m_options.cancel && m_options.cancel->load()) {
-            status = Error::make("cancelled", "the download of " + m_resource + " was cancelled");
+            status = Error::make(errc::kCancelled, "the download of " + m_resource + " was cancelled");
             break;
         }
         status = fetchChunk(fd, i);
@@ -176,7 +176,7 @@ Status Download::fetchChunk(int fd, uint64_t index)
 {
     const ResourceDescription& d = m_report.description;
     const std::string name = "chunk " + std::to_string(index) + " of " + m_resource;
-    Error last = Error::make("checksum_mismatch", name + " was not fetched");
+    Error last = Error::make(errc::kChecksumMismatch, name + " was not fetched");
     for (int attempt = 0; attempt < std::max(1, m_options.attemptsPerChunk); ++attempt) {
         auto data = m_source.fetch(m_resource, index);
         if (!data) {
@@ -186,7 +186,7 @@ Status Download::fetchChunk(int fd, uint64_t index)
             continue;
         }
         if (data->size() != d.chunkLength(index)) {
-            last = Error::make("checksum_mismatch",
+            last = Error::make(errc::kChecksumMismatch,
                 name + " has " + std::to_string(data->size()) + " bytes, expected "
                     + std::to_string(d.chunkLength(index)));
             ++m_report.rejectedChunks;
@@ -195,7 +195,7 @@ Status Download::fetchChunk(int fd, uint64_t index)
         const std::string hash = sha256Hex(*data);
         if (hash != d.chunkSha256[index]) {
             last = Error::make(
-                "checksum_mismatch", name + " has SHA-256 " + hash + ", expected " + d.chunkSha256[index]);
+                errc::kChecksumMismatch, name + " has SHA-256 " + hash + ", expected " + d.chunkSha256[index]);
             ++m_report.rejectedChunks;
             continue;
         }
@@ -225,7 +225,7 @@ Status Download::finish(int fd)
         // Every chunk matched its own hash, so the description itself is
         // wrong: start from nothing next time.
         discardPartial();
-        return Error::make("checksum_mismatch",
+        return Error::make(errc::kChecksumMismatch,
             m_resource + " has SHA-256 " + hash + " as a whole, expected " + d.sha256 + "; nothing was saved");
     }
     if (::rename(part.c_str(), m_target.c_str()) != 0)

@@ -1,6 +1,7 @@
 #include "net/transfer/resource_table.h"
 
 #include "net/transfer/sha256.h"
+#include "net/wire/error_codes.h"
 
 #include <cerrno>
 #include <cstring>
@@ -13,7 +14,7 @@ namespace {
 
 Error ioError(const std::string& what, const std::filesystem::path& file)
 {
-    return Error::make("io_error", what + " " + file.string() + ": " + std::strerror(errno));
+    return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errno));
 }
 
 // Reads exactly `size` bytes at `offset`.
@@ -28,7 +29,7 @@ Result<std::string> readAt(int fd, uint64_t offset, uint64_t size, const std::fi
         if (n < 0)
             return ioError("cannot read", file);
         if (n == 0)
-            return Error::make("io_error", file.string() + " is shorter than when it was published");
+            return Error::make(errc::kIoError, file.string() + " is shorter than when it was published");
         done += static_cast<uint64_t>(n);
     }
     return bytes;
@@ -37,11 +38,11 @@ Result<std::string> readAt(int fd, uint64_t offset, uint64_t size, const std::fi
 Status checkShape(const std::string& name, uint64_t bytes, uint64_t chunkBytes)
 {
     if (name.empty() || name.size() > kMaxResourceNameChars || !isValidUtf8(name))
-        return Error::make("invalid_argument", "resource name \"" + name + "\" is empty, too long or not UTF-8");
+        return Error::make(errc::kInvalidArgument, "resource name \"" + name + "\" is empty, too long or not UTF-8");
     if (chunkBytes == 0 || chunkBytes > kMaxChunkBytes)
-        return Error::make("invalid_argument", "chunk size " + std::to_string(chunkBytes) + " is out of range");
+        return Error::make(errc::kInvalidArgument, "chunk size " + std::to_string(chunkBytes) + " is out of range");
     if (chunkCountFor(bytes, chunkBytes) > kMaxChunkCount)
-        return Error::make("too_large",
+        return Error::make(errc::kTooLarge,
             "resource " + name + " of " + std::to_string(bytes) + " bytes needs more than "
                 + std::to_string(kMaxChunkCount) + " chunks");
     return Status::success();
@@ -107,7 +108,7 @@ Status ResourceTable::add(const std::string& name, std::shared_ptr<Entry> entry)
 {
     std::lock_guard lock(m_mutex);
     if (m_entries.count(name))
-        return Error::make("exists", "resource " + name + " is already published");
+        return Error::make(errc::kExists, "resource " + name + " is already published");
     m_entries.emplace(name, std::move(entry));
     return Status::success();
 }
@@ -134,7 +135,7 @@ Result<ResourceDescription> ResourceTable::describe(const std::string& name) con
 {
     auto entry = find(name);
     if (!entry)
-        return Error::make("not_found", "no resource named \"" + name + "\"");
+        return Error::make(errc::kNotFound, "no resource named \"" + name + "\"");
     return entry->description;
 }
 
@@ -143,10 +144,10 @@ Result<Chunk> ResourceTable::chunk(const std::string& name, uint64_t index) cons
     // The entry is immutable and shared: reading happens outside the lock.
     auto entry = find(name);
     if (!entry)
-        return Error::make("not_found", "no resource named \"" + name + "\"");
+        return Error::make(errc::kNotFound, "no resource named \"" + name + "\"");
     const ResourceDescription& d = entry->description;
     if (index >= d.chunkCount)
-        return Error::make("bad_index",
+        return Error::make(errc::kBadIndex,
             "resource " + name + " has " + std::to_string(d.chunkCount) + " chunks, not " + std::to_string(index + 1));
     if (!entry->file)
         return Chunk{index, entry->blob.substr(index * d.chunkBytes, d.chunkLength(index))};
@@ -159,7 +160,7 @@ Result<Chunk> ResourceTable::chunk(const std::string& name, uint64_t index) cons
         return bytes.error();
     // A file changed after publication must not be served as the old one.
     if (sha256Hex(*bytes) != d.chunkSha256[index])
-        return Error::make("io_error", entry->file->string() + " changed after it was published");
+        return Error::make(errc::kIoError, entry->file->string() + " changed after it was published");
     return Chunk{index, std::move(*bytes)};
 }
 
@@ -177,8 +178,8 @@ std::optional<std::string> handleTransferRequest(const ResourceTable& table, con
         if (!fetch)
             return encodeErrorReply(request.id, fetch.error());
         auto chunk = table.chunk(fetch->resource, fetch->index);
-        if (!chunk && chunk.error().code == "io_error") // the server's paths are not the client's business
-            return encodeErrorReply(request.id, Error::make("unavailable", "the resource cannot be read now"));
+        if (!chunk && chunk.error().code == errc::kIoError) // the server's paths are not the client's business
+            return encodeErrorReply(request.id, Error::make(errc::kUnavailable, "the resource cannot be read now"));
         if (!chunk)
             return encodeErrorReply(request.id, chunk.error());
         return encodeReply(FetchReply{fetch->resource, chunk->index, std::move(chunk->data)}, request.id);

@@ -1,5 +1,7 @@
 #include "net/transfer/sha256.h"
 
+#include "net/wire/error_codes.h"
+
 #include <fstream>
 #include <vector>
 
@@ -69,7 +71,7 @@ Result<std::string> sha256OfFile(const std::filesystem::path& file)
 {
     std::ifstream in(file, std::ios::binary);
     if (!in)
-        return Error::make("io_error", "cannot open " + file.string());
+        return Error::make(errc::kIoError, "cannot open " + file.string());
     Sha256 hasher;
     std::vector<char> buffer(1u << 20);
     while (in) {
@@ -77,7 +79,7 @@ Result<std::string> sha256OfFile(const std::filesystem::path& file)
         hasher.update(buffer.data(), static_cast<std::size_t>(in.gcount()));
     }
     if (in.bad())
-        return Error::make("io_error", "cannot read " + file.string());
+        return Error::make(errc::kIoError, "cannot read " + file.string());
     return hasher.finishHex();
 }
 

@@ -1,5 +1,7 @@
 #include "net/transfer/socket_source.h"
 
+#include "net/wire/error_codes.h"
+
 namespace crowdtrain::net {
 
 SocketSource::SocketSource(Client& client, std::string project, int timeoutMs)
@@ -12,7 +14,7 @@ Result<ResourceDescription> SocketSource::describe(const std::string& resource)
 {
     auto reply = m_client.request<ResourceDescription>(DescribeRequest{m_project, resource}, m_timeoutMs);
     if (reply && reply->resource != resource)
-        return Error::make("malformed", "asked to describe " + resource + ", got " + reply->resource);
+        return Error::make(errc::kMalformed, "asked to describe " + resource + ", got " + reply->resource);
     return reply;
 }
 
@@ -22,7 +24,7 @@ Result<std::string> SocketSource::fetch(const std::string& resource, uint64_t in
     if (!reply)
         return reply.error();
     if (reply->resource != resource || reply->index != index)
-        return Error::make("checksum_mismatch",
+        return Error::make(errc::kChecksumMismatch,
             "asked for chunk " + std::to_string(index) + " of " + resource + ", got chunk "
                 + std::to_string(reply->index) + " of " + reply->resource);
     return std::move(reply->data);

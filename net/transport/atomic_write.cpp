@@ -1,5 +1,7 @@
 #include "net/transport/atomic_write.h"
 
+#include "net/wire/error_codes.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -13,7 +15,7 @@ namespace {
 
 Error ioError(const std::string& what, const std::filesystem::path& file)
 {
-    return Error::make("io_error", what + " " + file.string() + ": " + std::strerror(errno));
+    return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errno));
 }
 
 std::filesystem::path temporaryFor(const std::filesystem::path& file)
@@ -93,7 +95,8 @@ Result<std::string> readSmallFile(const std::filesystem::path& file, std::size_t
         bytes.append(buffer, static_cast<std::size_t>(n));
         if (bytes.size() > maxBytes) {
             ::close(fd);
-            return Error::make("too_large", file.string() + " is larger than " + std::to_string(maxBytes) + " bytes");
+            return Error::make(
+                errc::kTooLarge, file.string() + " is larger than " + std::to_string(maxBytes) + " bytes");
         }
     }
     ::close(fd);

@@ -1,5 +1,7 @@
 #include "net/transport/client.h"
 
+#include "net/wire/error_codes.h"
+
 #include <chrono>
 
 namespace crowdtrain::net {
@@ -38,7 +40,7 @@ Result<Envelope> Client::call(std::string_view request, uint64_t id, int timeout
             if (Status reopened = reopen(); !reopened)
                 return reopened.error();
         if (!m_socket.send(zmq::buffer(request), zmq::send_flags::dontwait))
-            return Error::make("send_failed", "the request could not be queued");
+            return Error::make(errc::kSendFailed, "the request could not be queued");
         const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
         while (true) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -59,12 +61,12 @@ Result<Envelope> Client::call(std::string_view request, uint64_t id, int timeout
             return envelope;
         }
     } catch (const zmq::error_t& e) {
-        return Error::make("zmq_error", std::string("request to ") + m_options.endpoint + " failed: " + e.what());
+        return Error::make(errc::kZmqError, std::string("request to ") + m_options.endpoint + " failed: " + e.what());
     }
     if (Status reopened = reopen(); !reopened)
         return reopened.error();
     return Error::make(
-        "timeout", "no reply from " + m_options.endpoint + " within " + std::to_string(timeoutMs) + " ms");
+        errc::kTimeout, "no reply from " + m_options.endpoint + " within " + std::to_string(timeoutMs) + " ms");
 }
 
 } // namespace crowdtrain::net

@@ -1,6 +1,7 @@
 #include "net/transport/curve_keys.h"
 
 #include "net/transport/atomic_write.h"
+#include "net/wire/error_codes.h"
 #include "net/wire/msgpack_io.h"
 
 #include <sstream>
@@ -15,7 +16,7 @@ constexpr std::size_t kMaxKeyFileBytes = 4096;
 
 Error malformed(const std::string& fileName, int line, const std::string& what)
 {
-    return Error::make("malformed_key_file", fileName + ":" + std::to_string(line) + ": " + what);
+    return Error::make(errc::kMalformedKeyFile, fileName + ":" + std::to_string(line) + ": " + what);
 }
 
 } // namespace
@@ -23,11 +24,11 @@ Error malformed(const std::string& fileName, int line, const std::string& what)
 Result<CurveKeyPair> generateKeyPair()
 {
     if (!zmq_has("curve"))
-        return Error::make("unsupported", "libzmq was built without CURVE security");
+        return Error::make(errc::kUnsupported, "libzmq was built without CURVE security");
     char publicKey[41] = {};
     char secretKey[41] = {};
     if (zmq_curve_keypair(publicKey, secretKey) != 0)
-        return Error::make("unsupported", std::string("zmq_curve_keypair failed: ") + zmq_strerror(zmq_errno()));
+        return Error::make(errc::kUnsupported, std::string("zmq_curve_keypair failed: ") + zmq_strerror(zmq_errno()));
     return CurveKeyPair{publicKey, secretKey};
 }
 
@@ -79,8 +80,8 @@ Result<CurveKeyPair> loadOrCreateKeyPair(const std::filesystem::path& file)
     if (std::filesystem::exists(file, ec)) {
         auto text = readSmallFile(file, kMaxKeyFileBytes);
         if (!text)
-            return text.error().code == "too_large" ? Error::make("malformed_key_file", text.error().message)
-                                                    : text.error();
+            return text.error().code == errc::kTooLarge ? Error::make(errc::kMalformedKeyFile, text.error().message)
+                                                        : text.error();
         return parseKeyPairFile(*text, file.string());
     }
     auto keys = generateKeyPair();
@@ -89,7 +90,8 @@ Result<CurveKeyPair> loadOrCreateKeyPair(const std::filesystem::path& file)
     if (!file.parent_path().empty()) {
         std::filesystem::create_directories(file.parent_path(), ec);
         if (ec)
-            return Error::make("io_error", "cannot create folder " + file.parent_path().string() + ": " + ec.message());
+            return Error::make(
+                errc::kIoError, "cannot create folder " + file.parent_path().string() + ": " + ec.message());
     }
     if (Status written = writeFileAtomic(file, formatKeyPairFile(*keys), 0600); !written)
         return written.error();

@@ -1,6 +1,7 @@
 #include "net/transport/curve_socket.h"
 
 #include "net/transport/pirate.h"
+#include "net/wire/error_codes.h"
 
 #include <zmq_addon.hpp>
 
@@ -17,7 +18,7 @@ void commonOptions(zmq::socket_t& socket, int64_t maxMessageBytes)
 
 Error zmqError(const std::string& what, const zmq::error_t& e)
 {
-    return Error::make("zmq_error", what + ": " + e.what());
+    return Error::make(errc::kZmqError, what + ": " + e.what());
 }
 
 } // namespace
@@ -26,15 +27,22 @@ Result<zmq::socket_t> makeCurveServerSocket(zmq::context_t& context, zmq::socket
     const CurveKeyPair& serverKeys, const std::string& bindEndpoint, int64_t maxMessageBytes)
 {
     if (type != zmq::socket_type::router && type != zmq::socket_type::pub)
-        return Error::make("invalid_argument", "a Curve server socket is a ROUTER or a PUB");
+        return Error::make(errc::kInvalidArgument, "a Curve server socket is a ROUTER or a PUB");
     try {
         zmq::socket_t socket(context, type);
         commonOptions(socket, maxMessageBytes);
         socket.set(zmq::sockopt::zap_domain, kZapDomain);
         socket.set(zmq::sockopt::curve_server, true);
         socket.set(zmq::sockopt::curve_secretkey, serverKeys.secretKey);
-        if (type == zmq::socket_type::router)
+        if (type == zmq::socket_type::router) {
+            // What one peer can make the server hold: a reply to a full
+            // queue is dropped (a peer that never reads loses its replies,
+            // not the server its memory), and a peer whose requests queue
+            // up is read no faster than the server answers.
             socket.set(zmq::sockopt::router_mandatory, false);
+            socket.set(zmq::sockopt::sndhwm, int(kMaxQueuedRepliesPerPeer));
+            socket.set(zmq::sockopt::rcvhwm, int(kMaxQueuedRequestsPerPeer));
+        }
         socket.bind(bindEndpoint);
         return socket;
     } catch (const zmq::error_t& e) {
@@ -47,7 +55,7 @@ Result<zmq::socket_t> makeCurveClientSocket(zmq::context_t& context, zmq::socket
     int64_t maxMessageBytes)
 {
     if (type != zmq::socket_type::dealer && type != zmq::socket_type::sub)
-        return Error::make("invalid_argument", "a Curve client socket is a DEALER or a SUB");
+        return Error::make(errc::kInvalidArgument, "a Curve client socket is a DEALER or a SUB");
     try {
         zmq::socket_t socket(context, type);
         commonOptions(socket, maxMessageBytes);
@@ -104,11 +112,11 @@ Status sendReply(zmq::socket_t& router, std::vector<zmq::message_t>& route, std:
         for (zmq::message_t& frame : route)
             if (!router.send(
                     zmq::buffer(frame.data(), frame.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
-                return Error::make("send_failed", "the reply could not be queued");
+                return Error::make(errc::kSendFailed, "the reply could not be queued");
         if (!router.send(zmq::buffer(payload), zmq::send_flags::dontwait))
-            return Error::make("send_failed", "the reply could not be queued");
+            return Error::make(errc::kSendFailed, "the reply could not be queued");
     } catch (const zmq::error_t& e) {
-        return Error::make("send_failed", std::string("cannot send the reply: ") + e.what());
+        return Error::make(errc::kSendFailed, std::string("cannot send the reply: ") + e.what());
     }
     return Status::success();
 }

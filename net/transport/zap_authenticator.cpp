@@ -1,5 +1,7 @@
 #include "net/transport/zap_authenticator.h"
 
+#include "net/wire/error_codes.h"
+
 #include <zmq_addon.hpp>
 
 namespace crowdtrain::net {
@@ -21,8 +23,8 @@ Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::start(zmq::context_t
         return std::unique_ptr<ZapAuthenticator>(new ZapAuthenticator(std::move(socket)));
     } catch (const zmq::error_t& e) {
         if (e.num() == EADDRINUSE)
-            return Error::make("address_in_use", "this context already has a ZAP handler");
-        return Error::make("zmq_error", std::string("cannot start the ZAP handler: ") + e.what());
+            return Error::make(errc::kAddressInUse, "this context already has a ZAP handler");
+        return Error::make(errc::kZmqError, std::string("cannot start the ZAP handler: ") + e.what());
     }
 }
 

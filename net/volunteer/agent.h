@@ -1,7 +1,8 @@
 #pragma once
 
 // The volunteer agent: joins one project on a coordinator and trains for it
-// until stopped (design.md, "Processes"; the round in notes/diloco_spec.md):
+// until stopped (docs/architecture.md, "Processes"; the round in
+// docs/protocol.md, §6 "Rounds and versions (DiLoCo)"):
 //   join -> theta_v (local file with the right SHA-256, or a download of the
 //   state) -> get_task -> H inner AdamW steps -> Delta = theta_v - theta_local,
 //   encoded with the project's codec and error feedback -> upload_chunk... ->
@@ -44,6 +45,9 @@ struct AgentOptions {
     uint64_t maxRounds = 0; // stop after the version advanced this many times (0 = forever)
     std::string clientVersion; // sent at join
     std::function<void(const std::string&)> log; // progress lines; called on run()'s thread
+    // For adversarial benchmarks only (bench/hostile_worker.cpp): changes the
+    // pseudo-gradient before it is encoded, as a hostile volunteer would.
+    std::function<void(std::vector<float>& delta)> alterPseudoGradient;
 };
 
 struct AgentSummary {

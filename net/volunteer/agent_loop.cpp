@@ -1,6 +1,7 @@
 #include "net/volunteer/agent_loop.h"
 
 #include "crowdtrain/version.h"
+#include "net/wire/error_codes.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -13,13 +14,7 @@ namespace {
 // Errors of this machine's set-up: retrying cannot fix them.
 bool isFatal(const Error& error)
 {
-    static const char* const kFatal[] = {"missing_shard", "shard_mismatch", "bad_shard_name", "manifest_mismatch",
-        "io_error", "bad_project", "bad_server_key", "bad_device", "no_device", "bad_options", "bad_codec",
-        "no_data_dir", "malformed_key_file", "unsupported"};
-    for (const char* code : kFatal)
-        if (error.code == code)
-            return true;
-    return false;
+    return net::isFatalForVolunteer(error.code);
 }
 
 engine::GptConfig gptConfigOf(const net::ModelConfig& model)
@@ -148,7 +143,8 @@ Status AgentLoop::prepare()
     std::error_code ec;
     std::filesystem::create_directories(m_dataDir, ec);
     if (ec)
-        return Error::make("io_error", "cannot create the data folder " + m_dataDir.string() + ": " + ec.message());
+        return Error::make(
+            net::errc::kIoError, "cannot create the data folder " + m_dataDir.string() + ": " + ec.message());
     auto keys = net::loadOrCreateKeyPair(identityKeyFile(m_dataDir));
     if (!keys)
         return keys.error();
@@ -162,7 +158,7 @@ Status AgentLoop::prepare()
         return folder.error();
     m_folder = std::move(*folder);
     if (m_options.preparedDataDir.empty() || !std::filesystem::is_directory(m_options.preparedDataDir, ec))
-        return Error::make("missing_shard",
+        return Error::make(net::errc::kMissingShard,
             "the project's prepared data folder '" + m_options.preparedDataDir.string()
                 + "' does not exist (pass --data DIR)");
     m_shards = std::make_unique<ShardLibrary>(m_options.preparedDataDir);
@@ -201,13 +197,13 @@ Status AgentLoop::run()
             result = step;
             break;
         }
-        if (error.code == "cancelled" && stopping())
+        if (error.code == net::errc::kCancelled && stopping())
             break;
         if (isConnectionError(error)) {
             disconnect(error.message);
             continue;
         }
-        if (error.code == "not_joined") {
+        if (error.code == net::errc::kNotJoined) {
             log("the coordinator no longer knows this session; joining again");
             m_joined = false;
             continue;
@@ -293,27 +289,31 @@ void AgentLoop::listenForEvents()
 Status AgentLoop::checkJoin(const net::JoinReply& reply)
 {
     if (reply.project.name != m_options.project)
-        return Error::make("malformed", "joined project '" + reply.project.name + "', asked for " + m_options.project);
+        return Error::make(
+            net::errc::kMalformed, "joined project '" + reply.project.name + "', asked for " + m_options.project);
     auto codec = diloco::parseCodec(reply.codec);
     if (!codec)
-        return Error::make("bad_codec", "the project's codec '" + reply.codec + "' is not one this worker knows");
+        return Error::make(
+            net::errc::kBadCodec, "the project's codec '" + reply.codec + "' is not one this worker knows");
     const engine::GptConfig model = gptConfigOf(reply.project.model);
     if (Status valid = engine::validate(model); !valid)
-        return Error::make("manifest_mismatch", "the project's model cannot be built: " + valid.error().message);
+        return Error::make(
+            net::errc::kManifestMismatch, "the project's model cannot be built: " + valid.error().message);
     if (reply.inner.steps == 0 || reply.inner.batchSize == 0 || reply.inner.blockSize != reply.project.model.blockSize)
-        return Error::make("bad_options", "the project's inner settings are not usable (steps, batch, block size)");
+        return Error::make(
+            net::errc::kBadOptions, "the project's inner settings are not usable (steps, batch, block size)");
     if (m_checkedManifest.empty() || !(model == m_model)) {
         // Building the model once tells whether this worker lays the
         // parameters out as the coordinator does.
         m_checkedManifest = InnerTrainer::wireManifestOf(model);
     }
     if (m_checkedManifest != reply.manifest)
-        return Error::make("manifest_mismatch",
+        return Error::make(net::errc::kManifestMismatch,
             "the coordinator's parameter manifest differs from this worker's model (" + reply.manifestSha256
                 + "); update crowdtrain-worker");
     const uint64_t elements = net::manifestElements(reply.manifest);
     if (reply.stateBytes != elements * 4)
-        return Error::make("malformed", "the state's size does not match the manifest");
+        return Error::make(net::errc::kMalformed, "the state's size does not match the manifest");
     if (m_theta && !(model == m_model))
         m_theta.reset();
     if (m_trainer && !m_trainer->sameSettings(model, reply.inner))

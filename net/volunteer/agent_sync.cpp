@@ -4,6 +4,7 @@
 
 #include "engine/atomic_file.h"
 #include "net/volunteer/theta_update.h"
+#include "net/wire/error_codes.h"
 
 namespace crowdtrain::volunteer {
 
@@ -41,15 +42,15 @@ Status AgentLoop::syncTheta()
         Status applied = applyOneUpdate();
         if (applied)
             continue;
-        if (isConnectionError(applied.error()) || applied.error().code == "not_joined"
-            || applied.error().code == "cancelled" || applied.error().code == "io_error")
+        if (isConnectionError(applied.error()) || applied.error().code == net::errc::kNotJoined
+            || applied.error().code == net::errc::kCancelled || applied.error().code == net::errc::kIoError)
             return applied;
         log("update from version %llu not usable (%s); downloading the full state",
             static_cast<unsigned long long>(m_theta->version), applied.error().message.c_str());
         break;
     }
     if (stopping())
-        return Error::make("cancelled", "stopped while updating");
+        return Error::make(net::errc::kCancelled, "stopped while updating");
     if (!m_theta || m_theta->version != m_serverVersion)
         return downloadFullState();
     return Status::success();
@@ -69,13 +70,13 @@ Result<std::string> AgentLoop::downloadResource(const std::string& resource, con
     if (report->description.sha256 != expectedSha256) {
         std::error_code ec;
         std::filesystem::remove(target, ec);
-        return Error::make("checksum_mismatch", resource + " is not the resource announced (SHA-256 differs)");
+        return Error::make(net::errc::kChecksumMismatch, resource + " is not the resource announced (SHA-256 differs)");
     }
     auto bytes = engine::readWholeFile(target);
     std::error_code ec;
     std::filesystem::remove(target, ec);
     if (!bytes)
-        return Error::make("io_error", bytes.error().message);
+        return Error::make(net::errc::kIoError, bytes.error().message);
     if (report->resumedChunks > 0)
         log("%s: resumed after %llu verified chunks", resource.c_str(),
             static_cast<unsigned long long>(report->resumedChunks));
@@ -90,7 +91,7 @@ Status AgentLoop::applyOneUpdate()
     if (!reply)
         return reply.error();
     if (reply->fromVersion != from || reply->toVersion != from + 1 || reply->elements != m_elements)
-        return Error::make("malformed", "the update does not go from version " + std::to_string(from));
+        return Error::make(net::errc::kMalformed, "the update does not go from version " + std::to_string(from));
     auto codec = diloco::parseCodec(reply->codec);
     if (!codec)
         return codec.error();
@@ -128,7 +129,8 @@ Status AgentLoop::downloadFullState()
         return values.error();
     const std::string sha = floatsSha256(*values);
     if (sha != m_join.stateSha256)
-        return Error::make("checksum_mismatch", m_join.stateResource + " does not match the announced SHA-256");
+        return Error::make(
+            net::errc::kChecksumMismatch, m_join.stateResource + " does not match the announced SHA-256");
     if (Status saved = saveFloats(m_folder->thetaFile(), version, m_join.manifestSha256, *values); !saved)
         return saved;
     m_theta = Theta{version, sha, std::move(*values)};

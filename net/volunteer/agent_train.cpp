@@ -4,6 +4,7 @@
 
 #include "engine/diloco/flat_params.h"
 #include "net/transfer/sha256.h"
+#include "net/wire/error_codes.h"
 
 #include <condition_variable>
 #include <thread>
@@ -25,7 +26,7 @@ struct TrainingRun {
 // Rejections of a submission or its upload: the server will never take it.
 bool dropsSubmission(const Error& error)
 {
-    return !isConnectionError(error) && error.code != "not_joined";
+    return !isConnectionError(error) && error.code != net::errc::kNotJoined;
 }
 
 } // namespace
@@ -35,7 +36,7 @@ Status AgentLoop::obtainTask(std::optional<net::Task>& task)
     net::GetTaskRequest request{m_options.project, m_join.session, m_theta->version};
     auto reply = m_connection->call<net::GetTaskReply>(request, controlTimeoutMs());
     if (!reply) {
-        if (reply.error().code == "stale_version") {
+        if (reply.error().code == net::errc::kStaleVersion) {
             // The round closed: learn the new version, then sync.
             auto beat = heartbeat();
             return beat ? Status::success() : Status(beat.error());
@@ -152,7 +153,7 @@ Status AgentLoop::trainTask(const net::Task& task)
                     static_cast<unsigned long long>(task.round), static_cast<unsigned long long>(task.taskId));
                 abort.store(true);
             }
-        } else if (beat.error().code == "not_joined") {
+        } else if (beat.error().code == net::errc::kNotJoined) {
             m_joined = false;
         } else if (isConnectionError(beat.error()) && liveness.missed()) {
             disconnect(beat.error().message);
@@ -165,9 +166,9 @@ Status AgentLoop::trainTask(const net::Task& task)
     Result<TaskOutcome>& outcome = *run.outcome;
     if (!outcome) {
         ++m_summary.dropped;
-        if (outcome.error().code == "cancelled")
+        if (outcome.error().code == net::errc::kCancelled)
             return stopping() ? outcome.error() : Status::success();
-        if (outcome.error().code == "non_finite") {
+        if (outcome.error().code == net::errc::kNonFinite) {
             log("task %llu: %s; not submitted", static_cast<unsigned long long>(task.taskId),
                 outcome.error().message.c_str());
             return Status::success();
@@ -179,7 +180,9 @@ Status AgentLoop::trainTask(const net::Task& task)
 
     // Delta = theta_v - theta_local, encoded with error feedback.
     const int64_t n = int64_t(m_elements);
-    const std::vector<float> delta = diloco::pseudoGradient(m_theta->values.data(), outcome->local.data(), n);
+    std::vector<float> delta = diloco::pseudoGradient(m_theta->values.data(), outcome->local.data(), n);
+    if (m_options.alterPseudoGradient)
+        m_options.alterPseudoGradient(delta);
     if (m_residual.size() != m_elements)
         m_residual.assign(m_elements, 0.0f);
     PendingSubmission pending;
@@ -198,7 +201,7 @@ Status AgentLoop::trainTask(const net::Task& task)
         wallMs / 1e3);
     m_pending = std::move(pending);
     if (!m_joined)
-        return Error::make("timeout", "not connected after training");
+        return Error::make(net::errc::kTimeout, "not connected after training");
     return submitPending();
 }
 
@@ -206,7 +209,7 @@ Status AgentLoop::rejectPending(const Error& why)
 {
     // The round moved on or the server forgot the task (it restarted, or
     // counted us gone): not a verdict on the work, so not a rejection.
-    if (why.code == "stale_version" || why.code == "unknown_task")
+    if (why.code == net::errc::kStaleVersion || why.code == net::errc::kUnknownTask)
         return dropPending((why.code + " (" + why.message + ")").c_str());
     ++m_summary.tasks;
     ++m_summary.rejected;
@@ -250,9 +253,10 @@ Status AgentLoop::submitPending()
     // a reconnect); bound the walk so a confused server cannot loop us.
     for (uint64_t sent = 0; pending.nextChunk < chunks; ++sent) {
         if (stopping())
-            return Error::make("cancelled", "stopped during the upload");
+            return Error::make(net::errc::kCancelled, "stopped during the upload");
         if (sent > 2 * chunks + 2)
-            return rejectPending(Error::make("upload_stalled", "the server does not take the upload's chunks"));
+            return rejectPending(
+                Error::make(net::errc::kUploadStalled, "the server does not take the upload's chunks"));
         const uint64_t index = pending.nextChunk;
         net::UploadChunkRequest request{m_options.project, m_join.session, pending.task.taskId, index,
             pending.payload.substr(std::size_t(index * chunkBytes), std::size_t(chunkBytes))};
@@ -260,7 +264,7 @@ Status AgentLoop::submitPending()
         if (!reply)
             return dropsSubmission(reply.error()) ? rejectPending(reply.error()) : Status(reply.error());
         if (reply->nextIndex > chunks)
-            return rejectPending(Error::make("malformed",
+            return rejectPending(Error::make(net::errc::kMalformed,
                 "the server expects chunk " + std::to_string(reply->nextIndex) + " of " + std::to_string(chunks)));
         pending.nextChunk = reply->nextIndex;
     }
@@ -282,7 +286,7 @@ Status AgentLoop::submitPending()
     if (!reply) {
         // No answer: the task stays valid across a re-join, so the submit
         // is sent again (its chunks are still on the server).
-        if (isConnectionError(reply.error()) && reply.error().code != "send_failed")
+        if (isConnectionError(reply.error()) && reply.error().code != net::errc::kSendFailed)
             pending.submitUnanswered = true;
         return dropsSubmission(reply.error()) ? rejectPending(reply.error()) : Status(reply.error());
     }

@@ -1,5 +1,7 @@
 #include "net/volunteer/connection.h"
 
+#include "net/wire/error_codes.h"
+
 namespace crowdtrain::volunteer {
 namespace {
 
@@ -13,7 +15,7 @@ struct ByteCounter {
 
 bool isConnectionError(const Error& error)
 {
-    return error.code == "timeout" || error.code == "zmq_error" || error.code == "send_failed";
+    return net::isConnectionError(error.code);
 }
 
 Result<std::unique_ptr<Connection>> Connection::open(
@@ -56,7 +58,7 @@ Result<net::ResourceDescription> ConnectionSource::describe(const std::string& r
 {
     auto reply = m_connection.call<net::ResourceDescription>(net::DescribeRequest{m_project, resource}, m_timeoutMs);
     if (reply && reply->resource != resource)
-        return Error::make("malformed", "asked to describe " + resource + ", got " + reply->resource);
+        return Error::make(net::errc::kMalformed, "asked to describe " + resource + ", got " + reply->resource);
     return reply;
 }
 
@@ -66,7 +68,7 @@ Result<std::string> ConnectionSource::fetch(const std::string& resource, uint64_
     if (!reply)
         return reply.error();
     if (reply->resource != resource || reply->index != index)
-        return Error::make("checksum_mismatch",
+        return Error::make(net::errc::kChecksumMismatch,
             "asked for chunk " + std::to_string(index) + " of " + resource + ", got chunk "
                 + std::to_string(reply->index) + " of " + reply->resource);
     return std::move(reply->data);

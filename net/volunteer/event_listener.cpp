@@ -1,6 +1,7 @@
 #include "net/volunteer/event_listener.h"
 
 #include "net/transport/curve_socket.h"
+#include "net/wire/error_codes.h"
 #include "net/wire/events.h"
 #include "net/wire/limits.h"
 
@@ -36,7 +37,7 @@ Result<EventListener> EventListener::open(zmq::context_t& context, const std::st
         for (std::string_view type : {net::RoundWrapUpEvent::kType, net::VersionPublishedEvent::kType})
             socket->set(zmq::sockopt::subscribe, net::eventTopic(project, type));
     } catch (const zmq::error_t& e) {
-        return Error::make("io_error", std::string("cannot subscribe to ") + endpoint + ": " + e.what());
+        return Error::make(net::errc::kIoError, std::string("cannot subscribe to ") + endpoint + ": " + e.what());
     }
     return EventListener(std::move(*socket), endpoint, project);
 }

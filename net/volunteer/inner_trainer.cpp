@@ -1,6 +1,7 @@
 #include "net/volunteer/inner_trainer.h"
 
 #include "engine/diloco/flat_params.h"
+#include "net/wire/error_codes.h"
 
 #include <ATen/Parallel.h>
 #include <cmath>
@@ -80,9 +81,9 @@ Result<TaskOutcome> InnerTrainer::run(const std::vector<float>& theta, std::uniq
     try {
         return runUnguarded(theta, std::move(source), steps, firstGlobalStep, abort, wrapUp, onStep);
     } catch (const c10::Error& e) {
-        return Error::make("train_failed", std::string("training failed: ") + e.what_without_backtrace());
+        return Error::make(net::errc::kTrainingFailed, std::string("training failed: ") + e.what_without_backtrace());
     } catch (const std::exception& e) {
-        return Error::make("train_failed", std::string("training failed: ") + e.what());
+        return Error::make(net::errc::kTrainingFailed, std::string("training failed: ") + e.what());
     }
 }
 
@@ -96,7 +97,7 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
     if (m_torchThreads > 0)
         at::set_num_threads(m_torchThreads);
     if (!source)
-        return Error::make("bad_options", "no data source for the task");
+        return Error::make(net::errc::kBadOptions, "no data source for the task");
     if (!m_trainer) {
         engine::TrainData data;
         data.train = std::move(source);
@@ -106,7 +107,7 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
         m_trainer = std::move(*trainer);
     } else {
         if (source->blockSize() != m_options.model.blockSize)
-            return Error::make("bad_options", "the task's windows do not match the model's block size");
+            return Error::make(net::errc::kBadOptions, "the task's windows do not match the model's block size");
         m_trainer->data().train = std::move(source);
     }
     if (Status assigned = diloco::assign(m_trainer->model(), theta.data(), int64_t(theta.size())); !assigned)
@@ -116,7 +117,7 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
     double lossSum = 0;
     for (uint64_t i = 0; i < steps; ++i) {
         if (abort.load())
-            return Error::make("cancelled", "training stopped after " + std::to_string(i) + " steps");
+            return Error::make(net::errc::kCancelled, "training stopped after " + std::to_string(i) + " steps");
         if (i > 0 && wrapUp.load())
             break;
         const engine::StepReport report
@@ -133,7 +134,7 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
     outcome.local = diloco::flatten(m_trainer->model());
     for (float v : outcome.local)
         if (!std::isfinite(v))
-            return Error::make("non_finite", "the local weights are not finite after the inner steps");
+            return Error::make(net::errc::kNonFinite, "the local weights are not finite after the inner steps");
     return outcome;
 }
 

@@ -55,7 +55,7 @@ public:
     // after at least one step, once wrapUp is set (the round is closing:
     // the outcome then holds the steps done).
     // Errors: "cancelled" (abort was set; checked between steps), "non_finite"
-    // (the local weights are not all finite), "bad_size", "train_failed"
+    // (the local weights are not all finite), "bad_size", "training_failed"
     // (libtorch threw), the Trainer's option errors.
     Result<TaskOutcome> run(const std::vector<float>& theta, std::unique_ptr<engine::BatchSource> source,
         uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,

@@ -2,6 +2,7 @@
 
 #include "net/transfer/sha256.h"
 #include "net/transport/atomic_write.h"
+#include "net/wire/error_codes.h"
 
 #include <bit>
 #include <cstdlib>
@@ -51,7 +52,7 @@ Result<std::filesystem::path> defaultDataDir(const char* xdgDataHome, const char
         return std::filesystem::path(xdgDataHome) / "crowdtrain";
     if (home && *home && std::filesystem::path(home).is_absolute())
         return std::filesystem::path(home) / ".local" / "share" / "crowdtrain";
-    return Error::make("no_data_dir", "neither XDG_DATA_HOME nor HOME names a folder; pass --data-dir");
+    return Error::make(net::errc::kNoDataDir, "neither XDG_DATA_HOME nor HOME names a folder; pass --data-dir");
 }
 
 Result<std::filesystem::path> defaultDataDir()
@@ -68,7 +69,7 @@ std::string floatsSha256(const std::vector<float>& values)
 Result<std::vector<float>> floatsFromBytes(const std::string& bytes, uint64_t elements)
 {
     if (elements > bytes.size() / sizeof(float) || bytes.size() != elements * sizeof(float))
-        return Error::make("bad_size",
+        return Error::make(net::errc::kBadSize,
             "expected " + std::to_string(elements) + " float32 values (" + std::to_string(elements * 4)
                 + " bytes), got " + std::to_string(bytes.size()) + " bytes");
     std::vector<float> values(elements);
@@ -107,22 +108,22 @@ Result<std::optional<StoredFloats>> loadFloats(const std::filesystem::path& file
     ok = ok && (meta >> key >> stored.sha256) && key == "sha256";
     ok = ok && (meta >> key >> stored.manifestSha256) && key == "manifest";
     if (!ok)
-        return Error::make("malformed", metaFile(file).string() + ": not a crowdtrain-floats 1 description");
+        return Error::make(net::errc::kMalformed, metaFile(file).string() + ": not a crowdtrain-floats 1 description");
     if (stored.manifestSha256 == "-")
         stored.manifestSha256.clear();
     const uint64_t bytes = std::filesystem::file_size(file, ec);
     if (ec)
-        return Error::make("io_error", "cannot read " + file.string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot read " + file.string() + ": " + ec.message());
     if (elements > (uint64_t(1) << 40) || bytes != elements * sizeof(float))
-        return Error::make("checksum_mismatch",
+        return Error::make(net::errc::kChecksumMismatch,
             file.string() + " holds " + std::to_string(bytes) + " bytes, its .meta says " + std::to_string(elements)
                 + " float32 values");
     stored.values.resize(elements);
     std::ifstream in(file, std::ios::binary);
     if (!in.read(reinterpret_cast<char*>(stored.values.data()), std::streamsize(bytes)))
-        return Error::make("io_error", "cannot read " + file.string());
+        return Error::make(net::errc::kIoError, "cannot read " + file.string());
     if (floatsSha256(stored.values) != stored.sha256)
-        return Error::make("checksum_mismatch", file.string() + " does not match the SHA-256 in its .meta");
+        return Error::make(net::errc::kChecksumMismatch, file.string() + " does not match the SHA-256 in its .meta");
     return std::optional<StoredFloats>(std::move(stored));
 }
 
@@ -136,12 +137,12 @@ void removeFloats(const std::filesystem::path& file)
 Result<ProjectFolder> ProjectFolder::open(const std::filesystem::path& dataDir, const std::string& project)
 {
     if (!isSlug(project))
-        return Error::make("bad_project", "project name '" + project + "' is not a slug [a-z0-9-]{1,64}");
+        return Error::make(net::errc::kBadProject, "project name '" + project + "' is not a slug [a-z0-9-]{1,64}");
     const std::filesystem::path dir = dataDir / "projects" / project;
     std::error_code ec;
     std::filesystem::create_directories(dir / "downloads", ec);
     if (ec)
-        return Error::make("io_error", "cannot create " + (dir / "downloads").string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, "cannot create " + (dir / "downloads").string() + ": " + ec.message());
     return ProjectFolder(dir);
 }
 
@@ -182,14 +183,14 @@ Result<std::string> resolveServerKey(const std::string& keyOrFile)
     if (!path.empty() && path[0] == '@')
         path.erase(0, 1);
     if (path.empty())
-        return Error::make("bad_server_key", "no server key given (40 Z85 characters, or @FILE)");
+        return Error::make(net::errc::kBadServerKey, "no server key given (40 Z85 characters, or @FILE)");
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
         return Error::make(
-            "bad_server_key", "'" + keyOrFile + "' is neither a 40-character Z85 key nor a readable key file");
+            net::errc::kBadServerKey, "'" + keyOrFile + "' is neither a 40-character Z85 key nor a readable key file");
     auto text = net::readSmallFile(path, kMaxKeyFileBytes);
     if (!text)
-        return Error::make("bad_server_key", text.error().message);
+        return Error::make(net::errc::kBadServerKey, text.error().message);
     std::istringstream words(*text);
     std::string word, previous;
     std::string firstKey;
@@ -202,7 +203,7 @@ Result<std::string> resolveServerKey(const std::string& keyOrFile)
     }
     if (!firstKey.empty() && text->find("secret") == std::string::npos)
         return firstKey;
-    return Error::make("bad_server_key", path + ": no 40-character Z85 public key in the file");
+    return Error::make(net::errc::kBadServerKey, path + ": no 40-character Z85 public key in the file");
 }
 
 } // namespace crowdtrain::volunteer

@@ -1,5 +1,7 @@
 #include "net/volunteer/range_source.h"
 
+#include "net/wire/error_codes.h"
+
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -24,11 +26,12 @@ Result<const engine::TokenShard*> ShardLibrary::shard(const std::string& name)
     const std::filesystem::path asPath(name);
     if (name.empty() || name == "." || name == ".." || asPath.has_parent_path() || asPath.filename() != asPath
         || name.find('\\') != std::string::npos)
-        return Error::make("bad_shard_name", "the task names shard '" + name + "', which is not a plain file name");
+        return Error::make(
+            net::errc::kBadShardName, "the task names shard '" + name + "', which is not a plain file name");
     const std::filesystem::path file = m_dir / asPath;
     std::error_code ec;
     if (!std::filesystem::is_regular_file(file, ec))
-        return Error::make("missing_shard",
+        return Error::make(net::errc::kMissingShard,
             "shard " + name + " of the task is not in " + m_dir.string()
                 + " (is --data this project's prepared data folder?)");
     auto opened = engine::TokenShard::open(file);
@@ -45,7 +48,7 @@ Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary&
     uint64_t windowsNeeded)
 {
     if (blockSize < 1 || vocabSize < 1 || batchSize < 1)
-        return Error::make("bad_range", "block size, vocabulary size and batch size must be positive");
+        return Error::make(net::errc::kBadRange, "block size, vocabulary size and batch size must be positive");
     std::unique_ptr<RangeBatchSource> source(new RangeBatchSource());
     source->m_blockSize = blockSize;
     source->m_batchSize = batchSize;
@@ -56,7 +59,7 @@ Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary&
             return shard.error();
         const engine::TokenShard& tokens = **shard;
         if (range.beginToken >= range.endToken || range.endToken > tokens.size())
-            return Error::make("shard_mismatch",
+            return Error::make(net::errc::kShardMismatch,
                 "the task's range [" + std::to_string(range.beginToken) + ", " + std::to_string(range.endToken)
                     + ") of " + range.shard + " is outside the local shard's " + std::to_string(tokens.size())
                     + " tokens (a different data folder?)");
@@ -64,7 +67,7 @@ Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary&
         const uint16_t* last = tokens.tokens() + range.endToken;
         if (const uint16_t* big = std::find_if(first, last, [&](uint16_t t) { return int64_t(t) >= vocabSize; });
             big != last)
-            return Error::make("shard_mismatch",
+            return Error::make(net::errc::kShardMismatch,
                 "token " + std::to_string(*big) + " at " + std::to_string(range.beginToken + uint64_t(big - first))
                     + " of " + range.shard + " is outside the model's vocabulary of " + std::to_string(vocabSize)
                     + " (a different tokenizer?)");
@@ -77,7 +80,7 @@ Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary&
         source->m_windowEnds.push_back(windows);
     }
     if (windows == 0 || windows < windowsNeeded)
-        return Error::make("bad_range",
+        return Error::make(net::errc::kBadRange,
             "the task's ranges hold " + std::to_string(windows) + " windows of " + std::to_string(blockSize + 1)
                 + " tokens; its steps need " + std::to_string(windowsNeeded));
     // Every window once, in an order drawn from the task's ranges: batches

@@ -1,21 +1,12 @@
 #include "net/wire/envelope.h"
 
+#include "net/wire/error_codes.h"
+#include "net/wire/messages.h"
 #include "net/wire/unpack.h"
-
-#include <algorithm>
-#include <array>
 
 namespace crowdtrain::net {
 
 namespace {
-
-// Every type of protocol version 1 (docs/protocol.md; tst_protocol checks
-// that each message struct's kType is listed here).
-constexpr std::array<std::string_view, 14> kRequestTypes
-    = {"list_projects", "join", "heartbeat", "leave", "get_task", "upload_chunk", "submit", "get_update", "describe",
-        "fetch", "list_checkpoints", "metrics", "leaderboard", "my_stats"};
-constexpr std::array<std::string_view, 4> kEventTypes
-    = {"round_closed", "checkpoint_published", "round_wrap_up", "version_published"};
 
 UnpackLimits limitsFor(EnvelopeKind kind)
 {
@@ -48,12 +39,12 @@ std::string truncateUtf8(std::string text, std::size_t maxBytes)
 
 bool isRequestType(std::string_view type)
 {
-    return std::find(kRequestTypes.begin(), kRequestTypes.end(), type) != kRequestTypes.end();
+    return RequestMessages::contains(type);
 }
 
 bool isEventType(std::string_view type)
 {
-    return std::find(kEventTypes.begin(), kEventTypes.end(), type) != kEventTypes.end();
+    return EventMessages::contains(type);
 }
 
 Result<Envelope> decodeEnvelope(std::string_view bytes, EnvelopeKind kind)
@@ -61,9 +52,9 @@ Result<Envelope> decodeEnvelope(std::string_view bytes, EnvelopeKind kind)
     auto unpacked = unpackUntrusted(bytes.data(), bytes.size(), limitsFor(kind));
     if (!unpacked) {
         const Error& error = unpacked.error();
-        if (error.code == "too_large" || error.code == "limit_exceeded")
-            return Error::make("too_large", error.message);
-        return Error::make("malformed", error.message);
+        if (error.code == errc::kTooLarge || error.code == errc::kLimitExceeded)
+            return Error::make(errc::kTooLarge, error.message);
+        return Error::make(errc::kMalformed, error.message);
     }
     Envelope envelope;
     envelope.handle = std::move(*unpacked);
@@ -73,7 +64,7 @@ Result<Envelope> decodeEnvelope(std::string_view bytes, EnvelopeKind kind)
     if (!context.failed() && root.has("v")) {
         const uint64_t version = root.u64("v");
         if (!context.failed() && version != kProtocolVersion)
-            return Error::make("unsupported_version",
+            return Error::make(errc::kUnsupportedVersion,
                 "protocol version " + std::to_string(version) + " is not supported; this peer speaks version "
                     + std::to_string(kProtocolVersion));
     } else {
@@ -89,7 +80,7 @@ Result<Envelope> decodeEnvelope(std::string_view bytes, EnvelopeKind kind)
         : kind == EnvelopeKind::Event                ? isEventType(envelope.type)
                                                      : envelope.type == kErrorType || isRequestType(envelope.type);
     if (!known)
-        return Error::make("unknown_type", "unknown message type \"" + envelope.type + "\"");
+        return Error::make(errc::kUnknownType, "unknown message type \"" + envelope.type + "\"");
     // `body` was checked to be a map; keep a pointer into the handle.
     const msgpack::object_map& map = envelope.handle.get().via.map;
     for (uint32_t i = 0; i < map.size; ++i)
@@ -135,7 +126,7 @@ Error errorFromReply(const Envelope& envelope)
     reply.code = body.str("code", {kMaxErrorCodeChars});
     reply.message = body.str("message", {kMaxErrorMessageChars, 0});
     if (context.failed())
-        return Error::make("malformed", "error reply: " + context.error().message);
+        return Error::make(errc::kMalformed, "error reply: " + context.error().message);
     return Error::make(reply.code, reply.message);
 }
 

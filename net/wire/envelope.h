@@ -11,6 +11,7 @@
 // "too_large"). Thread-safe (no shared state).
 
 #include "engine/result.h"
+#include "net/wire/error_codes.h"
 #include "net/wire/limits.h"
 #include "net/wire/msgpack_io.h"
 
@@ -72,7 +73,7 @@ template <typename M> Result<M> decodeBody(const Envelope& envelope)
 {
     if (envelope.type != M::kType)
         return Error::make(
-            "malformed", "type: expected \"" + std::string(M::kType) + "\", got \"" + envelope.type + "\"");
+            errc::kMalformed, "type: expected \"" + std::string(M::kType) + "\", got \"" + envelope.type + "\"");
     DecodeContext context;
     MapView body(context, envelope.body, "body");
     M message = M::read(body);

@@ -1,5 +1,6 @@
 #include "net/wire/events.h"
 
+#include "net/wire/error_codes.h"
 #include "net/wire/limits.h"
 
 namespace crowdtrain::net {
@@ -67,16 +68,16 @@ std::string eventTopic(std::string_view project, std::string_view type)
 Result<DecodedEvent> decodeEventFrames(std::string_view topic, std::string_view body)
 {
     if (topic.size() > kMaxTopicBytes)
-        return Error::make("too_large", "event topic of " + std::to_string(topic.size()) + " bytes");
+        return Error::make(errc::kTooLarge, "event topic of " + std::to_string(topic.size()) + " bytes");
     const std::size_t dot = topic.find('.');
     if (dot == std::string_view::npos || !isProjectName(topic.substr(0, dot)))
-        return Error::make("malformed", "event topic \"" + std::string(topic) + "\" is not <project>.<event>");
+        return Error::make(errc::kMalformed, "event topic \"" + std::string(topic) + "\" is not <project>.<event>");
     auto envelope = decodeEnvelope(body, EnvelopeKind::Event);
     if (!envelope)
         return envelope.error();
     if (topic.substr(dot + 1) != envelope->type)
-        return Error::make(
-            "malformed", "event topic \"" + std::string(topic) + "\" does not match type \"" + envelope->type + "\"");
+        return Error::make(errc::kMalformed,
+            "event topic \"" + std::string(topic) + "\" does not match type \"" + envelope->type + "\"");
     return DecodedEvent{std::string(topic.substr(0, dot)), std::move(*envelope)};
 }
 

@@ -20,6 +20,14 @@ inline constexpr std::size_t kMaxReplyBytes = 8u << 20; // 8 MiB
 inline constexpr std::size_t kMaxEventBytes = 64u << 10; // 64 KiB (PUB body frame)
 inline constexpr std::size_t kMaxTopicBytes = 128; // PUB topic frame
 
+// Queues of the coordinator's ROUTER socket, per peer (ZMQ_SNDHWM and
+// ZMQ_RCVHWM, in messages). A reply to a peer whose queue is full is
+// dropped, so a peer that never reads costs the server at most about
+// kMaxQueuedRepliesPerPeer replies (plus the kernel's socket buffer); a
+// client keeps one request in flight and never comes near either.
+inline constexpr std::size_t kMaxQueuedRepliesPerPeer = 8;
+inline constexpr std::size_t kMaxQueuedRequestsPerPeer = 8;
+
 // Chunked transfers (uploads and resource downloads).
 inline constexpr std::size_t kMaxChunkBytes = 4u << 20; // 4 MiB of data per chunk
 inline constexpr std::size_t kDefaultChunkBytes = 1u << 20; // 1 MiB: what servers use unless told otherwise

@@ -24,7 +24,7 @@ JoinRequest JoinRequest::read(MapView v)
 {
     JoinRequest r;
     r.project = v.projectName("project");
-    r.displayName = v.str("display_name", {kMaxDisplayNameChars, 0});
+    r.displayName = v.displayText("display_name", {kMaxDisplayNameChars, 0});
     r.clientVersion = v.str("client_version", {kMaxClientVersionChars});
     r.device = v.str("device", {kMaxDeviceChars, 0});
     return r;

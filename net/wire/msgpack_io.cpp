@@ -1,5 +1,6 @@
 #include "net/wire/msgpack_io.h"
 
+#include "net/wire/error_codes.h"
 #include "net/wire/limits.h"
 
 #include <cmath>
@@ -211,7 +212,7 @@ std::string ArrayWriter::bytes() const
 void DecodeContext::fail(const std::string& path, const std::string& what)
 {
     if (!m_error)
-        m_error = Error::make("malformed", path + ": " + what);
+        m_error = Error::make(errc::kMalformed, path + ": " + what);
 }
 
 MapView::MapView(DecodeContext& context, const msgpack::object* object, std::string path)
@@ -412,6 +413,14 @@ std::string MapView::projectName(std::string_view key)
     std::string value = str(key, {kMaxProjectNameChars});
     if (!m_context->failed() && !isProjectName(value))
         fail(key, "expected a project name of [a-z0-9-]");
+    return value;
+}
+
+std::string MapView::displayText(std::string_view key, StrRule rule)
+{
+    std::string value = str(key, rule);
+    if (!m_context->failed() && !isDisplayText(value))
+        fail(key, "holds a control character, a line separator or bidirectional formatting");
     return value;
 }
 

@@ -93,6 +93,7 @@ public:
     std::string sha256Hex(std::string_view key); // 64 lowercase hex digits
     std::string curveKey(std::string_view key); // 40 Z85 characters
     std::string projectName(std::string_view key); // [a-z0-9-]{1,64}
+    std::string displayText(std::string_view key, StrRule rule); // isDisplayText()
 
     std::optional<double> optF64(std::string_view key, double min = -1e300, double max = 1e300);
 

@@ -45,6 +45,27 @@ bool isValidUtf8(std::string_view text)
     return true;
 }
 
+bool isDisplayText(std::string_view text)
+{
+    if (!isValidUtf8(text))
+        return false;
+    for (std::size_t i = 0; i < text.size();) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        const std::size_t length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+        uint32_t codePoint = length == 1 ? c : length == 2 ? (c & 0x1Fu) : length == 3 ? (c & 0x0Fu) : (c & 0x07u);
+        for (std::size_t k = 1; k < length; ++k)
+            codePoint = (codePoint << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3Fu);
+        i += length;
+        const bool control = codePoint < 0x20 || (codePoint >= 0x7F && codePoint <= 0x9F);
+        const bool separator = codePoint == 0x2028 || codePoint == 0x2029;
+        const bool bidi = codePoint == 0x200E || codePoint == 0x200F || (codePoint >= 0x202A && codePoint <= 0x202E)
+            || (codePoint >= 0x2066 && codePoint <= 0x2069);
+        if (control || separator || bidi)
+            return false;
+    }
+    return true;
+}
+
 bool isSha256Hex(std::string_view text)
 {
     if (text.size() != kSha256HexChars)

@@ -15,5 +15,10 @@ bool isSha256Hex(std::string_view text);
 bool isCurveKeyText(std::string_view text);
 // [a-z0-9-]{1,64}
 bool isProjectName(std::string_view text);
+// Text a person's screen shows as it is (a display name): valid UTF-8 with
+// no control characters (C0, DEL, C1), no line or paragraph separators and
+// no bidirectional formatting (U+200E, U+200F, U+202A..U+202E,
+// U+2066..U+2069), which could make a name read as something else.
+bool isDisplayText(std::string_view text);
 
 } // namespace crowdtrain::net

@@ -1,5 +1,7 @@
 #include "net/wire/unpack.h"
 
+#include "net/wire/error_codes.h"
+
 #include <string>
 
 namespace crowdtrain::net {
@@ -7,7 +9,7 @@ namespace crowdtrain::net {
 Result<msgpack::object_handle> unpackUntrusted(const char* data, std::size_t size, const UnpackLimits& limits)
 {
     if (size > limits.maxBytes)
-        return Error::make("too_large",
+        return Error::make(errc::kTooLarge,
             "message of " + std::to_string(size) + " bytes exceeds the limit of " + std::to_string(limits.maxBytes));
     const msgpack::unpack_limit unpackLimit(
         limits.maxArray, limits.maxMap, limits.maxString, limits.maxBinary, limits.maxExtension, limits.maxDepth);
@@ -15,16 +17,16 @@ Result<msgpack::object_handle> unpackUntrusted(const char* data, std::size_t siz
     try {
         msgpack::object_handle handle = msgpack::unpack(data, size, offset, nullptr, nullptr, unpackLimit);
         if (offset != size)
-            return Error::make("trailing_bytes", std::to_string(size - offset) + " bytes follow the message");
+            return Error::make(errc::kTrailingBytes, std::to_string(size - offset) + " bytes follow the message");
         return handle;
     } catch (const msgpack::depth_size_overflow& e) {
-        return Error::make("limit_exceeded", std::string("message nests too deeply: ") + e.what());
+        return Error::make(errc::kLimitExceeded, std::string("message nests too deeply: ") + e.what());
     } catch (const msgpack::size_overflow& e) {
-        return Error::make("limit_exceeded", std::string("message exceeds a size limit: ") + e.what());
+        return Error::make(errc::kLimitExceeded, std::string("message exceeds a size limit: ") + e.what());
     } catch (const msgpack::insufficient_bytes&) {
-        return Error::make("malformed", "message is truncated");
+        return Error::make(errc::kMalformed, "message is truncated");
     } catch (const std::exception& e) {
-        return Error::make("malformed", std::string("message is not valid msgpack: ") + e.what());
+        return Error::make(errc::kMalformed, std::string("message is not valid msgpack: ") + e.what());
     }
 }
 

@@ -1,0 +1,79 @@
+// A hostile volunteer for the coordinator's robustness benchmark
+// (bench/attack_swarm.sh): the real volunteer agent, which trains its tasks
+// honestly and then, before encoding, replaces its pseudo-gradient with
+//   zeros  - all zeros (a free ride, and a drag on the norm statistics),
+//   noise  - Gaussian noise of 3.9x its honest norm (just under the gate's
+//            4x ceiling, as an attacker estimating the median would send),
+//   flip   - its honest update with the sign flipped.
+//
+//   bench_hostile_worker ENDPOINT PROJECT SERVER_KEY DATA_DIR STATE_DIR MODE
+
+#include "net/volunteer/agent.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <random>
+#include <string>
+
+namespace {
+
+crowdtrain::volunteer::VolunteerAgent* g_agent = nullptr;
+
+void onSignal(int)
+{
+    if (g_agent)
+        g_agent->stop();
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    using namespace crowdtrain;
+    if (argc != 7) {
+        std::fprintf(stderr, "usage: %s ENDPOINT PROJECT SERVER_KEY DATA_DIR STATE_DIR zeros|noise|flip\n", argv[0]);
+        return 2;
+    }
+    const std::string mode = argv[6];
+    if (mode != "zeros" && mode != "noise" && mode != "flip") {
+        std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+        return 2;
+    }
+    volunteer::AgentOptions options;
+    options.endpoint = argv[1];
+    options.project = argv[2];
+    options.serverKey = argv[3];
+    options.preparedDataDir = argv[4];
+    options.dataDir = argv[5];
+    options.displayName = "hostile-" + mode;
+    options.threads = 1;
+    options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    std::mt19937 rng(20261124);
+    options.alterPseudoGradient = [mode, &rng](std::vector<float>& delta) {
+        if (mode == "zeros") {
+            std::fill(delta.begin(), delta.end(), 0.0f);
+        } else if (mode == "flip") {
+            for (float& x : delta)
+                x = -x;
+        } else {
+            double norm = 0;
+            for (float x : delta)
+                norm += double(x) * double(x);
+            const double sigma = 3.9 * std::sqrt(norm / double(delta.size()));
+            std::normal_distribution<float> normal(0.0f, float(sigma));
+            for (float& x : delta)
+                x = normal(rng);
+        }
+    };
+    volunteer::VolunteerAgent agent(options);
+    g_agent = &agent;
+    std::signal(SIGINT, onSignal);
+    std::signal(SIGTERM, onSignal);
+    const Status ran = agent.run();
+    g_agent = nullptr;
+    std::printf("%s\n", agent.summary().toJson().c_str());
+    if (!ran)
+        std::fprintf(stderr, "hostile worker: %s\n", ran.error().message.c_str());
+    return ran ? 0 : 1;
+}

@@ -1,0 +1,61 @@
+#pragma once
+
+// The validation loss of a project's versions: the mean loss of theta over
+// fixed windows of the validation shards (the same windows every round, so
+// the curve compares like with like). A committed round's evaluation runs on
+// its own thread, one at a time, so that volunteers never wait for it; the
+// server's loop collects it with finish().
+//
+// The model is touched only by the evaluation in progress (or by evaluate()
+// on the loop's thread when none is running). A failed evaluation (an
+// exception) gives no loss; it is logged and never throws out of finish().
+
+#include "engine/data_set.h"
+#include "engine/gpt.h"
+#include "net/coordinator/project_spec.h"
+#include "net/wire/events.h"
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+
+namespace crowdtrain::coordinator {
+
+class Evaluation {
+public:
+    // `faultPoint`: see RuntimeOptions (tests only).
+    Evaluation(const ProjectSpec& spec, const engine::DataSet& data, engine::Gpt model,
+        std::function<void(std::string_view, int64_t)> faultPoint);
+    ~Evaluation();
+
+    // Synchronously, on the caller's thread (version 0 at the first start).
+    std::optional<double> evaluate(const std::vector<float>& params);
+
+    struct Done {
+        int64_t round = 0;
+        int64_t tokens = 0;
+        std::shared_ptr<const std::vector<float>> params;
+        net::RoundClosedEvent event; // valLoss filled in
+        std::optional<double> valLoss;
+    };
+    // Starts the evaluation of a committed round (finish() the previous one first).
+    void start(
+        int64_t round, int64_t tokens, std::shared_ptr<const std::vector<float>> params, net::RoundClosedEvent event);
+    // The finished evaluation, if one is finished (with `wait`: waits for a running one).
+    std::optional<Done> finish(bool wait);
+
+private:
+    struct Running {
+        Done done;
+        std::future<std::optional<double>> loss;
+    };
+
+    const ProjectSpec& m_spec;
+    const engine::DataSet& m_data;
+    engine::Gpt m_model;
+    std::function<void(std::string_view, int64_t)> m_faultPoint;
+    std::optional<Running> m_running;
+};
+
+} // namespace crowdtrain::coordinator

@@ -1,0 +1,137 @@
+#include "net/coordinator/round_state.h"
+
+#include "net/coordinator/file_slices.h"
+
+namespace crowdtrain::coordinator {
+
+RoundState::RoundState(const ProjectSpec& spec, ProjectStore& store, int64_t parameters)
+    : m_spec(spec)
+    , m_store(store)
+    , m_parameters(parameters)
+    , m_outer(std::make_unique<diloco::OuterNesterov>(
+          parameters, diloco::OuterOptions{spec.outer.lr, spec.outer.momentum, spec.outer.nesterov}))
+    , m_aggregator(parameters)
+{ }
+
+Status RoundState::createVersionZero(std::vector<float> params, std::optional<double> valLoss, int64_t nowMs)
+{
+    m_params = std::move(params);
+    m_paramsSha = parametersSha256Hex(m_params);
+    m_residual.assign(std::size_t(m_parameters), 0.0f);
+    m_version = 0;
+    m_lastValLoss = valLoss;
+    GlobalState state{0, m_params, {}, {}, {}};
+    RoundCommit commit;
+    commit.record.round = 0;
+    commit.record.valLoss = valLoss;
+    commit.record.closedAtMs = nowMs;
+    return m_store.commit(state, std::move(commit), {});
+}
+
+Result<std::string> RoundState::load()
+{
+    auto state = m_store.loadLatest();
+    if (!state)
+        return state.error();
+    m_version = state->version;
+    m_params = std::move(state->params);
+    m_paramsSha = parametersSha256Hex(m_params);
+    m_residual = state->updateResidual.empty() ? std::vector<float>(std::size_t(m_parameters), 0.0f)
+                                               : std::move(state->updateResidual);
+    if (!state->momentum.empty())
+        if (Status s = m_outer->setMomentum(std::move(state->momentum)); !s)
+            return s.error();
+    m_lastValLoss = m_store.lastRound()->valLoss;
+    m_totalTokens = m_store.lastRound()->totalTokens;
+    return std::move(state->extra);
+}
+
+int64_t RoundState::target() const
+{
+    // A task trains on H * batch * block tokens (its range holds one more,
+    // the last target), so "one task's worth" (token_target 0) is that many:
+    // a submission of a whole task closes the round.
+    return m_spec.round.tokenTarget > 0 ? int64_t(m_spec.round.tokenTarget) : int64_t(m_spec.tokensPerTask() - 1);
+}
+
+Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec)
+{
+    const double weight = double(accepted.record.tokens);
+    if (Status s = m_aggregator.begin(codec, weight); !s)
+        return s;
+    if (Status s = forEachSlice(payload, [&](std::string_view slice) { return m_aggregator.feed(slice); }); !s)
+        return s;
+    if (Status s = m_aggregator.commit(); !s)
+        return s;
+    m_acceptedTokens += accepted.record.tokens;
+    m_accepted.push_back(std::move(accepted));
+    return Status::success();
+}
+
+// The outer step and the atomic commit: `closed` and `next` are what was
+// written. Changes momentum and residual even when it fails (close() puts
+// them back).
+Status RoundState::commit(const std::vector<float>& average, Closed& closed, std::vector<float>& next, int64_t nowMs,
+    uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
+{
+    // Delta = theta_v - theta_local plays the gradient: theta_{v+1} = theta_v + u,
+    // with u quantised (error feedback on our side) so that volunteers who
+    // apply the same bytes get the same weights, bit for bit.
+    std::vector<float> update = m_outer->step(average.data());
+    closed.update = diloco::encode(diloco::Codec::Int8, update.data(), m_parameters, m_residual.data());
+    next = m_params;
+    if (Status s = diloco::applyUpdate(diloco::Codec::Int8, closed.update, m_parameters, next.data()); !s)
+        return s;
+    double lossSum = 0;
+    for (const AcceptedSubmission& a : m_accepted)
+        lossSum += a.record.trainLoss * double(a.record.tokens);
+    RoundCommit& commit = closed.commit;
+    commit.record.round = closed.round = m_version + 1;
+    commit.record.trainLoss = lossSum / double(m_acceptedTokens);
+    commit.record.volunteersOnline = int64_t(volunteersOnline);
+    commit.record.closedAtMs = nowMs;
+    for (const AcceptedSubmission& a : m_accepted)
+        commit.contributions.push_back(a.record);
+    commit.dataProgress = RoundCommit::DataProgress{
+        int64_t(plan.epoch()), int64_t(plan.completedCount()), int64_t(plan.rangeCount()), plan.serialize()};
+    GlobalState state{m_version + 1, next, m_outer->momentum(), m_residual, std::move(serviceBytes)};
+    return m_store.commit(state, commit, closed.update);
+}
+
+Result<RoundState::Closed> RoundState::close(
+    int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
+{
+    auto average = m_aggregator.average();
+    if (!average)
+        return average.error();
+    std::vector<float> savedMomentum = m_outer->momentum();
+    std::vector<float> savedResidual = m_residual;
+    auto restore = [&] {
+        (void)m_outer->setMomentum(std::move(savedMomentum));
+        m_residual = std::move(savedResidual);
+    };
+    Closed closed;
+    std::vector<float> next;
+    Status committed;
+    try {
+        committed = commit(*average, closed, next, nowMs, volunteersOnline, plan, std::move(serviceBytes));
+    } catch (...) {
+        restore();
+        throw;
+    }
+    if (!committed) {
+        restore();
+        return committed.error();
+    }
+    // Committed: the new version is the truth from here on.
+    m_version = closed.round;
+    m_params = std::move(next);
+    m_paramsSha = parametersSha256Hex(m_params);
+    m_totalTokens += m_acceptedTokens;
+    m_aggregator.reset();
+    m_accepted.clear();
+    m_acceptedTokens = 0;
+    return closed;
+}
+
+} // namespace crowdtrain::coordinator

@@ -1,0 +1,92 @@
+#pragma once
+
+// The global model of one project and its open round: theta_v and its
+// SHA-256, the outer Nesterov optimizer and the server's error-feedback
+// residual, the streaming token-weighted sum of the round's accepted
+// pseudo-gradients, and the list of those accepted. close() makes the next
+// version: average, outer step, int8 quantisation with error feedback,
+// theta_{v+1} = theta_v + decode(u), and one atomic commit
+// (ProjectStore::commit). Until that commit nothing here changes: a
+// failure, an error or an exception, leaves the round open as it was.
+//
+// Used from one thread (the server's loop); params() may be copied for the
+// evaluation thread.
+
+#include "engine/diloco/aggregator.h"
+#include "engine/diloco/outer_optimizer.h"
+#include "net/coordinator/data_plan.h"
+#include "net/coordinator/project_spec.h"
+#include "net/coordinator/state_store.h"
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+namespace crowdtrain::coordinator {
+
+// What the submission gate measured of an accepted submission.
+struct GateStats {
+    double norm = 0; // scaled to a whole task
+    std::optional<double> cosine; // with the round's reference direction
+};
+
+struct AcceptedSubmission {
+    ContributionRecord record;
+    uint32_t range = 0;
+    GateStats gate;
+};
+
+class RoundState {
+public:
+    RoundState(const ProjectSpec& spec, ProjectStore& store, int64_t parameters);
+
+    // First start: theta_0 is committed as round 0.
+    Status createVersionZero(std::vector<float> params, std::optional<double> valLoss, int64_t nowMs);
+    // Later starts: the last committed version; returns its service bytes.
+    Result<std::string> load();
+
+    int64_t version() const { return m_version; }
+    int64_t openRound() const { return m_version + 1; }
+    const std::vector<float>& params() const { return m_params; }
+    const std::string& paramsSha() const { return m_paramsSha; }
+    const std::vector<float>& momentum() const { return m_outer->momentum(); }
+    int64_t totalTokens() const { return m_totalTokens; }
+    std::optional<double> lastValLoss() const { return m_lastValLoss; }
+    void setLastValLoss(std::optional<double> loss) { m_lastValLoss = loss; }
+
+    // Tokens the round needs: round.token_target, or one task's H * B * T.
+    int64_t target() const;
+    // Adds an accepted submission whose payload is in `payload`.
+    Status add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec);
+    const std::vector<AcceptedSubmission>& accepted() const { return m_accepted; }
+    int64_t acceptedTokens() const { return m_acceptedTokens; }
+
+    struct Closed {
+        int64_t round = 0;
+        RoundCommit commit; // as written
+        std::string update; // the encoded update that made the new version
+    };
+    // Commits the round (with the data plan's progress and `serviceBytes`
+    // in the state file) and moves to the next version.
+    Result<Closed> close(int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);
+
+private:
+    Status commit(const std::vector<float>& average, Closed& closed, std::vector<float>& next, int64_t nowMs,
+        uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);
+
+    const ProjectSpec& m_spec;
+    ProjectStore& m_store;
+    int64_t m_parameters;
+    int64_t m_version = 0;
+    std::vector<float> m_params;
+    std::string m_paramsSha;
+    std::unique_ptr<diloco::OuterNesterov> m_outer;
+    std::vector<float> m_residual;
+    std::optional<double> m_lastValLoss;
+    int64_t m_totalTokens = 0;
+    diloco::RoundAggregator m_aggregator;
+    std::vector<AcceptedSubmission> m_accepted;
+    int64_t m_acceptedTokens = 0;
+};
+
+} // namespace crowdtrain::coordinator

@@ -1,0 +1,384 @@
+#include "net/coordinator/submissions.h"
+
+#include "engine/atomic_file.h"
+#include "net/coordinator/file_slices.h"
+#include "net/transfer/sha256.h"
+#include "net/wire/error_codes.h"
+
+#include <cmath>
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+namespace crowdtrain::coordinator {
+namespace {
+
+Status writeAt(const std::filesystem::path& file, uint64_t offset, std::string_view bytes, bool truncate)
+{
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
+    if (fd < 0)
+        return Error::make(net::errc::kIoError, "cannot open " + file.string());
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, off_t(offset + done));
+        if (n <= 0) {
+            ::close(fd);
+            return Error::make(net::errc::kIoError, "cannot write " + file.string() + " (disk full?)");
+        }
+        done += std::size_t(n);
+    }
+    ::close(fd);
+    return Status::success();
+}
+
+Status syncFile(const std::filesystem::path& file)
+{
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return Error::make(net::errc::kIoError, "cannot open " + file.string());
+    const bool ok = ::fsync(fd) == 0;
+    ::close(fd);
+    return ok ? Status::success() : Error::make(net::errc::kIoError, "cannot sync " + file.string());
+}
+
+std::string pendingStem(int64_t round, uint64_t taskId)
+{
+    return "r" + std::to_string(round) + "-t" + std::to_string(taskId);
+}
+
+} // namespace
+
+Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t parameters, ProjectStore& store,
+    DataPlan& plan, TaskBoard& tasks, RoundState& round, std::function<void(uint64_t)> endTask)
+    : m_spec(spec)
+    , m_codec(codec)
+    , m_parameters(parameters)
+    , m_payloadBytes(uint64_t(diloco::encodedBytes(codec, parameters)))
+    , m_store(store)
+    , m_plan(plan)
+    , m_tasks(tasks)
+    , m_round(round)
+    , m_endTask(std::move(endTask))
+{
+    // No honest AdamW run of H steps moves the weights further than the
+    // ceiling; a pseudo-gradient a millionth of it is no training at all.
+    diloco::NormGate::Options gate;
+    gate.absoluteMax = diloco::adamNormCeiling(parameters, spec.inner.steps, spec.inner.learningRate);
+    gate.absoluteMin = gate.absoluteMax * 1e-6;
+    m_gate = diloco::NormGate(gate);
+}
+
+std::filesystem::path Submissions::pendingDir() const
+{
+    return m_store.dir() / "pending";
+}
+
+Status Submissions::open(const std::string& record)
+{
+    std::filesystem::create_directories(pendingDir());
+    takeDirection();
+    if (record.empty()) // version 0, or written before the norms were kept
+        return Status::success();
+    const auto json = nlohmann::json::parse(record, nullptr, false);
+    if (!json.is_object() || !json.contains("accepted_norms") || !json["accepted_norms"].is_array())
+        return Error::make(net::errc::kStateCorrupt, "the state file's service bytes are not a norm record");
+    const auto& norms = json["accepted_norms"];
+    const auto keys = json.value("accepted_keys", nlohmann::json::array());
+    const auto cosines = json.value("accepted_cosines", nlohmann::json::array());
+    if (!keys.is_array() || !cosines.is_array() || (!keys.empty() && keys.size() != norms.size())
+        || (!cosines.empty() && cosines.size() != norms.size()))
+        return Error::make(net::errc::kStateCorrupt, "the state file's gate record has arrays of different lengths");
+    std::vector<diloco::NormGate::Sample> samples;
+    for (std::size_t i = 0; i < norms.size(); ++i) {
+        const auto& norm = norms[i];
+        if (!norm.is_number() || !std::isfinite(norm.get<double>()) || norm.get<double>() < 0)
+            return Error::make(net::errc::kStateCorrupt, "the state file's accepted norms hold " + norm.dump());
+        diloco::NormGate::Sample sample{"", norm.get<double>(), std::nullopt};
+        if (!keys.empty() && keys[i].is_string())
+            sample.who = keys[i].get<std::string>();
+        if (!cosines.empty() && cosines[i].is_number())
+            sample.cosine = cosines[i].get<double>();
+        samples.push_back(std::move(sample));
+    }
+    m_gate.restore({std::move(samples), {}});
+    return Status::success();
+}
+
+// The state file's service bytes: what the gate measured of the accepted
+// submissions of the round it closes, which the gate compares the next
+// round's submissions with (keys, norms, cosines: parallel arrays).
+std::string Submissions::gateRecord() const
+{
+    nlohmann::json norms = nlohmann::json::array(), keys = nlohmann::json::array(), cosines = nlohmann::json::array();
+    for (const AcceptedSubmission& a : m_round.accepted()) {
+        norms.push_back(a.gate.norm);
+        keys.push_back(a.record.publicKey);
+        cosines.push_back(a.gate.cosine ? nlohmann::json(*a.gate.cosine) : nlohmann::json());
+    }
+    return nlohmann::json{{"accepted_norms", norms}, {"accepted_keys", keys}, {"accepted_cosines", cosines}}.dump();
+}
+
+void Submissions::roundClosed()
+{
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(pendingDir(), ec))
+        std::filesystem::remove(entry.path(), ec);
+    m_gate.closeRound();
+    takeDirection();
+}
+
+void Submissions::takeDirection()
+{
+    m_direction = m_round.momentum();
+    double sum = 0;
+    for (float v : m_direction)
+        sum += double(v) * double(v);
+    m_directionNorm = std::sqrt(sum);
+}
+
+// The chunks a volunteer sent before a restart stay: the whole ones are
+// hashed and inspected again, a torn last one is cut off, and the volunteer
+// is told to go on from there (upload_chunk answers the next index).
+Status Submissions::resumeUpload(OpenTask& task)
+{
+    std::error_code ec;
+    const uint64_t onDisk
+        = std::filesystem::exists(task.uploadFile, ec) ? std::filesystem::file_size(task.uploadFile, ec) : 0;
+    if (ec)
+        return Error::make(net::errc::kIoError, "cannot read " + task.uploadFile.string() + ": " + ec.message());
+    const uint64_t chunk = net::kDefaultChunkBytes;
+    const uint64_t keep = onDisk >= m_payloadBytes ? m_payloadBytes : onDisk / chunk * chunk;
+    if (keep == 0) {
+        std::filesystem::remove(task.uploadFile, ec);
+        return Status::success();
+    }
+    std::filesystem::resize_file(task.uploadFile, keep, ec);
+    if (ec)
+        return Error::make(net::errc::kIoError, "cannot truncate " + task.uploadFile.string() + ": " + ec.message());
+    auto checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
+    const Status read = forEachSlice(task.uploadFile, [&](std::string_view slice) {
+        checks->sha.update(slice);
+        if (checks->inspected)
+            checks->inspected = checks->inspector.feed(slice);
+        return Status::success();
+    });
+    if (!read)
+        return read;
+    task.checks = std::move(checks);
+    task.receivedBytes = keep;
+    task.nextChunk = net::chunkCountFor(keep, chunk);
+    return Status::success();
+}
+
+Result<net::UploadChunkReply> Submissions::uploadChunk(
+    const std::string& key, const net::UploadChunkRequest& request, int64_t nowMs)
+{
+    OpenTask* found = m_tasks.find(request.taskId, key);
+    if (!found)
+        return Error::make(
+            net::errc::kUnknownTask, "task " + std::to_string(request.taskId) + " is not yours or has ended");
+    OpenTask& task = *found;
+    const uint64_t expected = m_payloadBytes;
+    if (request.index != task.nextChunk) // a repeat or a gap: say where to go on
+        return net::UploadChunkReply{request.taskId, task.nextChunk, task.receivedBytes};
+    if (task.receivedBytes + request.data.size() > expected
+        || (request.data.size() != net::kDefaultChunkBytes && task.receivedBytes + request.data.size() != expected))
+        return Error::make(net::errc::kBadShape,
+            "chunk " + std::to_string(request.index) + " of " + std::to_string(request.data.size())
+                + " bytes does not fit a payload of " + std::to_string(expected) + " bytes in chunks of "
+                + std::to_string(net::kDefaultChunkBytes));
+    if (Status s = writeAt(task.uploadFile, task.receivedBytes, request.data, request.index == 0); !s)
+        return s.error();
+    if (request.index == 0)
+        task.checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
+    task.checks->sha.update(request.data);
+    if (task.checks->inspected)
+        task.checks->inspected = task.checks->inspector.feed(request.data);
+    task.receivedBytes += request.data.size();
+    ++task.nextChunk;
+    task.lastUploadMs = nowMs;
+    return net::UploadChunkReply{request.taskId, task.nextChunk, task.receivedBytes};
+}
+
+Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs)
+{
+    const OpenTask* found = m_tasks.find(request.taskId, key);
+    if (!found)
+        return resubmission(key, request);
+    const OpenTask task = *found;
+    auto refuse = [&](Error why) -> Result<net::SubmitReply> {
+        m_endTask(request.taskId);
+        if (Status s = reject(key, task, request, why, nowMs); !s)
+            return s.error();
+        return why;
+    };
+    const int64_t version = m_round.version();
+    if (int64_t(request.version) != version || int64_t(request.round) != version + 1)
+        return refuse(Error::make(net::errc::kStaleVersion,
+            "the submission is for version " + std::to_string(request.version) + ", the round trains from version "
+                + std::to_string(version)));
+    const uint64_t expected = m_payloadBytes;
+    if (request.codec != diloco::codecName(m_codec) || int64_t(request.elements) != m_parameters
+        || request.totalBytes != expected)
+        return refuse(Error::make(net::errc::kBadShape,
+            "expected " + std::string(diloco::codecName(m_codec)) + " of " + std::to_string(m_parameters)
+                + " elements (" + std::to_string(expected) + " bytes), got " + request.codec + " of "
+                + std::to_string(request.elements) + " elements (" + std::to_string(request.totalBytes) + " bytes)"));
+    if (task.receivedBytes != expected || request.chunks != task.nextChunk)
+        return refuse(Error::make(net::errc::kBadShape,
+            "uploaded " + std::to_string(task.receivedBytes) + " of " + std::to_string(expected) + " bytes in "
+                + std::to_string(task.nextChunk) + " chunks; the submission announces " + std::to_string(request.chunks)
+                + " chunks"));
+    if (request.tokens == 0 || request.tokens > task.tokens)
+        return refuse(Error::make(net::errc::kBadTokens,
+            "tokens must be 1.." + std::to_string(task.tokens) + " for this task, got "
+                + std::to_string(request.tokens)));
+    // Every chunk was hashed and inspected on arrival (in order: a chunk is
+    // taken only at nextChunk, and chunk 0 starts over).
+    if (!task.checks)
+        return refuse(Error::make(net::errc::kBadShape, "nothing was uploaded"));
+    // On copies: a submit that fails on this side (a full disk) may be sent again.
+    const std::string sha = net::Sha256(task.checks->sha).finishHex();
+    if (sha != request.sha256)
+        return refuse(Error::make(net::errc::kChecksumMismatch, "the uploaded payload's SHA-256 is " + sha));
+    if (!task.checks->inspected)
+        return refuse(task.checks->inspected.error());
+    auto stats = diloco::StreamInspector(task.checks->inspector).finish();
+    if (!stats)
+        return refuse(stats.error());
+    if (!stats->finite)
+        return refuse(Error::make(net::errc::kNonFinite, "the pseudo-gradient holds NaN or infinite values"));
+    // A task cut short by a wrap-up moved the weights less: the gate compares
+    // norms scaled to a whole task, by sqrt (Adam steps add up between
+    // sqrt(k) for noise and k for a steady direction), so that neither a
+    // whole task among cut ones nor a cut one among whole ones looks odd.
+    const double gateNorm = stats->l2Norm * std::sqrt(double(task.tokens) / double(request.tokens));
+    std::optional<double> cosine;
+    if (direction() && stats->l2Norm > 0)
+        cosine = stats->dot / (stats->l2Norm * m_directionNorm);
+    if (auto why = m_gate.check(gateNorm, cosine))
+        return refuse(Error::make(
+            why->starts_with("direction") ? net::errc::kDirectionOutOfBounds : net::errc::kNormOutOfBounds, *why));
+    if (Status s = acceptDurably(key, task, request, {gateNorm, cosine}, nowMs); !s)
+        return s.error();
+    return net::SubmitReply{request.taskId, request.round, request.version};
+}
+
+// A submit of a task that is no longer open: when this key's submission of
+// it, with the same payload, was accepted (its reply was lost, say), the
+// answer is "accepted" again, in whatever round that was; else unknown_task.
+Result<net::SubmitReply> Submissions::resubmission(const std::string& key, const net::SubmitRequest& request)
+{
+    auto accepted = m_store.ledger().acceptedTask(request.taskId);
+    if (!accepted)
+        return accepted.error();
+    if (*accepted && (*accepted)->publicKey == key && (*accepted)->payloadSha256 == request.sha256)
+        return net::SubmitReply{request.taskId, uint64_t((*accepted)->round), uint64_t((*accepted)->round - 1)};
+    return Error::make(
+        net::errc::kUnknownTask, "task " + std::to_string(request.taskId) + " is not yours or has ended");
+}
+
+Status Submissions::reject(
+    const std::string& key, const OpenTask& task, const net::SubmitRequest& request, const Error& why, int64_t nowMs)
+{
+    ContributionRecord record;
+    record.round = m_round.openRound();
+    record.publicKey = key;
+    record.tokens = int64_t(request.tokens);
+    record.computeMs = creditedComputeMs(task, request, nowMs);
+    record.trainLoss = request.trainLoss;
+    record.accepted = false;
+    record.reason = why.code + ": " + why.message;
+    record.submittedAtMs = nowMs;
+    return m_store.ledger().recordRejection(record);
+}
+
+// A volunteer's compute_ms is credited up to the time its task has been
+// out (one task at a time per key), so that nobody's GPU-hours on the
+// leaderboard can exceed the wall-clock time it held work.
+int64_t Submissions::creditedComputeMs(const OpenTask& task, const net::SubmitRequest& request, int64_t nowMs) const
+{
+    const int64_t leasedAtMs = task.lease.deadlineMs - m_spec.round.deadlineSeconds * 1000;
+    const int64_t held = std::max<int64_t>(0, nowMs - leasedAtMs);
+    return int64_t(std::min<uint64_t>(request.computeMs, uint64_t(held)));
+}
+
+// Payload first (fsynced, renamed), then its record: a record on disk always
+// has its payload. Only then is the submission added and acknowledged.
+Status Submissions::acceptDurably(
+    const std::string& key, const OpenTask& task, const net::SubmitRequest& request, GateStats gate, int64_t nowMs)
+{
+    // Task ids are never reused, so the stem is new; never overwrite an
+    // accepted submission all the same.
+    std::string stem = pendingStem(m_round.openRound(), task.lease.id);
+    for (int k = 1; std::filesystem::exists(pendingDir() / (stem + ".json"))
+         || std::filesystem::exists(pendingDir() / (stem + ".bin"));
+         ++k)
+        stem = pendingStem(m_round.openRound(), task.lease.id) + "-" + std::to_string(k);
+    const auto payload = pendingDir() / (stem + ".bin");
+    if (Status s = syncFile(task.uploadFile); !s)
+        return s;
+    std::error_code ec;
+    std::filesystem::rename(task.uploadFile, payload, ec);
+    if (ec)
+        return Error::make(net::errc::kIoError, "cannot move " + task.uploadFile.string() + ": " + ec.message());
+    const int64_t computeMs = creditedComputeMs(task, request, nowMs);
+    nlohmann::json record = {{"round", m_round.openRound()}, {"version", m_round.version()}, {"task", task.lease.id},
+        {"range", task.lease.range}, {"key", key}, {"tokens", request.tokens}, {"compute_ms", computeMs},
+        {"train_loss", request.trainLoss}, {"norm", gate.norm}, {"submitted_at_ms", nowMs}, {"sha256", request.sha256}};
+    if (gate.cosine)
+        record["cosine"] = *gate.cosine;
+    if (Status s = engine::writeFileAtomically(pendingDir() / (stem + ".json"), record.dump()); !s)
+        return s;
+    ContributionRecord contribution{m_round.openRound(), key, int64_t(request.tokens), computeMs, request.trainLoss,
+        true, "", nowMs, task.lease.id, request.sha256};
+    if (Status s = m_store.ledger().recordContribution(contribution); !s)
+        return s;
+    if (Status s = m_round.add({contribution, task.lease.range, gate}, payload, m_codec); !s)
+        return s;
+    if (Status s = m_plan.complete(task.lease.id); !s)
+        return s;
+    m_tasks.forget(task.lease.id);
+    m_gate.accept(gate.norm, gate.cosine, key);
+    return Status::success();
+}
+
+// After a restart: the accepted submissions of the open round, in the order
+// they were accepted; anything of another round is stale and removed.
+Status Submissions::replayPending()
+{
+    std::vector<std::pair<int64_t, std::filesystem::path>> records;
+    for (const auto& entry : std::filesystem::directory_iterator(pendingDir())) {
+        const auto path = entry.path();
+        if (path.extension() != ".json" || path.filename().string().starts_with("."))
+            continue;
+        auto text = engine::readWholeFile(path);
+        nlohmann::json record = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+        if (record.is_discarded() || !record.contains("round") || record["round"] != m_round.openRound()) {
+            std::filesystem::remove(path);
+            std::filesystem::remove(std::filesystem::path(path).replace_extension(".bin"));
+            continue;
+        }
+        records.emplace_back(record.value("submitted_at_ms", int64_t(0)), path);
+    }
+    std::sort(records.begin(), records.end());
+    for (const auto& [at, path] : records) {
+        const auto record = nlohmann::json::parse(*engine::readWholeFile(path));
+        const auto payload = std::filesystem::path(path).replace_extension(".bin");
+        const double tokens = record.at("tokens").get<double>();
+        const auto range = record.at("range").get<uint32_t>();
+        GateStats gate{record.at("norm").get<double>(), std::nullopt};
+        if (record.contains("cosine"))
+            gate.cosine = record.at("cosine").get<double>();
+        m_gate.accept(gate.norm, gate.cosine, record.at("key").get<std::string>());
+        ContributionRecord contribution{m_round.openRound(), record.at("key").get<std::string>(), int64_t(tokens),
+            record.at("compute_ms").get<int64_t>(), record.at("train_loss").get<double>(), true, "", at,
+            record.at("task").get<uint64_t>(), record.value("sha256", std::string())};
+        if (Status s = m_round.add({contribution, range, gate}, payload, m_codec); !s)
+            return Error::make(s.error().code, "replaying " + payload.string() + ": " + s.error().message);
+        (void)m_plan.completeRange(range);
+    }
+    return Status::success();
+}
+
+} // namespace crowdtrain::coordinator

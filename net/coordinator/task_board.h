@@ -1,0 +1,98 @@
+#pragma once
+
+// Task leasing for one project's open round: which volunteer holds which
+// data range, the upload each task has received so far, and the durable
+// record of every open task (STATE/<project>/tasks/t<id>.json, written
+// before the volunteer hears of its task and removed when the task ends), so
+// that a coordinator restart keeps the work in flight. Task ids are lease
+// ids of the DataPlan, reserved in blocks in the ledger's meta table so that
+// no id is ever issued twice, across restarts too.
+//
+// Leasing rules: one open task per key; a task ends when its submission is
+// accepted (forget) or refused, its holder leaves or goes silent, or its
+// deadline passes (drop). What a round may hand out is the caller's rule.
+//
+// Used from one thread (the server's loop).
+
+#include "engine/diloco/codec.h"
+#include "net/coordinator/data_plan.h"
+#include "net/coordinator/state_store.h"
+#include "net/transfer/sha256.h"
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+
+namespace crowdtrain::coordinator {
+
+// The checks that read a payload (SHA-256, finiteness, norm, direction) run
+// on each chunk as it arrives, so that submit does not read it again.
+struct UploadChecks {
+    UploadChecks(diloco::Codec codec, int64_t n, const float* direction)
+        : inspector(codec, n, direction)
+    { }
+    net::Sha256 sha;
+    diloco::StreamInspector inspector;
+    Status inspected; // the first error the inspector reported
+};
+
+struct OpenTask {
+    Lease lease;
+    uint64_t tokens = 0; // the task's training tokens (H * B * T)
+    uint64_t receivedBytes = 0;
+    uint64_t nextChunk = 0;
+    std::filesystem::path uploadFile;
+    std::shared_ptr<UploadChecks> checks; // of the chunks received so far
+    int64_t lastUploadMs = 0; // when its last chunk came (0: none yet)
+};
+
+class TaskBoard {
+public:
+    TaskBoard(ProjectStore& store, DataPlan& plan, uint64_t taskTokens);
+
+    // Creates the folders and continues above the reserved lease ids.
+    Status open();
+
+    // Leases the next range to `key` for `round` and records it durably;
+    // nullptr when the plan has no range to hand out.
+    Result<OpenTask*> lease(const std::string& key, int64_t round, int64_t nowMs);
+    OpenTask* find(uint64_t taskId, const std::string& key); // the key's task of that id, if open
+    const OpenTask* heldBy(const std::string& key) const;
+    std::vector<uint64_t> idsHeldBy(const std::string& key) const;
+
+    // Ends a task that was not accepted: its upload is deleted, its range goes
+    // back to the pool when `returnRange` (an expired lease is back already).
+    void drop(uint64_t taskId, bool returnRange);
+    // Ends an accepted task (its upload was moved away, its range completed).
+    void forget(uint64_t taskId);
+    // The tasks past their deadline; the plan has taken their ranges back,
+    // drop(id, false) ends them.
+    std::vector<uint64_t> expire(int64_t nowMs);
+
+    bool empty() const { return m_tasks.empty(); }
+    uint64_t outstandingTokens() const;
+    const std::map<uint64_t, OpenTask>& tasks() const { return m_tasks; }
+
+    // After a restart: the recorded tasks of `round` come back with their
+    // ids, ranges, holders and deadlines; `resume` restores each upload.
+    // Other records and upload files are removed.
+    Status restore(int64_t round, const std::function<Status(OpenTask&)>& resume);
+
+private:
+    Status reserveLeaseId();
+    Status record(const OpenTask& task, int64_t round);
+    std::filesystem::path tasksDir() const;
+    std::filesystem::path uploadsDir() const;
+    std::filesystem::path uploadFileOf(uint64_t taskId) const;
+
+    ProjectStore& m_store;
+    DataPlan& m_plan;
+    uint64_t m_taskTokens;
+    std::map<uint64_t, OpenTask> m_tasks; // by task id (= lease id)
+    // Lease ids below this are (or may have been) handed out; it is stored in
+    // the ledger's meta table a block ahead, so a restart never reuses an id.
+    uint64_t m_leaseIdCeiling = 0;
+};
+
+} // namespace crowdtrain::coordinator

@@ -1,0 +1,458 @@
+// The coordinator against the attacks an outside client found (issue
+// "Coordinator hardening"), over real CurveZMQ sockets on loopback: a failed
+// tick or evaluation, a lost submit reply, zero / opposed / noise updates
+// from one hostile key beside honest ones, a peer that never reads its
+// replies, out-of-range numbers and names, and keys that lease work and go
+// silent. Each test fails if the fault it covers comes back.
+
+// libtorch's headers before Qt's: Qt's `slots` macro breaks them.
+#include "net/coordinator/coordinator_server.h"
+
+#include "coordinator_process.h"
+#include "protocol_client.h"
+
+#include "engine/diloco/codec.h"
+#include "net/transport/curve_socket.h"
+#include "net/wire/envelope.h"
+
+#include <QTemporaryDir>
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+using namespace crowdtrain;
+using namespace crowdtrain::testing;
+
+namespace {
+
+constexpr uint64_t kTaskTokens = 20 * 8 * 32; // the test spec's H * B * T
+
+std::string int8Payload(const std::vector<float>& delta)
+{
+    return diloco::encode(diloco::Codec::Int8, delta.data(), int64_t(delta.size()));
+}
+
+std::vector<float> plus(std::vector<float> a, const std::vector<float>& b, float scale = 1.0f)
+{
+    for (std::size_t i = 0; i < a.size(); ++i)
+        a[i] += scale * b[i];
+    return a;
+}
+
+// A Curve man-in-the-middle that passes one client's requests to the
+// coordinator under the client's own identity and drops exactly one reply:
+// the first to a request of type `dropType`.
+class DroppingProxy {
+public:
+    DroppingProxy(zmq::context_t& context, const std::string& serverEndpoint, const std::string& serverKey,
+        const net::CurveKeyPair& clientIdentity, std::string dropType)
+        : m_dropType(std::move(dropType))
+    {
+        m_keys = *net::generateKeyPair();
+        auto front = net::makeCurveServerSocket(
+            context, zmq::socket_type::router, m_keys, "tcp://127.0.0.1:*", int64_t(net::kMaxRequestBytes) * 2);
+        auto back = net::makeCurveClientSocket(
+            context, zmq::socket_type::dealer, serverKey, clientIdentity, serverEndpoint, net::kMaxReplyBytes);
+        if (!front || !back)
+            qFatal("proxy sockets: %s", (!front ? front.error() : back.error()).message.c_str());
+        m_front = std::move(*front);
+        m_back = std::move(*back);
+        m_thread = std::thread([this] { loop(); });
+    }
+    ~DroppingProxy()
+    {
+        m_stop = true;
+        m_thread.join();
+    }
+    std::string endpoint() const { return net::lastEndpoint(m_front); }
+    const std::string& publicKey() const { return m_keys.publicKey; }
+    int dropped() const { return m_dropped.load(); }
+
+private:
+    void loop()
+    {
+        std::vector<zmq::message_t> route;
+        while (!m_stop) {
+            zmq::pollitem_t items[] = {{m_front.handle(), 0, ZMQ_POLLIN, 0}, {m_back.handle(), 0, ZMQ_POLLIN, 0}};
+            zmq::poll(items, 2, std::chrono::milliseconds(20));
+            if (items[0].revents & ZMQ_POLLIN) {
+                if (auto request = net::receiveRequest(m_front)) {
+                    route = std::move(request->route);
+                    m_back.send(zmq::buffer(request->payload), zmq::send_flags::dontwait);
+                }
+            }
+            if (items[1].revents & ZMQ_POLLIN) {
+                zmq::message_t reply;
+                if (!m_back.recv(reply, zmq::recv_flags::dontwait))
+                    continue;
+                auto envelope = net::decodeEnvelope(reply.to_string_view(), net::EnvelopeKind::Reply);
+                if (envelope && envelope->type == m_dropType && m_dropped == 0) {
+                    ++m_dropped;
+                    continue;
+                }
+                (void)net::sendReply(m_front, route, reply.to_string_view());
+            }
+        }
+    }
+
+    std::string m_dropType;
+    net::CurveKeyPair m_keys;
+    zmq::socket_t m_front;
+    zmq::socket_t m_back;
+    std::atomic<bool> m_stop{false};
+    std::atomic<int> m_dropped{0};
+    std::thread m_thread;
+};
+
+} // namespace
+
+class TestHardening : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+    zmq::context_t m_context;
+    std::filesystem::path m_data;
+
+    std::filesystem::path root() const { return m_dir.path().toStdString(); }
+
+    // A fresh server on its own state folder, for one test.
+    void startServer(ServerProcess& server, const std::string& name, SpecOptions options = {})
+    {
+        const auto spec = writeSpec(root() / name, m_data, options);
+        QVERIFY(server.start(spec, root() / name / "state", 1000));
+    }
+
+    ProtocolVolunteer join(
+        const ServerProcess& server, const std::string& name, std::optional<net::CurveKeyPair> identity = {})
+    {
+        return joinProject(m_context, server.endpoint, server.publicKey, "tiny", name, identity);
+    }
+
+    net::Task task(ProtocolVolunteer& v)
+    {
+        auto t = askForTask(v, projectVersion(v));
+        if (!t)
+            qFatal("no task offered");
+        return *t;
+    }
+
+    static int64_t elements(const ProtocolVolunteer& v) { return int64_t(net::manifestElements(v.joined.manifest)); }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        m_data = preparedShakespeare(root());
+    }
+
+    // Item 1: a tick that throws is logged, counted and tried again; an
+    // evaluation that throws costs its round the validation loss only: the
+    // round stays committed and its checkpoint is published.
+    void failedTickAndEvaluationLoseNothing()
+    {
+        auto spec = coordinator::loadProjectSpec(
+            writeSpec(root() / "faults", m_data, SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1}));
+        QVERIFY2(spec, spec ? "" : spec.error().message.c_str());
+        coordinator::ServerOptions options;
+        options.bindEndpoint = options.publishEndpoint = "tcp://127.0.0.1:*";
+        options.keys = *net::generateKeyPair();
+        options.stateDir = root() / "faults/state";
+        options.runtime.heartbeatIntervalMs = 300;
+        std::atomic<int> tickFaults{3};
+        options.runtime.faultPoint = [&](std::string_view where, int64_t round) {
+            if (where == "tick" && tickFaults.fetch_sub(1) > 0)
+                throw std::runtime_error("injected tick fault");
+            if (where == "evaluate" && round == 1)
+                throw std::runtime_error("injected evaluation fault");
+        };
+        std::vector<coordinator::ProjectSpec> specs{*spec};
+        auto server = coordinator::CoordinatorServer::start(std::move(options), std::move(specs));
+        QVERIFY2(server, server ? "" : server.error().message.c_str());
+        Status served = Error::make("not_run", "");
+        std::thread loop([&] { served = (*server)->run(); });
+        // A failed check returns early: the loop is stopped and joined all the same.
+        struct StopAndJoin {
+            coordinator::CoordinatorServer& server;
+            std::thread& loop;
+            ~StopAndJoin()
+            {
+                server.stop();
+                if (loop.joinable())
+                    loop.join();
+            }
+        } stopAndJoin{**server, loop};
+
+        auto v = joinProject(m_context, (*server)->requestEndpoint(), (*server)->keys().publicKey, "tiny", "v");
+        const auto delta = randomDelta(elements(v), 1e-3f, 1);
+        for (uint64_t version = 0; version < 2; ++version) {
+            auto t = askForTask(v, version);
+            QVERIFY(t);
+            auto r = uploadAndSubmit(v, *t, int8Payload(delta), kTaskTokens);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+            QVERIFY(waitFor([&] { return projectVersion(v) == version + 1; }, 20000));
+        }
+        // Both rounds are in the history (since round 1: round 0 is the
+        // initial evaluation), round 2 with its validation loss and round 1
+        // without; both checkpoints are out.
+        std::optional<net::MetricsReply> metrics;
+        QVERIFY(waitFor(
+            [&] {
+                auto m = v.client->request<net::MetricsReply>(net::MetricsRequest{"tiny", 1, 100});
+                auto list = v.client->request<net::ListCheckpointsReply>(net::ListCheckpointsRequest{"tiny"});
+                if (!m || !list || m->rows.size() < 2 || !m->rows[1].valLoss)
+                    return false;
+                const bool roundOne = std::any_of(list->checkpoints.begin(), list->checkpoints.end(),
+                    [](const net::CheckpointInfo& c) { return c.round == 1; });
+                if (!roundOne)
+                    return false;
+                metrics = *m;
+                return true;
+            },
+            30000));
+        QCOMPARE(metrics->rows[0].round, uint64_t(1));
+        QVERIFY(!metrics->rows[0].valLoss);
+        QVERIFY(std::isfinite(*metrics->rows[1].valLoss));
+        QCOMPARE((*server)->failedTicks(), uint64_t(3));
+
+        (*server)->stop();
+        loop.join();
+        QVERIFY2(served, served ? "" : served.error().message.c_str());
+    }
+
+    // Item 2: the reply to an accepted submit is lost on the way back; the
+    // volunteer sends the same submit again and hears "accepted", also after
+    // the round closed and after a restart. Another payload or another key
+    // is still unknown_task.
+    void resentSubmitOfAnAcceptedTaskIsAcceptedAgain()
+    {
+        ServerProcess server;
+        startServer(server, "resend", SpecOptions{.tasksPerRound = 1});
+        const auto identity = *net::generateKeyPair();
+        DroppingProxy proxy(m_context, server.endpoint, server.publicKey, identity, "submit");
+        auto v = joinProject(m_context, proxy.endpoint(), proxy.publicKey(), "tiny", "v", identity);
+        const net::Task t = task(v);
+        const std::string payload = int8Payload(randomDelta(elements(v), 1e-3f, 2));
+        uploadPayload(v, t, payload);
+        const net::SubmitRequest submit = submitRequestFor(v, t, payload, kTaskTokens);
+        auto lost = v.client->request<net::SubmitReply>(submit, 3000);
+        QVERIFY(!lost);
+        QCOMPARE(lost.error().code, std::string("timeout"));
+        QCOMPARE(proxy.dropped(), 1);
+        auto again = v.client->request<net::SubmitReply>(submit, 10000);
+        QVERIFY2(again, again ? "" : again.error().message.c_str());
+        QCOMPARE(again->taskId, t.taskId);
+        QCOMPARE(again->round, t.round);
+
+        // The round has closed (one task's worth): still "accepted", for round 1.
+        QVERIFY(waitFor([&] { return projectVersion(v) == 1; }, 20000));
+        auto late = v.client->request<net::SubmitReply>(submit, 10000);
+        QVERIFY2(late, late ? "" : late.error().message.c_str());
+        QCOMPARE(late->round, uint64_t(1));
+
+        net::SubmitRequest other = submit;
+        other.sha256 = net::sha256Hex("another payload");
+        auto wrongPayload = v.client->request<net::SubmitReply>(other, 10000);
+        QVERIFY(!wrongPayload);
+        QCOMPARE(wrongPayload.error().code, std::string("unknown_task"));
+        auto stranger = join(server, "stranger");
+        net::SubmitRequest theirs = submit;
+        theirs.session = stranger.joined.session;
+        auto notYours = stranger.client->request<net::SubmitReply>(theirs, 10000);
+        QVERIFY(!notYours);
+        QCOMPARE(notYours.error().code, std::string("unknown_task"));
+
+        // After a restart the ledger still knows.
+        server.kill();
+        ServerProcess restarted;
+        QVERIFY(restarted.start(root() / "resend/tiny.project.json", root() / "resend/state", 1000));
+        auto back = join(restarted, "v", identity);
+        net::SubmitRequest resent = submit;
+        resent.session = back.joined.session;
+        auto afterRestart = back.client->request<net::SubmitReply>(resent, 10000);
+        QVERIFY2(afterRestart, afterRestart ? "" : afterRestart.error().message.c_str());
+        QCOMPARE(afterRestart->round, uint64_t(1));
+    }
+
+    // Item 3 (a): zero pseudo-gradients are refused as too small, never
+    // counted, and cannot drag the gate's reference down: honest work goes on.
+    void zeroUpdatesCannotStallTheProject()
+    {
+        ServerProcess server;
+        startServer(server, "zeros", SpecOptions{.tasksPerRound = 2});
+        auto attacker = join(server, "zeros");
+        auto a = join(server, "a"), b = join(server, "b");
+        const int64_t n = elements(a);
+        const std::string zeros = int8Payload(std::vector<float>(std::size_t(n), 0.0f));
+        for (uint64_t version = 0; version < 3; ++version) {
+            for (int k = 0; k < 4; ++k) {
+                auto r = uploadAndSubmit(attacker, task(attacker), zeros, kTaskTokens);
+                QVERIFY(!r);
+                QCOMPARE(r.error().code, std::string("norm_out_of_bounds"));
+                QVERIFY2(r.error().message.find("norm_too_small") != std::string::npos, r.error().message.c_str());
+            }
+            for (auto* v : {&a, &b}) {
+                auto r = uploadAndSubmit(
+                    *v, task(*v), int8Payload(randomDelta(n, 1e-3f, 10 * version + (v == &a))), kTaskTokens);
+                QVERIFY2(r, r ? "" : r.error().message.c_str());
+            }
+            QVERIFY(waitFor([&] { return projectVersion(a) == version + 1; }, 20000));
+        }
+        auto stats = attacker.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
+        QVERIFY(stats);
+        QCOMPARE(stats->stats.tokens, uint64_t(0));
+        QCOMPARE(stats->stats.roundsRejected, uint64_t(12));
+    }
+
+    // Item 3 (b, c): once the outer momentum has a direction, an update
+    // against it (an honest one with its sign flipped) or one across it
+    // (noise just under the norm ceiling) is refused, whether it comes
+    // before or after the round's honest ones.
+    void opposedAndNoiseUpdatesAreRefused()
+    {
+        ServerProcess server;
+        startServer(server, "direction", SpecOptions{.tasksPerRound = 2});
+        auto attacker = join(server, "against");
+        auto a = join(server, "a"), b = join(server, "b");
+        const int64_t n = elements(a);
+        const auto common = randomDelta(n, 1e-3f, 100);
+        auto honest = [&](uint64_t seed) { return plus(common, randomDelta(n, 3e-4f, seed)); };
+        for (uint64_t version = 0; version < 4; ++version) {
+            // Round 1 has no direction yet; round 2 learns the cosines after
+            // a's submission; from round 3 on they are known from the start.
+            if (version >= 2) {
+                for (const auto& hostile : {plus(std::vector<float>(std::size_t(n), 0.0f), honest(7 + version), -1.0f),
+                         randomDelta(n, 3.5e-3f, 50 + version)}) {
+                    auto r = uploadAndSubmit(attacker, task(attacker), int8Payload(hostile), kTaskTokens);
+                    QVERIFY(!r);
+                    QCOMPARE(r.error().code, std::string("direction_out_of_bounds"));
+                }
+            }
+            auto r = uploadAndSubmit(a, task(a), int8Payload(honest(10 * version + 1)), kTaskTokens);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+            if (version == 1) {
+                auto flipped = plus(std::vector<float>(std::size_t(n), 0.0f), honest(3), -1.0f);
+                auto refused = uploadAndSubmit(attacker, task(attacker), int8Payload(flipped), kTaskTokens);
+                QVERIFY(!refused);
+                QCOMPARE(refused.error().code, std::string("direction_out_of_bounds"));
+            }
+            r = uploadAndSubmit(b, task(b), int8Payload(honest(10 * version + 2)), kTaskTokens);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+            QVERIFY(waitFor([&] { return projectVersion(a) == version + 1; }, 20000));
+        }
+    }
+
+    // Item 4: a peer that sends fetches and never reads holds at most about
+    // the per-peer reply queue in the server, not one reply per request.
+    void peerThatNeverReadsIsBounded()
+    {
+        ServerProcess server;
+        // A wider model, so the state is several 1 MiB chunks.
+        startServer(server, "reader", SpecOptions{.tasksPerRound = 1, .embd = 160});
+        auto v = join(server, "v");
+        const std::string resource = v.joined.stateResource;
+        const uint64_t chunks = (v.joined.stateBytes + v.joined.chunkBytes - 1) / v.joined.chunkBytes;
+        QVERIFY(chunks >= 2);
+        auto keys = net::generateKeyPair();
+        auto socket = net::makeCurveClientSocket(
+            m_context, zmq::socket_type::dealer, server.publicKey, *keys, server.endpoint, net::kMaxReplyBytes);
+        QVERIFY(socket);
+        socket->set(zmq::sockopt::rcvhwm, 100000); // this side would take them all
+        const int requests = 200;
+        for (int i = 0; i < requests; ++i) {
+            const std::string request
+                = net::encodeRequest(net::FetchRequest{"tiny", resource, uint64_t(i) % chunks}, uint64_t(i + 1));
+            QVERIFY(socket->send(zmq::buffer(request), zmq::send_flags::none));
+        }
+        // Last, this peer joins: the server serves a peer's requests in
+        // order, so once the project counts it online, all 200 fetches have
+        // been answered (or their replies dropped).
+        const std::string joinRequest = net::encodeRequest(net::JoinRequest{"tiny", "never reads", "test", "CPU"}, 999);
+        QVERIFY(socket->send(zmq::buffer(joinRequest), zmq::send_flags::none));
+        QVERIFY(waitFor(
+            [&] {
+                heartbeatOf(v, 0);
+                auto list = v.client->request<net::ListProjectsReply>(net::ListProjectsRequest{});
+                return list && !list->projects.empty() && list->projects[0].volunteersOnline == 2;
+            },
+            30000));
+        int received = 0;
+        socket->set(zmq::sockopt::rcvtimeo, 2000);
+        zmq::message_t reply;
+        while (socket->recv(reply))
+            ++received;
+        qInfo("a peer that never read got %d of %d replies", received, requests);
+        QVERIFY(received > 0);
+        QVERIFY2(received <= 40, std::to_string(received).c_str()); // about the queue, far from all 201
+        QVERIFY(projectVersion(v) == 0); // and the server still serves
+    }
+
+    // Item 5: numbers past their range and names that would deceive a reader.
+    void outOfRangeClaimsAndNames()
+    {
+        ServerProcess server;
+        startServer(server, "claims", SpecOptions{.tasksPerRound = 1});
+        auto v = join(server, "v");
+        auto all = v.client->request<net::MetricsReply>(net::MetricsRequest{"tiny", uint64_t(1) << 63, 100});
+        QVERIFY(all);
+        QVERIFY(all->rows.empty());
+        auto top = v.client->request<net::MetricsReply>(net::MetricsRequest{"tiny", UINT64_MAX, 100});
+        QVERIFY(top && top->rows.empty());
+
+        const auto started = std::chrono::steady_clock::now();
+        auto r = uploadAndSubmit(v, task(v), int8Payload(randomDelta(elements(v), 1e-3f, 3)), kTaskTokens,
+            [](net::SubmitRequest& s) { s.computeMs = UINT64_MAX; });
+        QVERIFY2(r, r ? "" : r.error().message.c_str());
+        const double held = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        auto mine = v.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
+        QVERIFY(mine);
+        QVERIFY2(mine->stats.computeSeconds <= held + 1.0, std::to_string(mine->stats.computeSeconds).c_str());
+
+        auto keys = net::generateKeyPair();
+        auto client = net::Client::connect(m_context, {server.endpoint, server.publicKey, *keys});
+        QVERIFY(client);
+        for (const std::string& name : {std::string("nul\0name", 8), std::string("bell\a"), std::string("tab\there"),
+                 std::string("\xE2\x80\xAE"
+                             "evil"),
+                 std::string("line\xE2\x80\xA8sep"), std::string("c1\xC2\x85")}) {
+            auto joined = (*client)->request<net::JoinReply>(net::JoinRequest{"tiny", name, "test", "CPU"}, 10000);
+            QVERIFY2(!joined, name.c_str());
+            QCOMPARE(joined.error().code, std::string("malformed"));
+        }
+        auto fine = (*client)->request<net::JoinReply>(net::JoinRequest{"tiny", "Zoë 🚀 名前", "test", "CPU"}, 10000);
+        QVERIFY2(fine, fine ? "" : fine.error().message.c_str());
+    }
+
+    // Item 5: keys that lease work and then only heartbeat do not hold the
+    // round until its deadline: once an honest volunteer's work is in and it
+    // asks for more, the round wraps up, and holders that send nothing
+    // within the grace lose their task.
+    void silentHoldersDoNotStallTheRound()
+    {
+        ServerProcess server;
+        startServer(server, "silent", SpecOptions{.tasksPerRound = 2, .deadlineSeconds = 600});
+        auto silent = join(server, "silent"), honest = join(server, "honest");
+        const net::Task held = task(silent);
+        auto r
+            = uploadAndSubmit(honest, task(honest), int8Payload(randomDelta(elements(honest), 1e-3f, 4)), kTaskTokens);
+        QVERIFY2(r, r ? "" : r.error().message.c_str());
+        QVERIFY(!askForTask(honest, 0)); // all handed out: the round wraps up
+        const auto start = std::chrono::steady_clock::now();
+        QVERIFY(waitFor(
+            [&] {
+                heartbeatOf(silent, 0);
+                return projectVersion(honest) == 1;
+            },
+            30000));
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        qInfo("the round closed %.1f s after the wrap-up (task deadline 600 s)", waited);
+        // The silent holder's task is gone; it may take one in the new round.
+        auto gone = silent.client->request<net::UploadChunkReply>(
+            net::UploadChunkRequest{"tiny", silent.joined.session, held.taskId, 0, std::string(16, 'x')});
+        QVERIFY(!gone);
+        QCOMPARE(gone.error().code, std::string("unknown_task"));
+        QVERIFY(askForTask(silent, 1));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHardening)
+#include "tst_hardening.moc"
