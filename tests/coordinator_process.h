@@ -130,6 +130,16 @@ public:
             kill();
     }
     QByteArray stderrText() { return m_process.readAllStandardError(); }
+    // Resident memory of the server process (VmRSS), 0 when unknown.
+    uint64_t residentBytes() const
+    {
+        std::ifstream status("/proc/" + std::to_string(m_process.processId()) + "/status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.rfind("VmRSS:", 0) == 0)
+                return std::stoull(line.substr(6)) * 1024;
+        return 0;
+    }
 
     std::string publicKey;
     std::string endpoint;
