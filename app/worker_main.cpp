@@ -1,109 +1,327 @@
-// crowdtrain-worker: the volunteer daemon (docs/architecture.md,
-// "Processes"). Headless: joins one project on a coordinator and trains for
-// it until SIGINT/SIGTERM or a limit, logging progress to stderr and a
-// one-line JSON summary to stdout.
+// crowdtrain-worker: the volunteer daemon's command-line face
+// (docs/architecture.md, "Processes"). `run` and `demo` start the daemon
+// (crowdtrain-daemon, beside this program); every other command is a
+// client of the daemon's control API (docs/protocol.md, section 12). This
+// program links no libtorch, so a client call returns in milliseconds.
 #include "app/args.h"
-#include "engine/cpu_runtime.h"
-#include "net/volunteer/agent.h"
+#include "net/control/control_client.h"
+#include "net/control/control_paths.h"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <iostream>
+#include <unistd.h>
 
 namespace {
 
-crowdtrain::volunteer::VolunteerAgent* g_agent = nullptr;
+using namespace crowdtrain;
+using control::Value;
 
-void onSignal(int)
+const char* kUsage
+    = "  crowdtrain-worker run                    start the daemon (one per user) and serve until stopped\n"
+      "  crowdtrain-worker demo                   train the local demo project and print progress\n"
+      "  crowdtrain-worker status                 what the daemon is doing, in plain words\n"
+      "  crowdtrain-worker pause | resume | snooze [SECONDS]\n"
+      "  crowdtrain-worker catalog                projects of the followed hubs (and the demo)\n"
+      "  crowdtrain-worker follow LINK | unfollow LINK   (LINK: crowdtrain://HOST:PORT/KEY)\n"
+      "  crowdtrain-worker join HUB PROJECT       HUB: a hub link, or demo\n"
+      "  crowdtrain-worker leave\n"
+      "  crowdtrain-worker settings [set KEY VALUE]\n"
+      "  crowdtrain-worker metrics | history | contributions | log\n"
+      "  crowdtrain-worker checkpoints | download ROUND | cancel ROUND | delete ROUND\n"
+      "  crowdtrain-worker generate ROUND PROMPT [--temperature T] [--top-k K] [--max-tokens N]\n"
+      "  crowdtrain-worker join ENDPOINT PROJECT --server-key KEY [--data DIR]   one project, no daemon";
+
+int fail(const std::string& message, int code = 1)
 {
-    if (g_agent)
-        g_agent->stop();
+    std::cerr << "crowdtrain-worker: " << message << "\n";
+    return code;
 }
 
-void logLine(const std::string& line)
+std::filesystem::path siblingProgram(const char* name)
 {
-    const std::time_t now = std::time(nullptr);
-    char stamp[16];
-    std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
-    std::cerr << stamp << ' ' << line << '\n';
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const auto beside = self.parent_path() / name;
+    if (std::filesystem::exists(beside, ec))
+        return beside;
+    return self.parent_path().parent_path() / "libexec" / "crowdtrain" / name;
 }
 
-int usageError(const std::string& message)
+// Replaces this process with the daemon's program.
+int execDaemon(const std::vector<std::string>& arguments)
 {
-    std::cerr << "crowdtrain-worker: " << message << " (see --help)\n";
-    return 2;
+    const std::string program = siblingProgram("crowdtrain-daemon").string();
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const std::string& a : arguments)
+        argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(program.c_str(), argv.data());
+    return fail("cannot start " + program + ": " + std::strerror(errno));
+}
+
+std::string number(double value, int decimals = 0)
+{
+    char text[64];
+    std::snprintf(text, sizeof text, "%.*f", decimals, value);
+    return text;
+}
+
+std::string when(int64_t unixMs)
+{
+    const std::time_t t = std::time_t(unixMs / 1000);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", std::localtime(&t));
+    return text;
+}
+
+void printStatus(const Value& s)
+{
+    std::cout << s["text"].toString() << "\n";
+    if (!s["project"].toString().empty())
+        std::cout << "project   " << s["project"].toString() << " at "
+                  << (s["hub"].toString() == "demo" ? std::string("the local demo hub") : s["hub"].toString()) << "\n";
+    if (s.has("round")) {
+        std::cout << "round     " << s["round"].toUInt() << " (model version " << s["version"].toUInt() << ")\n";
+        if (s["state"].toString() == "training")
+            std::cout << "step      " << s["step"].toUInt() << " of " << s["steps"].toUInt() << ", loss "
+                      << number(s["loss"].toDouble(), 3) << ", " << number(s["tokens_per_second"].toDouble())
+                      << " tokens/s\n";
+        std::cout << "work      " << s["accepted"].toUInt() << " tasks accepted, " << s["rejected"].toUInt()
+                  << " rejected, " << s["tokens"].toUInt() << " tokens\n";
+    }
+    std::cout << "device    " << s["device"].toString() << "\n";
+    for (const Value& notice : s["notices"].items())
+        std::cout << "note      " << notice.toString() << "\n";
+}
+
+void printCatalog(const Value& c)
+{
+    for (const Value& hub : c["hubs"].items()) {
+        const bool demo = hub["link"].toString() == "demo";
+        std::cout << (demo ? std::string("demo hub (this computer)") : hub["link"].toString());
+        if (!hub["reachable"].toBool())
+            std::cout << "  UNREACHABLE: " << hub["error"].toString()
+                      << (hub["last_seen_ms"].isNil() ? std::string(", never seen")
+                                                      : ", last seen " + when(hub["last_seen_ms"].toInt()));
+        std::cout << "\n";
+        for (const Value& p : hub["projects"].items()) {
+            const bool joined = c["joined_project"].toString() == p["name"].toString()
+                && c["joined_hub"].toString() == hub["link"].toString();
+            std::cout << "  " << (joined ? "* " : "  ") << p["name"].toString();
+            if (p["parameters"].toUInt())
+                std::cout << "  " << number(double(p["parameters"].toUInt()) / 1e6, 2) << "M parameters";
+            std::cout << "  " << p["model"]["n_layer"].toUInt() << " layers x " << p["model"]["n_embd"].toUInt();
+            if (p["token_goal"].toUInt())
+                std::cout << "  "
+                          << number(100.0 * double(p["tokens_trained"].toUInt()) / double(p["token_goal"].toUInt()), 1)
+                          << "% of " << p["token_goal"].toUInt() << " tokens";
+            if (p.has("volunteers_online"))
+                std::cout << "  " << p["volunteers_online"].toUInt() << " online";
+            if (!p["val_loss"].isNil())
+                std::cout << "  val loss " << number(p["val_loss"].toDouble(), 3);
+            if (!p["newest_checkpoint"].isNil())
+                std::cout << "  checkpoint round " << p["newest_checkpoint"].toUInt();
+            std::cout << "\n      " << p["description"].toString() << "\n";
+            if (!p["license"].toString().empty())
+                std::cout << "      license: " << p["license"].toString()
+                          << "; checkpoints: " << p["checkpoint_access"].toString() << "\n";
+        }
+    }
+}
+
+int followEvents(control::ControlClient& client, const std::string& topic, uint64_t id)
+{
+    auto events = control::EventSubscriber::connect(client.dir(), {topic});
+    if (!events)
+        return fail(events.error().message);
+    (void)id;
+    return 0;
+}
+
+int generate(control::ControlClient& client, app::Args& args)
+{
+    const auto& p = args.positionals();
+    if (p.size() < 3)
+        return fail("generate takes ROUND and PROMPT", 2);
+    // Subscribe first, so no piece of the text is missed.
+    auto events = control::EventSubscriber::connect(client.dir(), {"generated"});
+    if (!events)
+        return fail(events.error().message);
+    Value body = Value::map();
+    body.set("round", std::stoll(p[1])).set("prompt", p[2]);
+    body.set("temperature", std::stod(args.value("temperature"))).set("top_k", args.integer("top-k"));
+    body.set("max_tokens", args.integer("max-tokens"));
+    // The subscription takes a moment to reach the daemon (ZeroMQ's slow
+    // joiner): ask until an event of ours arrives.
+    auto started = client.call("generate", body);
+    if (!started)
+        return fail(started.error().message);
+    const uint64_t id = (*started)["id"].toUInt();
+    std::cout << p[2] << std::flush;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+        auto event = (*events)->next(1000);
+        if (!event || event->body["id"].toUInt() != id)
+            continue;
+        std::cout << event->body["text"].toString() << std::flush;
+        if (event->body["done"].toBool()) {
+            std::cout << "\n";
+            if (!event->body["error"].toString().empty())
+                return fail(event->body["error"].toString());
+            return 0;
+        }
+    }
+    return fail("no text came within 10 minutes");
 }
 
 } // namespace
 
 int main(int argc, char** argv)
 {
-    using namespace crowdtrain;
-    engine::prepareCpuRuntime(argv);
-    app::Args args("crowdtrain-worker", "the Crowdtrain volunteer daemon",
-        "  crowdtrain-worker join ENDPOINT PROJECT --server-key KEY --data DIR\n"
-        "      train as a volunteer of PROJECT at ENDPOINT (e.g. tcp://127.0.0.1:7400) until SIGINT/SIGTERM;\n"
-        "      prints a one-line JSON summary at exit");
-    args.option("server-key", "the coordinator's public key: 40 Z85 characters, or @FILE");
-    args.option("data", "the project's prepared data folder (its token shards)");
-    args.option("data-dir", "folder for the volunteer's key pair and state", "$XDG_DATA_HOME/crowdtrain");
-    args.option("name", "display name shown on the project's leaderboard");
-    args.option("threads", "CPU threads for training (0 = all cores)", "0");
-    args.option("device", "cpu, cuda, cuda:N or auto", "cpu");
-    args.option("max-tasks", "stop after this many submitted tasks (0 = never)", "0");
-    args.option("max-rounds", "stop after the model advanced this many versions (0 = never)", "0");
+    app::Args args("crowdtrain-worker", "the Crowdtrain volunteer daemon and its command-line client", kUsage);
+    args.option("control-dir", "folder of the daemon's control sockets", "$XDG_RUNTIME_DIR/crowdtrain");
+    args.option("data-dir", "run/demo: the volunteer's data folder", "$XDG_DATA_HOME/crowdtrain");
+    args.option("config-dir", "run/demo: the settings folder", "$XDG_CONFIG_HOME/crowdtrain");
+    args.option("demo-corpus", "run/demo: text folder of the demo project", "/usr/share/games/fortunes");
+    args.option("server-key", "join ENDPOINT: the coordinator's public key (40 Z85 characters or @FILE)");
+    args.option("data", "join ENDPOINT: the project's prepared data folder");
+    args.option("name", "join ENDPOINT: display name on the leaderboard");
+    args.option("threads", "join ENDPOINT: CPU threads for training (0 = all cores)", "0");
+    args.option("device", "join ENDPOINT: cpu, cuda, cuda:N or auto", "cpu");
+    args.option("max-tasks", "join ENDPOINT: stop after this many submitted tasks (0 = never)", "0");
+    args.option("max-rounds", "join ENDPOINT: stop after this many versions (0 = never)", "0");
+    args.option("temperature", "generate: sampling temperature (0 = greedy)", "0.8");
+    args.option("top-k", "generate: sample among the k most likely tokens (0 = all)", "200");
+    args.option("max-tokens", "generate: tokens to generate", "200");
+    args.flag("json", "print the daemon's answer as JSON");
     if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
         return *exitCode;
-    const auto& positionals = args.positionals();
-    if (positionals.empty() || positionals[0] != "join")
-        return usageError("the command is: join ENDPOINT PROJECT");
-    if (positionals.size() != 3)
-        return usageError("join takes ENDPOINT and PROJECT");
-    if (!args.has("server-key"))
-        return usageError("--server-key is required");
-    if (!args.has("data"))
-        return usageError("--data DIR (the project's prepared data folder) is required");
-    const long long threads = args.integer("threads");
-    const long long maxTasks = args.integer("max-tasks");
-    const long long maxRounds = args.integer("max-rounds");
-    if (threads < 0 || maxTasks < 0 || maxRounds < 0)
-        return usageError("--threads, --max-tasks and --max-rounds take numbers >= 0");
-    engine::configureCpuThreads(int(threads));
+    const auto& p = args.positionals();
+    const std::string command = p.empty() ? "status" : p[0];
 
-    volunteer::AgentOptions options;
-    options.endpoint = positionals[1];
-    options.project = positionals[2];
-    options.serverKey = args.value("server-key");
-    options.preparedDataDir = args.value("data");
-    if (args.has("data-dir"))
-        options.dataDir = args.value("data-dir");
-    options.displayName = args.value("name");
-    options.device = args.value("device");
-    options.threads = int(threads);
-    options.maxTasks = uint64_t(maxTasks);
-    options.maxRounds = uint64_t(maxRounds);
-    options.log = logLine;
-
-    volunteer::VolunteerAgent agent(options);
-    g_agent = &agent;
-    struct sigaction action { };
-    action.sa_handler = onSignal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, nullptr);
-    sigaction(SIGTERM, &action, nullptr);
-
-    const Status ran = agent.run();
-    g_agent = nullptr;
-    const volunteer::AgentSummary summary = agent.summary();
-    logLine("tasks " + std::to_string(summary.tasks) + ", accepted " + std::to_string(summary.accepted) + ", rejected "
-        + std::to_string(summary.rejected)
-        + (summary.unconfirmed ? ", unconfirmed " + std::to_string(summary.unconfirmed) : std::string())
-        + ", utilisation " + std::to_string(int(summary.utilisation() * 100 + 0.5)) + "%");
-    std::cout << summary.toJson() << std::endl;
-    if (!ran) {
-        std::cerr << "crowdtrain-worker: " << ran.error().message << " (" << ran.error().code << ")\n";
-        return 1;
+    // The daemon itself, and the one-project mode, run in crowdtrain-daemon.
+    if (command == "run" || command == "demo" || (command == "join" && args.has("server-key"))) {
+        std::vector<std::string> forwarded(p.begin(), p.end());
+        for (const char* name : {"control-dir", "data-dir", "config-dir", "demo-corpus", "server-key", "data", "name",
+                 "threads", "device", "max-tasks", "max-rounds"})
+            if (args.has(name)) {
+                forwarded.push_back(std::string("--") + name);
+                forwarded.push_back(args.value(name));
+            }
+        return execDaemon(forwarded);
     }
-    return 0;
+
+    auto dir = args.has("control-dir") ? Result<std::filesystem::path>(args.value("control-dir"))
+                                       : control::defaultControlDir();
+    if (!dir)
+        return fail(dir.error().message);
+    auto client = control::ControlClient::connect(*dir);
+    if (!client) {
+        if (client.error().code == "no_daemon")
+            return fail("no daemon running (start it with `crowdtrain-worker run` or the Crowdtrain app)", 3);
+        return fail(client.error().message);
+    }
+    control::ControlClient& c = **client;
+    auto call = [&](const std::string& type, const Value& body = Value::map(), int timeoutMs = 5000) -> int {
+        auto reply = c.call(type, body, timeoutMs);
+        if (!reply)
+            return fail(reply.error().code == "no_daemon"
+                    ? "no daemon running (start it with `crowdtrain-worker run` or the Crowdtrain app)"
+                    : reply.error().message,
+                reply.error().code == "no_daemon" ? 3 : 1);
+        if (args.isSet("json")) {
+            std::cout << reply->toJson() << "\n";
+            return 0;
+        }
+        if (type == "status" || type == "join")
+            printStatus(*reply);
+        else if (type == "catalog")
+            printCatalog(*reply);
+        else if (type == "log")
+            for (const Value& line : (*reply)["lines"].items())
+                std::cout << line.toString() << "\n";
+        else if (type == "settings_get" || type == "settings_set")
+            for (const auto& [key, value] : (*reply)["settings"].entries())
+                std::cout << key << " = " << value.toJson() << "\n";
+        else if (type == "checkpoints") {
+            for (const Value& cp : (*reply)["checkpoints"].items())
+                std::cout << "round " << cp["round"].toUInt() << "  " << cp["tokens"].toUInt() << " tokens  val "
+                          << (cp["val_loss"].isNil() ? std::string("-") : number(cp["val_loss"].toDouble(), 3)) << "  "
+                          << number(double(cp["bytes"].toUInt()) / 1e6, 1) << " MB  " << cp["state"].toString()
+                          << (cp.has("folder") ? "  " + cp["folder"].toString() : std::string()) << "\n";
+        } else if (type == "metrics") {
+            for (const Value& row : (*reply)["rows"].items())
+                std::cout << "round " << row["round"].toUInt() << "  tokens " << row["tokens"].toUInt() << "  train "
+                          << (row["train_loss"].isNil() ? std::string("-") : number(row["train_loss"].toDouble(), 3))
+                          << "  val "
+                          << (row["val_loss"].isNil() ? std::string("-") : number(row["val_loss"].toDouble(), 3))
+                          << "  volunteers " << row["volunteers"].toUInt() << "\n";
+        } else if (type == "contributions") {
+            const Value& r = *reply;
+            std::cout << "you: " << r["mine"]["tokens"].toUInt() << " tokens, "
+                      << number(r["mine"]["gpu_hours"].toDouble(), 3) << " GPU-hours, "
+                      << r["mine"]["rounds_accepted"].toUInt() << " accepted, " << r["mine"]["rounds_rejected"].toUInt()
+                      << " rejected, " << number(100 * r["share"].toDouble(), 1) << "% of the project, rank "
+                      << r["rank"].toUInt() << " of " << r["contributors"].toUInt() << "\n";
+            for (const Value& row : r["leaderboard"].items())
+                std::cout << "  "
+                          << (row["display_name"].toString().empty() ? "(anonymous)" : row["display_name"].toString())
+                          << "  " << row["tokens"].toUInt() << " tokens\n";
+        } else
+            std::cout << "done\n";
+        return 0;
+    };
+    Value body = Value::map();
+    if (command == "status" || command == "catalog" || command == "leave" || command == "pause" || command == "resume"
+        || command == "metrics" || command == "contributions" || command == "log" || command == "checkpoints") {
+        if (command == "catalog")
+            body.set("refresh", true);
+        return call(command, body, command == "catalog" ? 15000 : 5000);
+    }
+    if (command == "history")
+        return call("machine_history");
+    if (command == "snooze") {
+        body.set("seconds", p.size() > 1 ? std::stoll(p[1]) : 3600);
+        return call("snooze", body);
+    }
+    if ((command == "follow" || command == "unfollow") && p.size() == 2) {
+        body.set("link", p[1]);
+        return call(command, body);
+    }
+    if (command == "join" && p.size() == 3) {
+        body.set("hub", p[1]).set("project", p[2]);
+        return call("join", body, 180000);
+    }
+    if (command == "settings") {
+        if (p.size() == 1)
+            return call("settings_get");
+        if (p.size() == 4 && p[1] == "set") {
+            // VALUE is read as JSON when it is JSON (true, 42, "text"), else as text.
+            Value value(p[3]);
+            if (p[3] == "true" || p[3] == "false")
+                value = Value(p[3] == "true");
+            else if (!p[3].empty() && (std::isdigit(static_cast<unsigned char>(p[3][0])) || p[3][0] == '-')
+                && p[3].find_first_not_of("-0123456789") == std::string::npos)
+                value = Value(int64_t(std::stoll(p[3])));
+            body.set("key", p[2]).set("value", value);
+            return call("settings_set", body);
+        }
+        return fail("settings takes nothing, or set KEY VALUE", 2);
+    }
+    if ((command == "download" || command == "cancel" || command == "delete") && p.size() == 2) {
+        body.set("round", std::stoll(p[1]));
+        return call(command == "download" ? "download"
+                : command == "cancel"     ? "download_cancel"
+                                          : "checkpoint_delete",
+            body);
+    }
+    if (command == "generate")
+        return generate(c, args);
+    (void)followEvents;
+    return fail("unknown command \"" + command + "\" (see --help)", 2);
 }

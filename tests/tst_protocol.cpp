@@ -18,7 +18,8 @@ const std::string kKey = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
 
 ProjectInfo sampleProject()
 {
-    return {"tiny-shakespeare", "Characters of Shakespeare", {2, 2, 32, 32, 65}, "int8", 12, 11, 123456, 3, 1.75};
+    return {"tiny-shakespeare", "Characters of Shakespeare", {2, 2, 32, 32, 65}, "int8", 12, 11, 123456, 3, 1.75, 27904,
+        1000000, "CC-BY-4.0", "participants", 10, {{"tokenizer.json", 1234, kSha, "tokenizer/tokenizer.json"}}};
 }
 
 CheckpointInfo sampleCheckpoint()
@@ -229,9 +230,15 @@ private slots:
     void catalogAndSession()
     {
         checkMessage(ListProjectsRequest{}, true);
-        checkMessage(ListProjectsReply{{sampleProject()}}, false, {"body.projects[0].val_loss"});
+        checkMessage(ListProjectsReply{{sampleProject()}}, false,
+            {"body.projects[0].val_loss", "body.projects[0].parameters", "body.projects[0].token_goal",
+                "body.projects[0].license", "body.projects[0].checkpoint_access", "body.projects[0].newest_checkpoint",
+                "body.projects[0].tokenizer"});
         checkMessage(JoinRequest{"tiny-shakespeare", "Ada", "0.1.0", "NVIDIA RTX 4090"}, true);
-        checkMessage(sampleJoin(), false, {"body.project.val_loss", "body.inner.lr_decay_iters", "body.events_port"});
+        checkMessage(sampleJoin(), false,
+            {"body.project.val_loss", "body.inner.lr_decay_iters", "body.events_port", "body.project.parameters",
+                "body.project.token_goal", "body.project.license", "body.project.checkpoint_access",
+                "body.project.newest_checkpoint", "body.project.tokenizer"});
         checkMessage(HeartbeatRequest{"tiny-shakespeare", "s-1", 11}, true);
         checkMessage(HeartbeatReply{11, 12, "train", true}, false, {"body.wrap_up"});
         checkMessage(LeaveRequest{"tiny-shakespeare", "s-1"}, true);

@@ -246,6 +246,15 @@ Result<std::string> CoordinatorServer::dispatch(const net::Envelope& e, const st
         if (!runtime)
             return Error::make(net::errc::kUnknownProject, "no project named \"" + *projectName + "\" here");
         runtime->touch(key, now);
+        std::string name;
+        if (type == DescribeRequest::kType) {
+            if (auto request = decodeBody<DescribeRequest>(e))
+                name = request->resource;
+        } else if (auto request = decodeBody<FetchRequest>(e)) {
+            name = request->resource;
+        }
+        if (Status allowed = runtime->prepareResource(key, name); !allowed)
+            return allowed.error();
         auto reply = handleTransferRequest(runtime->resources(), e);
         if (!reply)
             return Error::make(net::errc::kUnknownType, "not a transfer request");

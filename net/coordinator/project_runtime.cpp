@@ -120,6 +120,8 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
         return s;
     if (Status s = publishResources(); !s)
         return s;
+    if (Status s = publishTokenizer(); !s)
+        return s;
     if (Status s = m_submissions->replayPending(); !s)
         return s;
     return m_tasks->restore(m_round->openRound(), [this](OpenTask& task) { return m_submissions->resumeUpload(task); });
@@ -171,7 +173,146 @@ net::ProjectInfo ProjectRuntime::info() const
     info.tokensTrained = uint64_t(m_round->totalTokens());
     info.volunteersOnline = volunteersOnline();
     info.valLoss = m_round->lastValLoss();
+    info.parameters = uint64_t(m_parameters);
+    info.tokenGoal = m_spec.tokenGoal;
+    info.license = m_spec.license;
+    info.checkpointAccess = std::string(checkpointAccessName(m_spec.checkpointAccess));
+    if (auto list = m_checkpoints->list(); list && !list->empty())
+        info.newestCheckpoint = uint64_t(list->back().round);
+    info.tokenizer = m_tokenizerFiles;
     return info;
+}
+
+namespace {
+
+// A rejection that judged the payload itself (not a stale or unknown task).
+bool isVerdictOnPayload(std::string_view code)
+{
+    return code == net::errc::kNormOutOfBounds || code == net::errc::kDirectionOutOfBounds
+        || code == net::errc::kNonFinite || code == net::errc::kBadShape || code == net::errc::kBadTokens
+        || code == net::errc::kChecksumMismatch;
+}
+
+constexpr std::string_view kPiecePrefix = "data/";
+constexpr std::string_view kCheckpointPrefix = "checkpoint/";
+constexpr std::string_view kTokenizerPrefix = "tokenizer/";
+constexpr uint64_t kMaxPieceBytesHeld = 64u << 20;
+
+// "data/<shard>/<begin>-<end>" -> its parts.
+std::optional<std::tuple<std::string, uint64_t, uint64_t>> parsePieceName(std::string_view name)
+{
+    if (!name.starts_with(kPiecePrefix))
+        return std::nullopt;
+    name.remove_prefix(kPiecePrefix.size());
+    const auto slash = name.rfind('/');
+    const auto dash = name.rfind('-');
+    if (slash == std::string_view::npos || slash == 0 || dash == std::string_view::npos || dash < slash)
+        return std::nullopt;
+    auto number = [](std::string_view digits) -> std::optional<uint64_t> {
+        uint64_t value = 0;
+        if (digits.empty() || digits.size() > 19)
+            return std::nullopt;
+        for (char c : digits) {
+            if (c < '0' || c > '9')
+                return std::nullopt;
+            value = value * 10 + uint64_t(c - '0');
+        }
+        return value;
+    };
+    const auto begin = number(name.substr(slash + 1, dash - slash - 1));
+    const auto end = number(name.substr(dash + 1));
+    if (!begin || !end)
+        return std::nullopt;
+    return std::make_tuple(std::string(name.substr(0, slash)), *begin, *end);
+}
+
+} // namespace
+
+std::string pieceResourceName(const net::ShardRange& range)
+{
+    return std::string(kPiecePrefix) + range.shard + "/" + std::to_string(range.beginToken) + "-"
+        + std::to_string(range.endToken);
+}
+
+Status ProjectRuntime::prepareResource(const std::string& key, const std::string& name)
+{
+    if (name.starts_with(kCheckpointPrefix)) {
+        switch (m_spec.checkpointAccess) {
+        case CheckpointAccess::Everyone:
+            return Status::success();
+        case CheckpointAccess::Participants: {
+            auto totals = m_store->ledger().volunteerTotals(key);
+            if (totals && totals->accepted > 0)
+                return Status::success();
+            return Error::make(net::errc::kForbidden,
+                "project " + m_spec.name
+                    + " shares its checkpoints with participants only: train one accepted task first");
+        }
+        case CheckpointAccess::Nobody:
+            return Error::make(
+                net::errc::kForbidden, "project " + m_spec.name + " does not share its checkpoints until its release");
+        }
+    }
+    if (name.starts_with(kPiecePrefix) && !m_resources.contains(name))
+        return preparePiece(name);
+    return Status::success();
+}
+
+Status ProjectRuntime::preparePiece(const std::string& name)
+{
+    const auto piece = parsePieceName(name);
+    const engine::TokenShard* shard = nullptr;
+    if (piece)
+        for (const engine::TokenShard& s : m_data->train)
+            if (s.path().filename() == std::get<0>(*piece))
+                shard = &s;
+    const uint64_t maxTokens = m_spec.tokensPerPiece() * ProjectSpec::kMaxPiecesPerTask;
+    if (!piece || !shard || std::get<1>(*piece) >= std::get<2>(*piece) || std::get<2>(*piece) > shard->size()
+        || std::get<2>(*piece) - std::get<1>(*piece) > maxTokens)
+        return Error::make(net::errc::kNotFound,
+            "no data piece \"" + name + "\": pieces are data/<train shard>/<begin>-<end>, at most "
+                + std::to_string(maxTokens) + " tokens inside the shard");
+    const auto [shardName, begin, end] = *piece;
+    std::string bytes(reinterpret_cast<const char*>(shard->tokens() + begin), (end - begin) * sizeof(uint16_t));
+    const uint64_t size = bytes.size();
+    if (Status s = m_resources.addBlob(name, std::move(bytes)); !s)
+        return s;
+    m_pieces.emplace_back(name, size);
+    m_pieceBytes += size;
+    while (m_pieceBytes > kMaxPieceBytesHeld && m_pieces.size() > 1) {
+        m_resources.remove(m_pieces.front().first);
+        m_pieceBytes -= m_pieces.front().second;
+        m_pieces.pop_front();
+    }
+    return Status::success();
+}
+
+// The tokenizer's files, so a volunteer needs nothing but the hub's address.
+Status ProjectRuntime::publishTokenizer()
+{
+    if (!m_data->tokenizerDir)
+        return Status::success();
+    std::vector<std::filesystem::path> files;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(*m_data->tokenizerDir, ec))
+        if (entry.is_regular_file())
+            files.push_back(entry.path());
+    if (ec)
+        return Error::make(net::errc::kIoError, m_data->tokenizerDir->string() + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+    if (files.size() > net::kMaxTokenizerFiles)
+        return Error::make(net::errc::kBadSpec,
+            m_data->tokenizerDir->string() + ": more than " + std::to_string(net::kMaxTokenizerFiles) + " files");
+    for (const auto& file : files) {
+        const std::string name = std::string(kTokenizerPrefix) + file.filename().string();
+        if (Status s = m_resources.addFile(name, file); !s)
+            return s;
+        auto description = m_resources.describe(name);
+        if (!description)
+            return description.error();
+        m_tokenizerFiles.push_back({file.filename().string(), description->bytes, description->sha256, name});
+    }
+    return Status::success();
 }
 
 Result<net::JoinReply> ProjectRuntime::join(const std::string& key, const net::JoinRequest& request, int64_t nowMs)
@@ -270,6 +411,9 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
     }
     if (m_wrapUp.silentKeys.contains(key))
         return none;
+    if (auto rejected = m_rejectionsThisRound.find(key);
+        rejected != m_rejectionsThisRound.end() && rejected->second >= kMaxRejectionsPerKeyPerRound)
+        return none;
     auto task = m_tasks->lease(key, version + 1, nowMs);
     if (!task)
         return task.error();
@@ -291,7 +435,10 @@ Result<net::SubmitReply> ProjectRuntime::submit(
 {
     if (Status s = m_sessions->check(key, request.session, m_spec.name); !s)
         return s.error();
-    return m_submissions->submit(key, request, nowMs);
+    auto reply = m_submissions->submit(key, request, nowMs);
+    if (!reply && isVerdictOnPayload(reply.error().code))
+        ++m_rejectionsThisRound[key];
+    return reply;
 }
 
 Result<net::GetUpdateReply> ProjectRuntime::getUpdate(const net::GetUpdateRequest& request) const
@@ -396,6 +543,7 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
         uint64_t(closed->commit.contributions.size()), rejected ? uint64_t(rejected->size()) : 0, volunteersOnline()};
     m_submissions->roundClosed();
     m_wrapUp = WrapUp{};
+    m_rejectionsThisRound.clear();
 
     // The new version is served from here on; its validation loss (and the
     // checkpoint that records it) follow when the evaluation thread is done,

@@ -40,7 +40,9 @@
 #include "net/transport/pirate.h"
 #include "net/wire/messages.h"
 
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -67,6 +69,9 @@ struct PublishedEvents {
     std::vector<net::EventFrames> frames;
 };
 
+// The resource name of a task's data piece: "data/<shard>/<begin>-<end>".
+std::string pieceResourceName(const net::ShardRange& range);
+
 class ProjectRuntime {
 public:
     static Result<std::unique_ptr<ProjectRuntime>> open(
@@ -77,6 +82,13 @@ public:
     net::ProjectInfo info() const;
     int64_t version() const { return m_round->version(); }
     const net::ResourceTable& resources() const { return m_resources; }
+    // Before `key` describes or fetches resource `name`: a data piece
+    // ("data/<shard>/<begin>-<end>", a train shard's tokens [begin, end) as
+    // uint16 little-endian, at most a task's worth) is read into the table
+    // on first use; a checkpoint file is refused when the project's
+    // checkpoint_access refuses the key. Other names are left to the table.
+    // Errors: "forbidden", "not_found" (a piece outside the train shards).
+    Status prepareResource(const std::string& key, const std::string& name);
     void setEventsPort(uint64_t port) { m_options.eventsPort = port; }
 
     // Any request from `key` shows it is alive.
@@ -115,6 +127,8 @@ private:
     ProjectRuntime(ProjectSpec spec, RuntimeOptions options);
     Status initialise(const std::filesystem::path& stateDir, int64_t nowMs);
     Status publishResources();
+    Status publishTokenizer();
+    Status preparePiece(const std::string& name);
 
     // Accepted plus outstanding tokens reach the round's target: no new task.
     bool workHandedOut() const;
@@ -160,7 +174,18 @@ private:
         std::set<std::string> silentKeys;
     };
     WrapUp m_wrapUp;
+    // Submissions of the open round rejected on their payload, by key: after
+    // kMaxRejectionsPerKeyPerRound a key gets no other task until the round
+    // closes, so a hostile key cannot hold the round's work (and its honest
+    // volunteers' time) by failing task after task.
+    static constexpr int kMaxRejectionsPerKeyPerRound = 3;
+    std::map<std::string, int> m_rejectionsThisRound;
     net::ResourceTable m_resources;
+    std::vector<net::FileInfo> m_tokenizerFiles;
+    // Data pieces in the table, oldest first, and their bytes: bounded by
+    // kMaxPieceBytesHeld (older pieces are read again when asked for).
+    std::deque<std::pair<std::string, uint64_t>> m_pieces;
+    uint64_t m_pieceBytes = 0;
 };
 
 } // namespace crowdtrain::coordinator

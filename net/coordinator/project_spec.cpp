@@ -275,6 +275,47 @@ uint64_t ProjectSpec::roundTokenTarget() const
     return round.tokenTarget > 0 ? round.tokenTarget : tokensPerTask();
 }
 
+namespace {
+
+// What a volunteer sees before joining: the goal, the license and who may
+// download checkpoints, and the prompts the coordinator continues at each
+// checkpoint.
+std::optional<Error> parseTerms(const FieldReader& top, const json& root, ProjectSpec& spec)
+{
+    if (root.contains("token_goal")) {
+        if (!root["token_goal"].is_number_unsigned())
+            return top.error("token_goal", "must be a whole number of tokens >= 0 (0: no goal)");
+        spec.tokenGoal = root["token_goal"].get<uint64_t>();
+    }
+    if (root.contains("license")) {
+        if (!root["license"].is_string() || root["license"].get<std::string>().size() > 256)
+            return top.error("license", "must be a string of at most 256 bytes (an SPDX id or a short text)");
+        spec.license = root["license"].get<std::string>();
+    }
+    if (root.contains("checkpoint_access")) {
+        const auto access = root["checkpoint_access"].is_string()
+            ? parseCheckpointAccess(root["checkpoint_access"].get<std::string>())
+            : std::nullopt;
+        if (!access)
+            return top.error("checkpoint_access", "must be \"everyone\", \"participants\" or \"nobody\"");
+        spec.checkpointAccess = *access;
+    }
+    if (root.contains("prompts")) {
+        const json& prompts = root["prompts"];
+        if (!prompts.is_array() || prompts.size() > ProjectSpec::kMaxPrompts)
+            return top.error(
+                "prompts", "must be a list of at most " + std::to_string(ProjectSpec::kMaxPrompts) + " strings");
+        for (const json& prompt : prompts) {
+            if (!prompt.is_string() || prompt.get<std::string>().empty() || prompt.get<std::string>().size() > 256)
+                return top.error("prompts", "each prompt must be a string of 1 to 256 bytes");
+            spec.prompts.push_back(prompt.get<std::string>());
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesystem::path& specFile)
 {
     ProjectSpec spec;
@@ -291,7 +332,7 @@ Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesyste
     const FieldReader top(fileName, "");
     CT_TRY(top.checkKeys(root,
         {"name", "description", "model", "data", "init", "inner", "outer", "round", "codec", "checkpoints",
-            "validation"}));
+            "validation", "token_goal", "license", "checkpoint_access", "prompts"}));
 
     if (!root.contains("name") || !root["name"].is_string())
         return top.error("name", "is required (a string)");
@@ -303,6 +344,7 @@ Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesyste
             return top.error("description", "must be a string");
         spec.description = root["description"].get<std::string>();
     }
+    CT_TRY(parseTerms(top, root, spec));
     CT_TRY(parseModel(top, root, spec));
     if (!root.contains("data") || !root["data"].is_string() || root["data"].get<std::string>().empty())
         return top.error("data", "is required (the path of a folder written by crowdtrain-prepare)");
@@ -311,6 +353,28 @@ Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesyste
     CT_TRY(parseTraining(top, root, spec));
     CT_TRY(parseOutputs(top, root, spec));
     return spec;
+}
+
+std::string_view checkpointAccessName(CheckpointAccess access)
+{
+    switch (access) {
+    case CheckpointAccess::Everyone:
+        return "everyone";
+    case CheckpointAccess::Participants:
+        return "participants";
+    case CheckpointAccess::Nobody:
+        return "nobody";
+    }
+    return "nobody";
+}
+
+std::optional<CheckpointAccess> parseCheckpointAccess(std::string_view name)
+{
+    for (CheckpointAccess access :
+        {CheckpointAccess::Everyone, CheckpointAccess::Participants, CheckpointAccess::Nobody})
+        if (checkpointAccessName(access) == name)
+            return access;
+    return std::nullopt;
 }
 
 Status checkProjectData(const ProjectSpec& spec)

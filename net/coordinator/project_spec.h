@@ -16,7 +16,9 @@
 //    "round": {"token_target": 0, "deadline_seconds": 600, "wrap_up": true},
 //    "codec": "int8",
 //    "checkpoints": {"every_rounds": 10, "keep_last": 5, "milestone_every": 100},
-//    "validation": {"batches": 20, "batch_size": 8}}
+//    "validation": {"batches": 20, "batch_size": 8},
+//    "token_goal": 0, "license": "CC-BY-4.0", "checkpoint_access": "everyone",
+//    "prompts": ["ROMEO:"]}
 //
 // Plain data; thread-safe to copy.
 
@@ -29,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace crowdtrain::coordinator {
 
@@ -83,6 +86,15 @@ struct ValidationSpec {
     int64_t batchSize = 8;
 };
 
+// Who may download a project's checkpoints (the coordinator enforces it).
+enum class CheckpointAccess {
+    Everyone,
+    Participants, // keys with at least one accepted submission
+    Nobody, // until the host changes the spec (a release)
+};
+std::string_view checkpointAccessName(CheckpointAccess access);
+std::optional<CheckpointAccess> parseCheckpointAccess(std::string_view name);
+
 struct ProjectSpec {
     std::filesystem::path file; // the spec file, absolute
     std::string name; // slug [a-z0-9-]{1,64}
@@ -97,6 +109,13 @@ struct ProjectSpec {
     Codec codec = Codec::Int8;
     CheckpointSpec checkpoints;
     ValidationSpec validation;
+    uint64_t tokenGoal = 0; // tokens the project means to train (0: no goal)
+    std::string license; // of the published checkpoints: an SPDX id or a short text
+    CheckpointAccess checkpointAccess = CheckpointAccess::Everyone;
+    // Continued at each checkpoint with a fixed seed, so volunteers can see
+    // the writing change round by round.
+    static constexpr std::size_t kMaxPrompts = 8;
+    std::vector<std::string> prompts;
 
     // Tokens one task trains on: H * batch * block + 1 (the targets of the
     // last window need one token more).

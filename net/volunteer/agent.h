@@ -38,13 +38,24 @@ struct AgentOptions {
     std::string project;
     std::string displayName;
     std::filesystem::path dataDir; // identity + state; empty: defaultDataDir()
-    std::filesystem::path preparedDataDir; // the project's shards (crowdtrain-prepare output)
+    // The project's shards (crowdtrain-prepare output), for hosts who have
+    // them; empty: each task's pieces come from the coordinator and are
+    // cached under the data folder, at most pieceCacheBytes.
+    std::filesystem::path preparedDataDir;
+    uint64_t pieceCacheBytes = uint64_t(2) << 30;
     std::string device = "cpu"; // "cpu", "cuda", "cuda:N", "auto"
     int threads = 0; // torch intra-op threads for training (0 = as configured)
     uint64_t maxTasks = 0; // stop after this many submissions (0 = forever)
     uint64_t maxRounds = 0; // stop after the version advanced this many times (0 = forever)
     std::string clientVersion; // sent at join
     std::function<void(const std::string&)> log; // progress lines; called on run()'s thread
+    // Called on the training thread after each inner step; it may block (a
+    // pause: the task's weights, optimizer state and data position stay in
+    // memory, and heartbeats go on) and must return soon once `abort` is set.
+    std::function<void(const std::atomic<bool>& abort)> betweenSteps;
+    // Called on run()'s thread before asking for a task; it may block (a
+    // pause between tasks) and must return soon once stop() is called.
+    std::function<void()> beforeTask;
     // For adversarial benchmarks only (bench/hostile_worker.cpp): changes the
     // pseudo-gradient before it is encoded, as a hostile volunteer would.
     std::function<void(std::vector<float>& delta)> alterPseudoGradient;
@@ -66,6 +77,19 @@ struct AgentSummary {
     uint64_t bytesReceived = 0; // reply frames
     uint64_t version = 0; // theta_v held at the end
     uint64_t reconnects = 0;
+
+    // What the agent does now, for a status display: "starting",
+    // "connecting", "syncing" (fetching theta_v), "waiting" (for the round or
+    // for work), "training", "uploading", "offline" (reconnecting), "stopped".
+    std::string phase = "starting";
+    std::string lastError; // the last error that made it wait or reconnect
+    uint64_t round = 0; // the round of the task in hand, else the open one
+    uint64_t taskId = 0;
+    uint64_t step = 0; // inner steps done in the task in hand
+    uint64_t steps = 0; // of H
+    double loss = 0; // of the last inner step
+    double tokensPerSecond = 0; // of the last inner step
+    uint64_t pieceFetches = 0; // data pieces fetched from the coordinator
 
     // computeMs / wallMs
     double utilisation() const { return wallMs > 0 ? computeMs / wallMs : 0.0; }

@@ -107,7 +107,17 @@ void AgentLoop::publish()
     m_summary.bytesSent = m_traffic.bytesSent;
     m_summary.bytesReceived = m_traffic.bytesReceived;
     m_summary.version = m_theta ? m_theta->version : 0;
+    if (auto* pieces = dynamic_cast<PieceLibrary*>(m_shards.get()))
+        m_summary.pieceFetches = pieces->fetched();
     m_agent.publish(m_summary);
+}
+
+void AgentLoop::setPhase(const char* phase)
+{
+    if (m_summary.phase == phase)
+        return;
+    m_summary.phase = phase;
+    publish();
 }
 
 void AgentLoop::sleepFor(uint64_t ms)
@@ -157,11 +167,20 @@ Status AgentLoop::prepare()
     if (!folder)
         return folder.error();
     m_folder = std::move(*folder);
-    if (m_options.preparedDataDir.empty() || !std::filesystem::is_directory(m_options.preparedDataDir, ec))
-        return Error::make(net::errc::kMissingShard,
-            "the project's prepared data folder '" + m_options.preparedDataDir.string()
-                + "' does not exist (pass --data DIR)");
-    m_shards = std::make_unique<ShardLibrary>(m_options.preparedDataDir);
+    if (m_options.preparedDataDir.empty()) {
+        // The coordinator serves each task's pieces (docs/protocol.md, "Data pieces").
+        m_shards = std::make_unique<PieceLibrary>(
+            m_folder->dir() / "pieces", m_options.pieceCacheBytes,
+            [this] {
+                return std::make_unique<ConnectionSource>(*m_connection, m_options.project, transferTimeoutMs());
+            },
+            &m_agent.m_stop);
+    } else {
+        if (!std::filesystem::is_directory(m_options.preparedDataDir, ec))
+            return Error::make(net::errc::kMissingShard,
+                "the project's prepared data folder '" + m_options.preparedDataDir.string() + "' does not exist");
+        m_shards = std::make_unique<ShardLibrary>(m_options.preparedDataDir);
+    }
     log("volunteer %s (data folder %s)", m_keys.publicKey.c_str(), m_dataDir.string().c_str());
     return Status::success();
 }
@@ -174,6 +193,7 @@ Status AgentLoop::run()
     Status result = Status::success();
     while (!stopping() && !limitsReached()) {
         if (!m_joined) {
+            setPhase(m_everJoined ? "offline" : "connecting");
             Status joined = joinOnce();
             if (!joined) {
                 if (isFatal(joined.error()) || (!m_everJoined && !isConnectionError(joined.error()))) {
@@ -181,6 +201,8 @@ Status AgentLoop::run()
                     break;
                 }
                 const uint64_t delayMs = m_backoff.nextDelayMs();
+                m_summary.lastError = joined.error().message;
+                setPhase("offline");
                 log("cannot join %s: %s; retrying in %.1f s", m_options.endpoint.c_str(),
                     joined.error().message.c_str(), double(delayMs) / 1e3);
                 disconnect("");
@@ -210,11 +232,13 @@ Status AgentLoop::run()
         }
         // The server said no to something unexpected: log it, wait, carry on.
         const uint64_t delayMs = m_backoff.nextDelayMs();
+        m_summary.lastError = error.message;
         log("%s (%s); retrying in %.1f s", error.message.c_str(), error.code.c_str(), double(delayMs) / 1e3);
         m_joined = false;
         sleepFor(delayMs);
     }
     leave();
+    m_summary.phase = "stopped";
     publish();
     return result;
 }
@@ -341,13 +365,20 @@ Status AgentLoop::cycle()
         if (limitsReached())
             return Status::success();
     }
-    if (!m_theta || m_theta->version != m_serverVersion)
+    if (!m_theta || m_theta->version != m_serverVersion) {
+        setPhase("syncing");
         if (Status synced = syncTheta(); !synced)
             return synced;
+    }
     if (!m_startVersion)
         m_startVersion = m_theta->version;
     if (limitsReached() || stopping())
         return Status::success();
+    if (m_options.beforeTask) {
+        m_options.beforeTask();
+        if (stopping())
+            return Status::success();
+    }
     std::optional<net::Task> task;
     if (Status obtained = obtainTask(task); !obtained)
         return obtained;
@@ -363,6 +394,7 @@ Status AgentLoop::waitForWork(uint64_t retryAfterMs)
     // A version_published event ends the wait at once.
     const uint64_t pollMs = std::clamp<uint64_t>(retryAfterMs, 100, m_intervalMs);
     Liveness liveness(m_liveness);
+    setPhase("waiting");
     while (!stopping()) {
         if (m_events) {
             const auto until = Clock::now() + std::chrono::milliseconds(pollMs);

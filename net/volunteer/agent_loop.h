@@ -15,6 +15,7 @@
 #include "net/volunteer/event_listener.h"
 #include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/local_store.h"
+#include "net/volunteer/piece_library.h"
 #include "net/volunteer/range_source.h"
 #include "net/wire/messages.h"
 
@@ -71,6 +72,7 @@ private:
     int transferTimeoutMs() const;
     void log(const char* format, ...) __attribute__((format(printf, 2, 3)));
     void publish();
+    void setPhase(const char* phase);
 
     // agent_train.cpp
     Status obtainTask(std::optional<net::Task>& task);
@@ -94,7 +96,7 @@ private:
     std::string m_serverKey;
     std::filesystem::path m_dataDir;
     std::optional<ProjectFolder> m_folder;
-    std::unique_ptr<ShardLibrary> m_shards;
+    std::unique_ptr<TokenLibrary> m_shards;
     Traffic m_traffic;
     std::unique_ptr<Connection> m_connection;
     std::optional<EventListener> m_events;

@@ -57,6 +57,7 @@ Status AgentLoop::trainTask(const net::Task& task)
 {
     const net::InnerSettings& inner = m_join.inner;
     const uint64_t steps = task.innerSteps > 0 ? task.innerSteps : inner.steps;
+    m_shards->clear();
     auto source = RangeBatchSource::create(*m_shards, task.shards, m_model.blockSize, m_model.vocabSize,
         int64_t(inner.batchSize), steps * inner.batchSize);
     if (!source)
@@ -80,6 +81,8 @@ Status AgentLoop::trainTask(const net::Task& task)
                 run.steps.store(uint64_t(report.step));
                 run.lastLoss.store(report.loss);
                 run.tokensPerSecond.store(report.tokensPerSecond);
+                if (m_options.betweenSteps)
+                    m_options.betweenSteps(abort);
             });
         std::lock_guard lock(run.mutex);
         run.outcome = std::move(outcome);
@@ -93,6 +96,12 @@ Status AgentLoop::trainTask(const net::Task& task)
     auto nextReconnect = Clock::now();
     auto nextProgress = Clock::now() + std::chrono::seconds(5);
     const uint64_t firstStep = uint64_t(m_trainer->innerStepsTaken());
+    m_summary.round = task.round;
+    m_summary.taskId = task.taskId;
+    m_summary.steps = steps;
+    m_summary.step = 0;
+    setPhase("training");
+    auto nextSummary = Clock::now();
     auto askedToWrapUp = [&](const char* how) {
         if (wrapUp.exchange(true))
             return;
@@ -121,6 +130,13 @@ Status AgentLoop::trainTask(const net::Task& task)
         if (stopping())
             abort.store(true);
         const auto now = Clock::now();
+        if (now >= nextSummary) {
+            nextSummary = now + std::chrono::milliseconds(200);
+            m_summary.step = run.steps.load() >= firstStep ? run.steps.load() - firstStep : 0;
+            m_summary.loss = run.lastLoss.load();
+            m_summary.tokensPerSecond = run.tokensPerSecond.load();
+            publish();
+        }
         if (now >= nextProgress) {
             nextProgress = now + std::chrono::seconds(5);
             const uint64_t done = run.steps.load() >= firstStep ? run.steps.load() - firstStep : 0;
@@ -245,6 +261,7 @@ Status AgentLoop::submitPending()
     if (m_serverVersion != pending.task.version)
         return dropPending(
             ("version " + std::to_string(pending.task.version) + " was closed before it could be submitted").c_str());
+    setPhase("uploading");
     const uint64_t chunkBytes = m_join.chunkBytes >= 1 && m_join.chunkBytes <= net::kMaxChunkBytes
         ? m_join.chunkBytes
         : uint64_t(net::kDefaultChunkBytes);

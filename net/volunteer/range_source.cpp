@@ -19,16 +19,37 @@ ShardLibrary::ShardLibrary(std::filesystem::path dataDir)
     : m_dir(std::move(dataDir))
 { }
 
-Result<const engine::TokenShard*> ShardLibrary::shard(const std::string& name)
+Status checkShardName(const std::string& name)
 {
-    if (auto it = m_shards.find(name); it != m_shards.end())
-        return static_cast<const engine::TokenShard*>(it->second.get());
     const std::filesystem::path asPath(name);
     if (name.empty() || name == "." || name == ".." || asPath.has_parent_path() || asPath.filename() != asPath
         || name.find('\\') != std::string::npos)
         return Error::make(
             net::errc::kBadShardName, "the task names shard '" + name + "', which is not a plain file name");
-    const std::filesystem::path file = m_dir / asPath;
+    return Status::success();
+}
+
+Result<std::span<const uint16_t>> ShardLibrary::tokens(const net::ShardRange& range)
+{
+    auto opened = shard(range.shard);
+    if (!opened)
+        return opened.error();
+    const engine::TokenShard& tokens = **opened;
+    if (range.beginToken >= range.endToken || range.endToken > tokens.size())
+        return Error::make(net::errc::kShardMismatch,
+            "the task's range [" + std::to_string(range.beginToken) + ", " + std::to_string(range.endToken) + ") of "
+                + range.shard + " is outside the local shard's " + std::to_string(tokens.size())
+                + " tokens (a different data folder?)");
+    return std::span<const uint16_t>(tokens.tokens() + range.beginToken, range.endToken - range.beginToken);
+}
+
+Result<const engine::TokenShard*> ShardLibrary::shard(const std::string& name)
+{
+    if (auto it = m_shards.find(name); it != m_shards.end())
+        return static_cast<const engine::TokenShard*>(it->second.get());
+    if (Status s = checkShardName(name); !s)
+        return s.error();
+    const std::filesystem::path file = m_dir / std::filesystem::path(name);
     std::error_code ec;
     if (!std::filesystem::is_regular_file(file, ec))
         return Error::make(net::errc::kMissingShard,
@@ -43,7 +64,7 @@ Result<const engine::TokenShard*> ShardLibrary::shard(const std::string& name)
     return pointer;
 }
 
-Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary& library,
+Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(TokenLibrary& library,
     const std::vector<net::ShardRange>& ranges, int64_t blockSize, int64_t vocabSize, int64_t batchSize,
     uint64_t windowsNeeded)
 {
@@ -54,17 +75,13 @@ Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary&
     source->m_batchSize = batchSize;
     uint64_t windows = 0;
     for (const net::ShardRange& range : ranges) {
-        auto shard = library.shard(range.shard);
-        if (!shard)
-            return shard.error();
-        const engine::TokenShard& tokens = **shard;
-        if (range.beginToken >= range.endToken || range.endToken > tokens.size())
-            return Error::make(net::errc::kShardMismatch,
-                "the task's range [" + std::to_string(range.beginToken) + ", " + std::to_string(range.endToken)
-                    + ") of " + range.shard + " is outside the local shard's " + std::to_string(tokens.size())
-                    + " tokens (a different data folder?)");
-        const uint16_t* first = tokens.tokens() + range.beginToken;
-        const uint16_t* last = tokens.tokens() + range.endToken;
+        auto tokens = library.tokens(range);
+        if (!tokens)
+            return tokens.error();
+        if (tokens->size() != range.endToken - range.beginToken)
+            return Error::make(net::errc::kShardMismatch, "the tokens of a range of " + range.shard + " are short");
+        const uint16_t* first = tokens->data();
+        const uint16_t* last = first + tokens->size();
         if (const uint16_t* big = std::find_if(first, last, [&](uint16_t t) { return int64_t(t) >= vocabSize; });
             big != last)
             return Error::make(net::errc::kShardMismatch,
@@ -76,7 +93,7 @@ Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary&
         if (inRange == 0)
             continue;
         windows += inRange;
-        source->m_slices.push_back({&tokens, range.beginToken, range.endToken});
+        source->m_slices.push_back({range, first});
         source->m_windowEnds.push_back(windows);
     }
     if (windows == 0 || windows < windowsNeeded)
@@ -93,12 +110,17 @@ Result<std::unique_ptr<RangeBatchSource>> RangeBatchSource::create(ShardLibrary&
     return source;
 }
 
-std::pair<const engine::ShardSlice*, uint64_t> RangeBatchSource::windowStart(uint64_t index) const
+std::pair<const RangeBatchSource::Slice*, uint64_t> RangeBatchSource::locate(uint64_t index) const
 {
     const auto slice = std::upper_bound(m_windowEnds.begin(), m_windowEnds.end(), index) - m_windowEnds.begin();
     const uint64_t before = slice == 0 ? 0 : m_windowEnds[std::size_t(slice - 1)];
-    const engine::ShardSlice* s = &m_slices[std::size_t(slice)];
-    return {s, s->begin + (index - before) * uint64_t(m_blockSize)};
+    return {&m_slices[std::size_t(slice)], (index - before) * uint64_t(m_blockSize)};
+}
+
+std::pair<const net::ShardRange*, uint64_t> RangeBatchSource::windowStart(uint64_t index) const
+{
+    const auto [slice, offset] = locate(index);
+    return {&slice->range, slice->range.beginToken + offset};
 }
 
 void RangeBatchSource::next(int64_t batch, int64_t* x, int64_t* y)
@@ -106,8 +128,8 @@ void RangeBatchSource::next(int64_t batch, int64_t* x, int64_t* y)
     const uint64_t total = windowCount();
     const std::size_t t = std::size_t(m_blockSize);
     for (int64_t row = 0; row < batch; ++row) {
-        const auto [slice, start] = windowStart(m_order[std::size_t(m_nextWindow % total)]);
-        const uint16_t* tokens = slice->shard->tokens() + start;
+        const auto [slice, offset] = locate(m_order[std::size_t(m_nextWindow % total)]);
+        const uint16_t* tokens = slice->tokens + offset;
         int64_t* xRow = x + std::size_t(row) * t;
         int64_t* yRow = y + std::size_t(row) * t;
         for (std::size_t i = 0; i < t; ++i) {

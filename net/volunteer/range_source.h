@@ -2,8 +2,9 @@
 
 // The training windows of one task. The coordinator assigns shard ranges
 // (net::Task::shards, each naming a shard file of the project's prepared data
-// folder); the volunteer holds its own copy of that folder. ShardLibrary maps
-// a shard name to DIR/<name> and keeps the shards it opened; a
+// folder). A TokenLibrary gives a range's tokens: ShardLibrary from a copy
+// of that folder on this machine (DIR/<name>, kept open), PieceLibrary
+// (piece_library.h) from the coordinator, piece by piece. A
 // RangeBatchSource walks a task's ranges deterministically: windows of
 // blockSize + 1 tokens, back to back with a stride of blockSize (the last
 // target of one window is the first input of the next), each used once, in
@@ -23,14 +24,31 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace crowdtrain::volunteer {
 
-class ShardLibrary {
+class TokenLibrary {
+public:
+    virtual ~TokenLibrary() = default;
+    // The tokens of `range`, valid while the library lives. Errors:
+    // "bad_shard_name", "missing_shard", "shard_mismatch" (outside the
+    // shard), and the library's own (I/O, download).
+    virtual Result<std::span<const uint16_t>> tokens(const net::ShardRange& range) = 0;
+    // The previous task's tokens are no longer needed.
+    virtual void clear() { }
+};
+
+// Checks a shard name from a task: a plain file name. Error "bad_shard_name".
+Status checkShardName(const std::string& name);
+
+class ShardLibrary : public TokenLibrary {
 public:
     explicit ShardLibrary(std::filesystem::path dataDir);
+
+    Result<std::span<const uint16_t>> tokens(const net::ShardRange& range) override;
 
     // The shard DIR/<name>, opened on first use. Errors: "bad_shard_name"
     // (empty, a folder part, "." or ".."), "missing_shard" (no such file: the
@@ -50,7 +68,7 @@ public:
     // range lies outside its shard or holds a token >= vocabSize (a different
     // data folder or tokenizer); "bad_range" when the ranges together hold
     // fewer than windowsNeeded windows (the task's steps x batch).
-    static Result<std::unique_ptr<RangeBatchSource>> create(ShardLibrary& library,
+    static Result<std::unique_ptr<RangeBatchSource>> create(TokenLibrary& library,
         const std::vector<net::ShardRange>& ranges, int64_t blockSize, int64_t vocabSize, int64_t batchSize,
         uint64_t windowsNeeded);
 
@@ -63,15 +81,20 @@ public:
     int64_t blockSize() const override { return m_blockSize; }
 
     uint64_t windowCount() const { return m_windowEnds.empty() ? 0 : m_windowEnds.back(); }
-    // The shard and first token of window `index` (< windowCount()).
-    std::pair<const engine::ShardSlice*, uint64_t> windowStart(uint64_t index) const;
+    // The range and first token (within its shard) of window `index` (< windowCount()).
+    std::pair<const net::ShardRange*, uint64_t> windowStart(uint64_t index) const;
     // Tokens of all ranges.
     uint64_t tokenCount() const { return m_tokenCount; }
 
 private:
     RangeBatchSource() = default;
 
-    std::vector<engine::ShardSlice> m_slices;
+    struct Slice {
+        net::ShardRange range;
+        const uint16_t* tokens = nullptr; // range.beginToken's token
+    };
+    std::pair<const Slice*, uint64_t> locate(uint64_t index) const; // slice, token offset in it
+    std::vector<Slice> m_slices;
     std::vector<uint64_t> m_windowEnds; // cumulative window counts per slice
     std::vector<uint64_t> m_order; // a seeded permutation of the windows
     int64_t m_blockSize = 0;

@@ -41,6 +41,7 @@ inline constexpr std::string_view kNormOutOfBounds = "norm_out_of_bounds";
 inline constexpr std::string_view kDirectionOutOfBounds = "direction_out_of_bounds";
 inline constexpr std::string_view kBadIndex = "bad_index";
 inline constexpr std::string_view kUnavailable = "unavailable";
+inline constexpr std::string_view kForbidden = "forbidden"; // the project's terms refuse this key
 inline constexpr std::string_view kInternal = "internal";
 
 // (b) Local codes of the wire, transport and transfer layers; they never
@@ -130,6 +131,7 @@ inline constexpr ErrorCodeInfo kErrorCodes[] = {
     {.code = errc::kNotFound, .protocol = true, .finalForDownload = true},
     {.code = errc::kBadIndex, .protocol = true, .finalForDownload = true},
     {.code = errc::kUnavailable, .protocol = true},
+    {.code = errc::kForbidden, .protocol = true, .finalForDownload = true},
     {.code = errc::kInternal, .protocol = true},
     // (b) wire, transport and transfer
     {.code = errc::kTimeout, .connection = true},

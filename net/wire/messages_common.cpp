@@ -40,6 +40,14 @@ void ProjectInfo::write(MapWriter& w) const
     w.str("name", name).str("description", description).map("model", mapOf(model)).str("codec", codec);
     w.u64("round", round).u64("version", version).u64("tokens_trained", tokensTrained);
     w.u64("volunteers_online", volunteersOnline).optF64("val_loss", valLoss);
+    w.u64("parameters", parameters).u64("token_goal", tokenGoal).str("license", license);
+    w.str("checkpoint_access", checkpointAccess);
+    if (newestCheckpoint)
+        w.u64("newest_checkpoint", *newestCheckpoint);
+    ArrayWriter files;
+    for (const FileInfo& file : tokenizer)
+        files.map(mapOf(file));
+    w.array("tokenizer", files);
 }
 
 ProjectInfo ProjectInfo::read(MapView v)
@@ -54,6 +62,19 @@ ProjectInfo ProjectInfo::read(MapView v)
     p.tokensTrained = v.u64("tokens_trained");
     p.volunteersOnline = v.u64("volunteers_online");
     p.valLoss = v.optF64("val_loss", 0, kMaxLoss);
+    if (v.has("parameters"))
+        p.parameters = v.u64("parameters");
+    if (v.has("token_goal"))
+        p.tokenGoal = v.u64("token_goal");
+    if (v.has("license"))
+        p.license = v.displayText("license", {kMaxLicenseBytes, 0});
+    if (v.has("checkpoint_access"))
+        p.checkpointAccess = v.oneOf("checkpoint_access", {"everyone", "participants", "nobody"});
+    if (v.has("newest_checkpoint"))
+        p.newestCheckpoint = v.u64("newest_checkpoint");
+    if (v.has("tokenizer"))
+        for (MapView file : v.maps("tokenizer", kMaxTokenizerFiles))
+            p.tokenizer.push_back(FileInfo::read(file));
     return p;
 }
 

@@ -54,6 +54,17 @@ struct ModelConfig {
     bool operator==(const ModelConfig&) const = default;
 };
 
+struct FileInfo {
+    std::string name; // file name, no folders
+    uint64_t bytes = 0;
+    std::string sha256;
+    std::string resource; // resource name for describe/fetch
+
+    void write(MapWriter& w) const;
+    static FileInfo read(MapView v);
+    bool operator==(const FileInfo&) const = default;
+};
+
 struct ProjectInfo {
     std::string name; // [a-z0-9-]{1,64}
     std::string description;
@@ -64,6 +75,13 @@ struct ProjectInfo {
     uint64_t tokensTrained = 0;
     uint64_t volunteersOnline = 0;
     std::optional<double> valLoss; // latest validation loss, none before the first evaluation
+    // Optional on the wire (absent: 0, "", "everyone", none, empty).
+    uint64_t parameters = 0;
+    uint64_t tokenGoal = 0; // 0: no goal
+    std::string license;
+    std::string checkpointAccess = "everyone"; // "everyone" | "participants" | "nobody"
+    std::optional<uint64_t> newestCheckpoint; // round of the newest published checkpoint
+    std::vector<FileInfo> tokenizer; // the tokenizer's files, served as resources
 
     void write(MapWriter& w) const;
     static ProjectInfo read(MapView v);
@@ -127,17 +145,6 @@ struct Task {
     void write(MapWriter& w) const;
     static Task read(MapView v);
     bool operator==(const Task&) const = default;
-};
-
-struct FileInfo {
-    std::string name; // file name, no folders
-    uint64_t bytes = 0;
-    std::string sha256;
-    std::string resource; // resource name for describe/fetch
-
-    void write(MapWriter& w) const;
-    static FileInfo read(MapView v);
-    bool operator==(const FileInfo&) const = default;
 };
 
 struct CheckpointInfo {

@@ -1,0 +1,218 @@
+// crowdtrain-daemon: the volunteer daemon's process (docs/architecture.md,
+// "Processes"). Users start it through `crowdtrain-worker run` / `demo`
+// (or the desktop app, or the systemd user unit); it is a program of its
+// own so that the command-line client never loads libtorch.
+//   crowdtrain-daemon run      serve the control API until SIGINT/SIGTERM
+//   crowdtrain-daemon demo     the same, with the local demo project joined,
+//                              printing progress in plain words
+//   crowdtrain-daemon join ENDPOINT PROJECT --server-key KEY [--data DIR]
+//                              one project, no control API (hosts, benchmarks)
+#include "app/args.h"
+#include "engine/cpu_runtime.h"
+#include "net/control/control_paths.h"
+#include "net/daemon/daemon.h"
+#include "net/daemon/daemon_paths.h"
+#include "net/volunteer/agent.h"
+
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <iostream>
+#include <pthread.h>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+using namespace crowdtrain;
+
+void logLine(const std::string& line)
+{
+    const std::time_t now = std::time(nullptr);
+    char stamp[16];
+    std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
+    std::cerr << stamp << ' ' << line << '\n';
+}
+
+int fail(const std::string& message, int code = 1)
+{
+    std::cerr << "crowdtrain-worker: " << message << "\n";
+    return code;
+}
+
+// SIGINT and SIGTERM go to one thread, which calls `onStop` (never from a
+// signal handler: stopping takes locks). Blocked before any other thread
+// starts, so every thread inherits the mask.
+class StopSignals {
+public:
+    StopSignals()
+    {
+        sigemptyset(&m_set);
+        sigaddset(&m_set, SIGINT);
+        sigaddset(&m_set, SIGTERM);
+        sigaddset(&m_set, SIGUSR2); // from the destructor: no signal came
+        pthread_sigmask(SIG_BLOCK, &m_set, nullptr);
+    }
+    void onStop(std::function<void()> stop)
+    {
+        m_thread = std::thread([this, stop = std::move(stop)] {
+            int signal = 0;
+            sigwait(&m_set, &signal);
+            if (signal != SIGUSR2)
+                stop();
+        });
+    }
+    ~StopSignals()
+    {
+        if (m_thread.joinable()) {
+            pthread_kill(m_thread.native_handle(), SIGUSR2);
+            m_thread.join();
+        }
+    }
+
+private:
+    sigset_t m_set;
+    std::thread m_thread;
+};
+
+std::filesystem::path siblingProgram(const char* name)
+{
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return self.parent_path() / name;
+}
+
+std::string demoLine(const control::Value& s)
+{
+    char line[256];
+    if (s["state"].toString() == "training" || s["state"].toString() == "waiting for the round")
+        std::snprintf(line, sizeof line, "%s · round %llu · step %llu/%llu · loss %.3f · %.0f tokens/s",
+            s["text"].toString().c_str(), static_cast<unsigned long long>(s["round"].toUInt()),
+            static_cast<unsigned long long>(s["step"].toUInt()), static_cast<unsigned long long>(s["steps"].toUInt()),
+            s["loss"].toDouble(), s["tokens_per_second"].toDouble());
+    else
+        std::snprintf(line, sizeof line, "%s", s["text"].toString().c_str());
+    return line;
+}
+
+int serve(app::Args& args, bool demo)
+{
+    daemon::DaemonOptions options;
+    auto dataDir
+        = args.has("data-dir") ? Result<std::filesystem::path>(args.value("data-dir")) : daemon::defaultDaemonDataDir();
+    auto configDir
+        = args.has("config-dir") ? Result<std::filesystem::path>(args.value("config-dir")) : daemon::defaultConfigDir();
+    auto controlDir = args.has("control-dir") ? Result<std::filesystem::path>(args.value("control-dir"))
+                                              : control::defaultControlDir();
+    for (const auto* dir : {&dataDir, &configDir, &controlDir})
+        if (!*dir)
+            return fail(dir->error().message);
+    options.dataDir = *dataDir;
+    options.configDir = *configDir;
+    options.controlDir = *controlDir;
+    options.serverBinary = siblingProgram("crowdtrain-server");
+    if (args.has("demo-corpus"))
+        options.demoCorpusDir = args.value("demo-corpus");
+    options.log = logLine;
+    StopSignals signals;
+    auto opened = daemon::Daemon::open(std::move(options));
+    if (!opened)
+        return fail(opened.error().message, opened.error().code == "already_running" ? 3 : 1);
+    daemon::Daemon& d = **opened;
+    signals.onStop([&] { d.stop(); });
+    std::thread reporter;
+    std::atomic<bool> done{false};
+    if (demo) {
+        if (Status joined = d.join("demo", daemon::kDemoProject); !joined)
+            return fail("cannot start the demo: " + joined.error().message);
+        std::cout << "Crowdtrain demo: training a small GPT on this computer (Ctrl-C stops it).\n"
+                     "In another terminal, `crowdtrain-worker status` shows it too.\n"
+                  << std::flush;
+        reporter = std::thread([&] {
+            std::string last;
+            while (!done) {
+                const std::string line = demoLine(d.status());
+                if (line != last)
+                    std::cout << line << std::endl;
+                last = line;
+                for (int i = 0; i < 20 && !done; ++i)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+        });
+    }
+    d.run();
+    done = true;
+    if (reporter.joinable())
+        reporter.join();
+    opened->reset();
+    return 0;
+}
+
+int joinOne(app::Args& args)
+{
+    const auto& positionals = args.positionals();
+    if (positionals.size() != 3)
+        return fail("join takes ENDPOINT and PROJECT", 2);
+    volunteer::AgentOptions options;
+    options.endpoint = positionals[1];
+    options.project = positionals[2];
+    options.serverKey = args.value("server-key");
+    if (args.has("data"))
+        options.preparedDataDir = args.value("data");
+    if (args.has("data-dir"))
+        options.dataDir = args.value("data-dir");
+    options.displayName = args.value("name");
+    options.device = args.value("device");
+    options.threads = int(args.integer("threads"));
+    options.maxTasks = uint64_t(std::max(0LL, args.integer("max-tasks")));
+    options.maxRounds = uint64_t(std::max(0LL, args.integer("max-rounds")));
+    options.log = logLine;
+    StopSignals signals;
+    volunteer::VolunteerAgent agent(options);
+    signals.onStop([&] { agent.stop(); });
+    const Status ran = agent.run();
+    const volunteer::AgentSummary summary = agent.summary();
+    logLine("tasks " + std::to_string(summary.tasks) + ", accepted " + std::to_string(summary.accepted) + ", rejected "
+        + std::to_string(summary.rejected)
+        + (summary.unconfirmed ? ", unconfirmed " + std::to_string(summary.unconfirmed) : std::string())
+        + ", utilisation " + std::to_string(int(summary.utilisation() * 100 + 0.5)) + "%");
+    std::cout << summary.toJson() << std::endl;
+    if (!ran)
+        return fail(ran.error().message + " (" + ran.error().code + ")");
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    engine::prepareCpuRuntime(argv);
+    app::Args args("crowdtrain-daemon", "the Crowdtrain volunteer daemon (started by crowdtrain-worker)",
+        "  crowdtrain-daemon run | demo | join ENDPOINT PROJECT --server-key KEY [--data DIR]");
+    args.option("data-dir", "folder for the volunteer's identity, state and downloads", "$XDG_DATA_HOME/crowdtrain");
+    args.option("config-dir", "folder for settings.json", "$XDG_CONFIG_HOME/crowdtrain");
+    args.option("control-dir", "folder of the control API's sockets", "$XDG_RUNTIME_DIR/crowdtrain");
+    args.option("demo-corpus", "text folder of the demo project", "/usr/share/games/fortunes");
+    args.option("server-key", "join: the coordinator's public key (40 Z85 characters or @FILE)");
+    args.option("data", "join: the project's prepared data folder (default: fetch each task's pieces)");
+    args.option("name", "join: display name on the leaderboard");
+    args.option("threads", "join: CPU threads for training (0 = all cores)", "0");
+    args.option("device", "join: cpu, cuda, cuda:N or auto", "cpu");
+    args.option("max-tasks", "join: stop after this many submitted tasks (0 = never)", "0");
+    args.option("max-rounds", "join: stop after the model advanced this many versions (0 = never)", "0");
+    if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
+        return *exitCode;
+    const auto& positionals = args.positionals();
+    const std::string command = positionals.empty() ? "" : positionals[0];
+    if (command == "run" || command == "demo") {
+        engine::configureCpuThreads(0);
+        return serve(args, command == "demo");
+    }
+    if (command == "join") {
+        if (!args.has("server-key"))
+            return fail("join needs --server-key", 2);
+        engine::configureCpuThreads(int(args.integer("threads")));
+        return joinOne(args);
+    }
+    return fail("the command is run, demo or join (see --help)", 2);
+}

@@ -1,0 +1,237 @@
+#include "net/control/control_server.h"
+
+#include "net/control/control_paths.h"
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <zmq.hpp>
+
+namespace crowdtrain::control {
+
+namespace {
+
+constexpr const char* kWakeEndpoint = "inproc://crowdtrain-control-wake";
+
+// Whether something still listens on the ipc socket file at `path`.
+// libzmq removes an existing file when it binds, so without this check a
+// second daemon started past the lock would silently take the first one's
+// clients.
+bool acceptsConnections(const std::filesystem::path& path)
+{
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const std::string name = path.string();
+    if (name.size() >= sizeof address.sun_path)
+        return false; // binding fails anyway, with a clear message
+    std::memcpy(address.sun_path, name.c_str(), name.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    const bool live
+        = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 || errno == EAGAIN;
+    ::close(fd);
+    return live;
+}
+
+Error bindFailed(const std::string& endpoint, const std::string& why)
+{
+    return Error::make(errc::kBindFailed, "cannot listen on " + endpoint + ": " + why);
+}
+
+} // namespace
+
+Result<std::unique_ptr<ControlServer>> ControlServer::open(const std::filesystem::path& dir, Handler handler)
+{
+    if (!handler)
+        return Error::make(net::errc::kInvalidArgument, "ControlServer::open needs a handler");
+    if (Status prepared = preparePrivateDir(dir); !prepared)
+        return prepared.error();
+    for (const std::string_view name : {kControlSocketName, kEventsSocketName}) {
+        const std::filesystem::path path = dir / name;
+        if (acceptsConnections(path))
+            return bindFailed("ipc://" + path.string(), "another Crowdtrain daemon is serving it");
+        // Stale, from a daemon that died: the caller's lock says it is ours.
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+            return bindFailed(
+                "ipc://" + path.string(), std::string("cannot remove the stale socket file: ") + std::strerror(errno));
+    }
+    std::unique_ptr<ControlServer> server(new ControlServer(dir, std::move(handler)));
+    if (Status bound = server->bind(); !bound)
+        return bound.error();
+    return server;
+}
+
+ControlServer::ControlServer(std::filesystem::path dir, Handler handler)
+    : m_dir(std::move(dir))
+    , m_handler(std::move(handler))
+{ }
+
+Status ControlServer::bind()
+{
+    // Binds one socket file, makes it owner-only and remembers which file it is.
+    const auto bindFile = [this](zmq::socket_t& socket, std::string_view name, FileId& file) -> Status {
+        const std::filesystem::path path = m_dir / name;
+        const std::string endpoint = "ipc://" + path.string();
+        try {
+            socket.bind(endpoint);
+        } catch (const zmq::error_t& e) {
+            return bindFailed(endpoint, e.what());
+        }
+        struct stat info { };
+        if (::chmod(path.c_str(), 0600) != 0 || ::lstat(path.c_str(), &info) != 0)
+            return bindFailed(endpoint, std::string("cannot set the socket file's mode: ") + std::strerror(errno));
+        file = {static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino)};
+        return Status::success();
+    };
+    try {
+        m_context = std::make_unique<zmq::context_t>(1);
+        m_router = std::make_unique<zmq::socket_t>(*m_context, zmq::socket_type::router);
+        m_router->set(zmq::sockopt::linger, 0);
+        m_router->set(zmq::sockopt::sndhwm, kReplyQueueLength);
+        m_router->set(zmq::sockopt::rcvhwm, kRequestQueueLength);
+        // Replies to a client whose queue is full, or that is gone, are
+        // dropped rather than blocking the loop or growing memory.
+        m_router->set(zmq::sockopt::router_mandatory, false);
+        m_router->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxRequestBytes));
+        m_publisher = std::make_unique<zmq::socket_t>(*m_context, zmq::socket_type::pub);
+        m_publisher->set(zmq::sockopt::linger, 0);
+        m_publisher->set(zmq::sockopt::sndhwm, kEventQueueLength);
+        m_wakeReceiver = std::make_unique<zmq::socket_t>(*m_context, zmq::socket_type::pair);
+        m_wakeReceiver->set(zmq::sockopt::linger, 0);
+        m_wakeReceiver->bind(kWakeEndpoint);
+        m_wakeSender = std::make_unique<zmq::socket_t>(*m_context, zmq::socket_type::pair);
+        m_wakeSender->set(zmq::sockopt::linger, 0);
+        m_wakeSender->connect(kWakeEndpoint);
+    } catch (const zmq::error_t& e) {
+        return Error::make(errc::kBindFailed, std::string("cannot create the control sockets: ") + e.what());
+    }
+    if (Status bound = bindFile(*m_router, kControlSocketName, m_controlFile); !bound)
+        return bound;
+    return bindFile(*m_publisher, kEventsSocketName, m_eventsFile);
+}
+
+ControlServer::~ControlServer()
+{
+    m_router.reset();
+    m_publisher.reset();
+    m_wakeReceiver.reset();
+    m_wakeSender.reset();
+    m_context.reset(); // waits for libzmq to close the listeners
+    // libzmq removes the files of its listeners itself; this covers what
+    // it leaves, and only if it is still the file this server bound.
+    const auto removeOwn = [this](std::string_view name, const FileId& file) {
+        const std::filesystem::path path = m_dir / name;
+        struct stat info { };
+        if (file.inode != 0 && ::lstat(path.c_str(), &info) == 0 && static_cast<uint64_t>(info.st_dev) == file.device
+            && static_cast<uint64_t>(info.st_ino) == file.inode)
+            ::unlink(path.c_str());
+    };
+    removeOwn(kControlSocketName, m_controlFile);
+    removeOwn(kEventsSocketName, m_eventsFile);
+}
+
+void ControlServer::run()
+{
+    while (!m_stopping.load()) {
+        std::array<zmq::pollitem_t, 2> items{{
+            {m_router->handle(), 0, ZMQ_POLLIN, 0},
+            {m_wakeReceiver->handle(), 0, ZMQ_POLLIN, 0},
+        }};
+        try {
+            zmq::poll(items);
+            if (items[1].revents & ZMQ_POLLIN) {
+                zmq::message_t wake;
+                while (m_wakeReceiver->recv(wake, zmq::recv_flags::dontwait)) { }
+                continue; // the loop condition sees m_stopping
+            }
+            if (items[0].revents & ZMQ_POLLIN)
+                serveOne();
+        } catch (const zmq::error_t& e) {
+            if (e.num() == EINTR)
+                continue; // a signal: the daemon's handler decides whether to stop()
+            return; // the context is gone: nothing can be served any more
+        }
+    }
+}
+
+void ControlServer::stop()
+{
+    m_stopping.store(true);
+    std::lock_guard lock(m_wakeMutex);
+    try {
+        m_wakeSender->send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+        // The wake queue is full: run() is being woken already.
+    }
+}
+
+void ControlServer::serveOne()
+{
+    zmq::message_t route;
+    if (!m_router->recv(route, zmq::recv_flags::dontwait) || !route.more())
+        return;
+    zmq::message_t payload;
+    if (!m_router->recv(payload, zmq::recv_flags::dontwait))
+        return;
+    // A client sends exactly one frame; count and drop any further ones
+    // (the parts of a message arrive together, so these never wait).
+    std::size_t frames = 1;
+    for (bool more = payload.more(); more; ++frames) {
+        zmq::message_t extra;
+        if (!m_router->recv(extra, zmq::recv_flags::dontwait))
+            break;
+        more = extra.more();
+    }
+    std::string reply;
+    if (frames > 1) {
+        reply = encodeReply(
+            {}, Error::make(errc::kMalformed, "a request is one frame; this one had " + std::to_string(frames)));
+    } else {
+        RequestHeader header;
+        auto request = decodeRequest(payload.to_string_view(), header);
+        reply = encodeReply(header, request ? callHandler(*request) : Result<Value>(request.error()));
+    }
+    // Never blocks: with ROUTER_MANDATORY off a full or gone peer's reply
+    // is dropped, and a failed send must not end the loop.
+    try {
+        m_router->send(route, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        m_router->send(zmq::buffer(reply), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) { }
+}
+
+Result<Value> ControlServer::callHandler(const Request& request)
+{
+    try {
+        return m_handler(request);
+    } catch (const std::exception& e) {
+        return Error::make(errc::kInternal, "the daemon failed on \"" + request.type + "\": " + e.what());
+    } catch (...) {
+        return Error::make(errc::kInternal, "the daemon failed on \"" + request.type + "\"");
+    }
+}
+
+void ControlServer::publish(std::string_view type, const Value& body)
+{
+    std::lock_guard lock(m_publishMutex);
+    // Under the lock, so that seq and time follow the order of sending.
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const auto timeMs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    auto bytes = encodeEvent(type, m_lastSeq + 1, timeMs, body);
+    if (!bytes)
+        return;
+    ++m_lastSeq;
+    try {
+        m_publisher->send(zmq::buffer(type), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        m_publisher->send(zmq::buffer(*bytes), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+        // A PUB socket drops rather than fails; nothing to do if it does.
+    }
+}
+
+} // namespace crowdtrain::control

@@ -1,0 +1,96 @@
+#pragma once
+
+// The daemon's end of the control API (docs/protocol.md section 12): a
+// ROUTER socket answering requests and a PUB socket sending events, both
+// ipc:// files in the private control folder (control_paths.h).
+//
+// Threads: run() serves requests on the thread that calls it, one at a
+// time, and the handler runs there. stop() and publish() may be called from
+// any thread, concurrently with run() and with each other. Construct and
+// destroy on one thread, after run() has returned.
+
+#include "engine/result.h"
+#include "net/control/control_envelope.h"
+#include "net/control/value.h"
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+namespace zmq {
+class context_t;
+class socket_t;
+} // namespace zmq
+
+namespace crowdtrain::control {
+
+// Answers one request. An Error becomes an ok:false reply with its code and
+// message; a nil Value an empty body. Exceptions become "internal".
+using Handler = std::function<Result<Value>(const Request&)>;
+
+class ControlServer {
+public:
+    // preparePrivateDir(dir), then binds the ROUTER on controlEndpoint(dir)
+    // and the PUB on eventsEndpoint(dir), socket files mode 0600. The
+    // caller (the daemon) holds the single-instance lock, so a socket file
+    // already there is stale and is replaced; as a safety net a socket
+    // that still accepts connections is not: "bind_failed". Errors:
+    // "insecure_control_dir", "io_error", "bind_failed".
+    static Result<std::unique_ptr<ControlServer>> open(const std::filesystem::path& dir, Handler handler);
+
+    // Closes the sockets and removes the socket files it created.
+    ~ControlServer();
+    ControlServer(const ControlServer&) = delete;
+    ControlServer& operator=(const ControlServer&) = delete;
+
+    // Serves requests until stop(). A request that cannot be decoded never
+    // reaches the handler; it gets an ok:false reply ("malformed",
+    // "too_large", "unsupported_version") echoing what could be read of
+    // its type and id (else "" and 0). Returns at once once stop() has
+    // been called, however often run() is called again.
+    void run();
+    // Makes run() return promptly (wakes it through an inproc socket).
+    // Not async-signal-safe (it takes a mutex): a daemon's signal handler
+    // sets a flag or writes a pipe that a thread turns into stop().
+    void stop();
+
+    // Sends an event to every subscriber, never blocking: a subscriber that
+    // is kEventQueueLength events behind misses events (its seq jumps). An
+    // event that is not valid (a bad type, a body that is not a map or nil,
+    // over the limits) is not sent; the daemon's tests should catch that.
+    void publish(std::string_view type, const Value& body);
+
+    std::filesystem::path dir() const { return m_dir; }
+
+private:
+    ControlServer(std::filesystem::path dir, Handler handler);
+    Status bind();
+    void serveOne();
+    Result<Value> callHandler(const Request& request);
+
+    std::filesystem::path m_dir;
+    Handler m_handler;
+    std::unique_ptr<zmq::context_t> m_context;
+    std::unique_ptr<zmq::socket_t> m_router;
+    std::unique_ptr<zmq::socket_t> m_wakeReceiver; // polled by run()
+    std::unique_ptr<zmq::socket_t> m_wakeSender; // written by stop()
+    std::mutex m_wakeMutex; // guards m_wakeSender
+    std::unique_ptr<zmq::socket_t> m_publisher;
+    std::mutex m_publishMutex; // guards m_publisher and m_lastSeq
+    uint64_t m_lastSeq = 0;
+    std::atomic<bool> m_stopping{false};
+    // The socket files this server created (device and inode), so that the
+    // destructor removes them and nothing put in their place.
+    struct FileId {
+        uint64_t device = 0;
+        uint64_t inode = 0;
+    };
+    FileId m_controlFile;
+    FileId m_eventsFile;
+};
+
+} // namespace crowdtrain::control

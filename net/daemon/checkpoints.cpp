@@ -1,0 +1,478 @@
+#include "net/daemon/checkpoints.h"
+
+#include "engine/generate.h"
+#include "engine/model_io.h"
+#include "engine/tokenizer.h"
+#include "engine/utf8.h"
+#include "net/transfer/socket_source.h"
+#include "net/transport/atomic_write.h"
+#include "net/wire/error_codes.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <sys/statvfs.h>
+
+namespace crowdtrain::daemon {
+
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kJobFile = "job.json";
+
+bool temporary(const Error& error)
+{
+    return net::isConnectionError(error.code) || error.code == net::errc::kUnavailable;
+}
+
+uint64_t freeBytes(const std::filesystem::path& dir)
+{
+    struct statvfs fs { };
+    if (::statvfs(dir.c_str(), &fs) != 0)
+        return UINT64_MAX;
+    return uint64_t(fs.f_bavail) * fs.f_frsize;
+}
+
+} // namespace
+
+Checkpoints::Checkpoints(HubDirectory& hubs, CheckpointsOptions options)
+    : m_hubs(hubs)
+    , m_options(std::move(options))
+{
+    std::error_code ec;
+    std::filesystem::create_directories(m_options.root, ec);
+    resumeJobs();
+    m_worker = std::thread([this] { work(); });
+}
+
+Checkpoints::~Checkpoints()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+    }
+    m_cancel = true;
+    m_wake.notify_all();
+    m_worker.join();
+}
+
+std::string Checkpoints::key(const std::string& project, uint64_t round)
+{
+    return project + "/" + std::to_string(round);
+}
+
+std::filesystem::path Checkpoints::folderOf(const std::string& project, uint64_t round) const
+{
+    return m_options.root / project / ("round-" + std::to_string(round));
+}
+
+std::filesystem::path Checkpoints::partOf(const std::string& project, uint64_t round) const
+{
+    return m_options.root / project / (".round-" + std::to_string(round) + ".part");
+}
+
+void Checkpoints::resumeJobs()
+{
+    std::error_code ec;
+    for (const auto& project : std::filesystem::directory_iterator(m_options.root, ec)) {
+        std::error_code inner;
+        for (const auto& entry : std::filesystem::directory_iterator(project.path(), inner)) {
+            const std::string name = entry.path().filename().string();
+            if (!name.starts_with(".round-") || !name.ends_with(".part"))
+                continue;
+            auto text = net::readSmallFile(entry.path() / kJobFile, 1 << 16);
+            const json job = text ? json::parse(*text, nullptr, false) : json();
+            if (!job.is_object() || !job.contains("hub") || !job.contains("project") || !job.contains("round"))
+                continue;
+            auto hub = parseHubLink(job["hub"].get<std::string>());
+            if (!hub)
+                continue;
+            Job j;
+            j.link = formatHubLink(*hub);
+            j.hub = *hub;
+            j.project = job["project"].get<std::string>();
+            j.round = job["round"].get<uint64_t>();
+            j.paused = job.value("paused", false);
+            j.state = j.paused ? "paused" : "queued";
+            m_jobs[key(j.project, j.round)] = j;
+        }
+    }
+}
+
+std::optional<uint64_t> Checkpoints::newestLocal(const std::string& project) const
+{
+    std::optional<uint64_t> newest;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(m_options.root / project, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!name.starts_with("round-") || !std::filesystem::exists(entry.path() / "model.safetensors", ec))
+            continue;
+        const uint64_t round = std::stoull(name.substr(6));
+        if (!newest || round > *newest)
+            newest = round;
+    }
+    return newest;
+}
+
+control::Value Checkpoints::local() const
+{
+    control::Value list = control::Value::array();
+    std::error_code ec;
+    for (const auto& project : std::filesystem::directory_iterator(m_options.root, ec)) {
+        std::error_code inner;
+        for (const auto& entry : std::filesystem::directory_iterator(project.path(), inner)) {
+            const std::string name = entry.path().filename().string();
+            if (!name.starts_with("round-"))
+                continue;
+            control::Value item = control::Value::map();
+            item.set("project", project.path().filename().string());
+            item.set("round", std::stoull(name.substr(6)));
+            item.set("folder", entry.path().string());
+            list.push(std::move(item));
+        }
+    }
+    return list;
+}
+
+Result<control::Value> Checkpoints::list(const HubLink& hub, const std::string& project)
+{
+    auto reply = m_hubs.call<net::ListCheckpointsReply>(hub, net::ListCheckpointsRequest{project}, 5000);
+    std::vector<net::CheckpointInfo> remote;
+    if (reply)
+        remote = reply->checkpoints;
+    control::Value list = control::Value::array();
+    std::lock_guard lock(m_mutex);
+    for (const net::CheckpointInfo& c : remote) {
+        uint64_t bytes = 0;
+        for (const net::FileInfo& f : c.files)
+            bytes += f.bytes;
+        control::Value item = control::Value::map();
+        item.set("round", c.round).set("version", c.version).set("tokens", c.tokens);
+        item.set("val_loss", c.valLoss ? control::Value(*c.valLoss) : control::Value());
+        item.set("created_ms", c.createdMs).set("bytes", bytes);
+        std::error_code ec;
+        std::string state = "remote";
+        if (std::filesystem::exists(folderOf(project, c.round), ec)) {
+            state = "ready";
+            item.set("folder", folderOf(project, c.round).string());
+        }
+        if (auto job = m_jobs.find(key(project, c.round)); job != m_jobs.end()) {
+            state = job->second.state;
+            item.set("done_bytes", job->second.doneBytes).set("bytes_per_second", job->second.bytesPerSecond);
+            item.set("error", job->second.error);
+        }
+        item.set("state", state);
+        list.push(std::move(item));
+    }
+    if (!reply && remote.empty())
+        return Error::make(
+            reply.error().code, "cannot list the checkpoints of " + project + ": " + reply.error().message);
+    return list;
+}
+
+Status Checkpoints::download(const HubLink& hub, const std::string& project, uint64_t round)
+{
+    std::error_code ec;
+    if (std::filesystem::exists(folderOf(project, round), ec))
+        return Status::success();
+    const std::filesystem::path part = partOf(project, round);
+    std::filesystem::create_directories(part, ec);
+    if (ec)
+        return Error::make(net::errc::kIoError, part.string() + ": " + ec.message());
+    const json job = {{"hub", formatHubLink(hub)}, {"project", project}, {"round", round}};
+    if (Status s = net::writeFileAtomic(part / kJobFile, job.dump()); !s)
+        return s;
+    {
+        std::lock_guard lock(m_mutex);
+        Job& j = m_jobs[key(project, round)];
+        if (j.state == "downloading")
+            return Status::success();
+        j.link = formatHubLink(hub);
+        j.hub = hub;
+        j.project = project;
+        j.round = round;
+        j.state = "queued";
+        j.paused = false;
+        j.retryAtMs = 0;
+        j.error.clear();
+        publishJob(j);
+    }
+    m_wake.notify_all();
+    return Status::success();
+}
+
+Status Checkpoints::pauseDownload(const std::string& project, uint64_t round, bool paused)
+{
+    std::lock_guard lock(m_mutex);
+    auto it = m_jobs.find(key(project, round));
+    if (it == m_jobs.end())
+        return Error::make("not_found", "no download of " + project + " round " + std::to_string(round));
+    it->second.paused = paused;
+    if (it->second.state == "downloading" && paused)
+        m_cancel = true; // stops at the next chunk; the part files stay
+    else
+        it->second.state = paused ? "paused" : "queued";
+    json job = {{"hub", it->second.link}, {"project", project}, {"round", round}, {"paused", paused}};
+    (void)net::writeFileAtomic(partOf(project, round) / kJobFile, job.dump());
+    publishJob(it->second);
+    m_wake.notify_all();
+    return Status::success();
+}
+
+Status Checkpoints::cancel(const std::string& project, uint64_t round)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        auto it = m_jobs.find(key(project, round));
+        if (it == m_jobs.end())
+            return Error::make("not_found", "no download of " + project + " round " + std::to_string(round));
+        if (it->second.state == "downloading") {
+            it->second.state = "cancelling";
+            m_cancel = true;
+            return Status::success(); // the worker removes the folder
+        }
+        Job job = it->second;
+        job.state = "cancelled";
+        publishJob(job);
+        m_jobs.erase(it);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(partOf(project, round), ec);
+    return Status::success();
+}
+
+Status Checkpoints::remove(const std::string& project, uint64_t round)
+{
+    std::error_code ec;
+    if (!std::filesystem::exists(folderOf(project, round), ec))
+        return Error::make("not_found", project + " round " + std::to_string(round) + " is not downloaded");
+    std::filesystem::remove_all(folderOf(project, round), ec);
+    if (ec)
+        return Error::make(net::errc::kIoError, folderOf(project, round).string() + ": " + ec.message());
+    return Status::success();
+}
+
+Result<uint64_t> Checkpoints::generate(GenerateRequest request)
+{
+    std::error_code ec;
+    if (!std::filesystem::exists(folderOf(request.project, request.round) / "model.safetensors", ec))
+        return Error::make("not_downloaded",
+            request.project + " round " + std::to_string(request.round) + " is not downloaded: download it first");
+    if (request.prompt.empty())
+        return Error::make("bad_value", "the prompt is empty");
+    std::lock_guard lock(m_mutex);
+    const uint64_t id = m_nextGeneration++;
+    m_generations.emplace_back(id, std::move(request));
+    m_wake.notify_all();
+    return id;
+}
+
+void Checkpoints::publishJob(const Job& job)
+{
+    control::Value body = control::Value::map();
+    body.set("project", job.project).set("round", job.round).set("state", job.state);
+    body.set("done_bytes", job.doneBytes).set("bytes", job.totalBytes).set("bytes_per_second", job.bytesPerSecond);
+    body.set("error", job.error);
+    if (job.retryAtMs)
+        body.set("retry_at_ms", job.retryAtMs);
+    m_options.publish("download", body);
+}
+
+void Checkpoints::work()
+{
+    std::unique_lock lock(m_mutex);
+    while (!m_stopping) {
+        if (!m_generations.empty()) {
+            auto [id, request] = std::move(m_generations.front());
+            m_generations.pop_front();
+            lock.unlock();
+            runGenerate(request, id);
+            lock.lock();
+            continue;
+        }
+        const int64_t now = unixNowMs();
+        Job* next = nullptr;
+        int64_t wakeAt = INT64_MAX;
+        for (auto& [k, job] : m_jobs) {
+            if (job.paused || job.state == "failed")
+                continue;
+            if (job.retryAtMs <= now) {
+                next = &job;
+                break;
+            }
+            wakeAt = std::min(wakeAt, job.retryAtMs);
+        }
+        if (!next) {
+            if (wakeAt == INT64_MAX)
+                m_wake.wait(lock);
+            else
+                m_wake.wait_for(lock, std::chrono::milliseconds(wakeAt - now));
+            continue;
+        }
+        next->state = "downloading";
+        m_cancel = false;
+        Job job = *next;
+        publishJob(job);
+        lock.unlock();
+        runDownload(job);
+        lock.lock();
+    }
+}
+
+void Checkpoints::runDownload(Job job)
+{
+    auto finish = [&](const std::string& state, const std::string& error) {
+        std::lock_guard lock(m_mutex);
+        auto it = m_jobs.find(key(job.project, job.round));
+        if (it == m_jobs.end())
+            return;
+        Job& j = it->second;
+        if (j.state == "cancelling") {
+            std::error_code ec;
+            std::filesystem::remove_all(partOf(job.project, job.round), ec);
+            j.state = "cancelled";
+            publishJob(j);
+            m_jobs.erase(it);
+            return;
+        }
+        j.doneBytes = job.doneBytes;
+        j.totalBytes = job.totalBytes;
+        j.error = error;
+        if (state == "retry") {
+            j.backoffMs = j.backoffMs ? std::min(j.backoffMs * 2, m_options.retryMaxMs) : m_options.retryMinMs;
+            j.retryAtMs = unixNowMs() + j.backoffMs;
+            j.state = "waiting";
+        } else {
+            j.state = j.paused && state != "ready" ? "paused" : state;
+        }
+        publishJob(j);
+        if (j.state == "ready")
+            m_jobs.erase(it);
+    };
+
+    auto list = m_hubs.call<net::ListCheckpointsReply>(job.hub, net::ListCheckpointsRequest{job.project}, 10000);
+    if (!list)
+        return finish(temporary(list.error()) ? "retry" : "failed", list.error().message);
+    const net::CheckpointInfo* info = nullptr;
+    for (const net::CheckpointInfo& c : list->checkpoints)
+        if (c.round == job.round)
+            info = &c;
+    if (!info)
+        return finish("failed", "the hub no longer has round " + std::to_string(job.round) + " (retention)");
+    job.totalBytes = 0;
+    for (const net::FileInfo& f : info->files)
+        job.totalBytes += f.bytes;
+    const std::filesystem::path part = partOf(job.project, job.round);
+    if (freeBytes(part) < job.totalBytes + (64u << 20))
+        return finish("failed",
+            "not enough free disk in " + part.string() + " for " + std::to_string(job.totalBytes >> 20) + " MiB");
+
+    // The tokenizer, so the folder can generate text on its own.
+    std::optional<net::ProjectInfo> project;
+    if (auto entry = m_hubs.find(job.link))
+        for (const net::ProjectInfo& p : entry->projects)
+            if (p.name == job.project)
+                project = p;
+    auto client = m_hubs.connect(job.hub);
+    if (!client)
+        return finish("retry", client.error().message);
+    const auto started = std::chrono::steady_clock::now();
+    uint64_t before = 0;
+    auto fetchFile = [&](const std::string& resource, const std::filesystem::path& target, uint64_t bytes) -> Status {
+        net::SocketSource source(**client, job.project, 30000);
+        net::DownloadOptions options;
+        options.cancel = &m_cancel;
+        options.progress = [&](uint64_t done, uint64_t) {
+            job.doneBytes = before + done;
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            job.bytesPerSecond = seconds > 0 ? double(job.doneBytes) / seconds : 0;
+            std::lock_guard lock(m_mutex);
+            if (auto it = m_jobs.find(key(job.project, job.round)); it != m_jobs.end()) {
+                it->second.doneBytes = job.doneBytes;
+                it->second.totalBytes = job.totalBytes;
+                it->second.bytesPerSecond = job.bytesPerSecond;
+                publishJob(it->second);
+            }
+        };
+        auto report = net::Download(source, resource, target, options).run();
+        if (!report)
+            return report.error();
+        before += bytes;
+        return Status::success();
+    };
+    for (const net::FileInfo& file : info->files)
+        if (Status s = fetchFile(file.resource, part / file.name, file.bytes); !s)
+            return finish(s.error().code == net::errc::kCancelled || temporary(s.error()) ? "retry" : "failed",
+                s.error().message);
+    if (project) {
+        std::error_code ec;
+        std::filesystem::create_directories(part / "tokenizer", ec);
+        for (const net::FileInfo& file : project->tokenizer)
+            if (Status s = fetchFile(file.resource, part / "tokenizer" / file.name, 0); !s)
+                return finish(temporary(s.error()) ? "retry" : "failed", s.error().message);
+    }
+    std::error_code ec;
+    std::filesystem::remove(part / kJobFile, ec);
+    std::filesystem::rename(part, folderOf(job.project, job.round), ec);
+    if (ec)
+        return finish("failed", "cannot move the checkpoint into place: " + ec.message());
+    if (m_options.log)
+        m_options.log(job.project + " round " + std::to_string(job.round) + " downloaded and verified (SHA-256) into "
+            + folderOf(job.project, job.round).string());
+    job.doneBytes = job.totalBytes;
+    finish("ready", "");
+}
+
+void Checkpoints::runGenerate(const GenerateRequest& request, uint64_t id)
+{
+    auto emit = [&](const std::string& text, bool done, const std::string& error) {
+        control::Value body = control::Value::map();
+        body.set("id", id).set("project", request.project).set("round", request.round);
+        body.set("text", text).set("done", done).set("error", error);
+        m_options.publish("generated", body);
+    };
+    const std::filesystem::path folder = folderOf(request.project, request.round);
+    auto tokenizer = engine::loadTokenizer(folder / "tokenizer");
+    if (!tokenizer)
+        return emit("", true, "no tokenizer with this checkpoint: " + tokenizer.error().message);
+    auto model = engine::loadModel(folder);
+    if (!model)
+        return emit("", true, model.error().message);
+    const auto promptIds = (*tokenizer)->encode(request.prompt);
+    if (promptIds.empty())
+        return emit("", true, "the prompt encodes to no tokens");
+    if (m_options.generating)
+        m_options.generating(true);
+    engine::SampleOptions options;
+    options.maxNewTokens = std::clamp<int64_t>(request.maxTokens, 1, 4096);
+    options.temperature = request.temperature;
+    options.topK = request.topK;
+    options.seed = request.seed;
+    engine::Utf8Stream text;
+    std::string pending;
+    auto lastSent = std::chrono::steady_clock::now();
+    try {
+        engine::generate(*model, std::vector<int64_t>(promptIds.begin(), promptIds.end()), options, [&](int64_t token) {
+            const int32_t one = int32_t(token);
+            pending += text.push((*tokenizer)->decode(std::span<const int32_t>(&one, 1)));
+            const auto now = std::chrono::steady_clock::now();
+            if (!pending.empty() && now - lastSent > std::chrono::milliseconds(50)) {
+                emit(pending, false, "");
+                pending.clear();
+                lastSent = now;
+            }
+            std::lock_guard lock(m_mutex);
+            return !m_stopping;
+        });
+    } catch (const std::exception& e) {
+        if (m_options.generating)
+            m_options.generating(false);
+        return emit(pending, true, std::string("generation failed: ") + e.what());
+    }
+    pending += text.finish();
+    if (m_options.generating)
+        m_options.generating(false);
+    emit(pending, true, "");
+}
+
+} // namespace crowdtrain::daemon

@@ -1,0 +1,86 @@
+#include "net/daemon/project_runner.h"
+
+namespace crowdtrain::daemon {
+
+void PauseGate::setPaused(bool paused)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_paused = paused;
+    }
+    m_changed.notify_all();
+}
+
+bool PauseGate::paused() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_paused;
+}
+
+void PauseGate::wait(const std::function<bool()>& released)
+{
+    std::unique_lock lock(m_mutex);
+    m_changed.wait(lock, [&] { return !m_paused || released(); });
+}
+
+void PauseGate::wake()
+{
+    {
+        std::lock_guard lock(m_mutex);
+    }
+    m_changed.notify_all();
+}
+
+namespace {
+
+volunteer::AgentOptions withTarget(volunteer::AgentOptions options, const ProjectRunner::Target& target)
+{
+    options.endpoint = target.hub.endpoint();
+    options.serverKey = target.hub.publicKey;
+    options.project = target.project;
+    return options;
+}
+
+} // namespace
+
+ProjectRunner::ProjectRunner(Target target, volunteer::AgentOptions options, PauseGate& gate)
+    : m_target(std::move(target))
+    , m_gate(gate)
+    , m_agent([&] {
+        auto o = withTarget(std::move(options), m_target);
+        o.betweenSteps = [this](const std::atomic<bool>& abort) {
+            m_gate.wait([&] { return abort.load() || m_agent.stopRequested(); });
+        };
+        o.beforeTask = [this] { m_gate.wait([&] { return m_agent.stopRequested(); }); };
+        return o;
+    }())
+{
+    m_thread = std::thread([this] {
+        Status ran = m_agent.run();
+        std::lock_guard lock(m_mutex);
+        m_running = false;
+        if (!ran)
+            m_failure = ran.error();
+    });
+}
+
+ProjectRunner::~ProjectRunner()
+{
+    m_agent.stop();
+    m_gate.wake();
+    m_thread.join();
+}
+
+bool ProjectRunner::running() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_running;
+}
+
+std::optional<Error> ProjectRunner::failure() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_failure;
+}
+
+} // namespace crowdtrain::daemon

@@ -1,0 +1,67 @@
+#pragma once
+
+// The joined project, trained: a VolunteerAgent (net/volunteer) on a thread
+// of its own, with a PauseGate that holds training at a step boundary (the
+// task's weights, optimizer state and data position stay in memory while
+// heartbeats go on) or before the next task. The agent keeps its state on
+// disk (theta_v, residual, pending work), so a restarted daemon resumes.
+//
+// Thread-safety: construct, stop and destroy on one thread (the daemon's);
+// summary() and failure() from any thread. The destructor stops and joins.
+
+#include "net/daemon/hub_link.h"
+#include "net/volunteer/agent.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace crowdtrain::daemon {
+
+class PauseGate {
+public:
+    void setPaused(bool paused);
+    bool paused() const;
+    // Blocks while paused, until `released()` says otherwise.
+    void wait(const std::function<bool()>& released);
+    // Wakes the waiters to look at `released` again.
+    void wake();
+
+private:
+    mutable std::mutex m_mutex;
+    std::condition_variable m_changed;
+    bool m_paused = false;
+};
+
+class ProjectRunner {
+public:
+    struct Target {
+        HubLink hub;
+        std::string hubLink;
+        std::string project;
+    };
+
+    // Starts training at once (subject to the gate).
+    ProjectRunner(Target target, volunteer::AgentOptions options, PauseGate& gate);
+    ~ProjectRunner();
+    ProjectRunner(const ProjectRunner&) = delete;
+    ProjectRunner& operator=(const ProjectRunner&) = delete;
+
+    const Target& target() const { return m_target; }
+    volunteer::AgentSummary summary() const { return m_agent.summary(); }
+    bool running() const;
+    // The error the agent stopped with (a bad key, an unknown project, ...).
+    std::optional<Error> failure() const;
+
+private:
+    Target m_target;
+    PauseGate& m_gate;
+    volunteer::VolunteerAgent m_agent;
+    mutable std::mutex m_mutex;
+    bool m_running = true;
+    std::optional<Error> m_failure;
+    std::thread m_thread;
+};
+
+} // namespace crowdtrain::daemon

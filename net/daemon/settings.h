@@ -1,0 +1,70 @@
+#pragma once
+
+// The volunteer's settings: typed, with defaults and bounds, kept in
+// $XDG_CONFIG_HOME/crowdtrain/settings.json (docs/protocol.md, 12.3 lists
+// every key). A change is validated first and written atomically (temporary
+// name, fsync, rename) before it takes effect; a refused value changes
+// nothing and says why. A settings file that cannot be read as settings is
+// never silently replaced: it is renamed aside (settings.json.corrupt-<ms>)
+// and the daemon starts from the defaults and reports that it did.
+//
+// Not thread-safe: the daemon guards it with its own mutex.
+
+#include "engine/result.h"
+#include "net/control/value.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace crowdtrain::daemon {
+
+struct SettingSpec {
+    enum class Kind { Bool, Int, Text, Choice };
+    std::string key;
+    Kind kind = Kind::Bool;
+    control::Value defaultValue;
+    int64_t min = 0; // Int
+    int64_t max = 0; // Int
+    std::vector<std::string> choices = {}; // Choice
+    std::size_t maxBytes = 0; // Text
+    std::string description = {};
+};
+
+// Every setting the daemon knows, in display order.
+const std::vector<SettingSpec>& settingSpecs();
+
+class Settings {
+public:
+    // Reads `file` (absent: the defaults). `notice` receives what was done
+    // about a corrupted file ("" when nothing). Errors: "io_error" (the file
+    // could not be read or set aside).
+    static Result<Settings> load(const std::filesystem::path& file, std::string& notice);
+
+    // Checks `value` for `key` and, when valid, writes the file with it.
+    // Errors: "unknown_setting", "bad_value" (with the rule broken), "io_error".
+    Status set(const std::string& key, const control::Value& value);
+
+    const control::Value& value(const std::string& key) const; // nil for an unknown key
+    bool boolean(const std::string& key) const { return value(key).toBool(); }
+    int64_t integer(const std::string& key) const { return value(key).toInt(); }
+    std::string text(const std::string& key) const { return value(key).toString(); }
+
+    // {key: value, ...}
+    control::Value values() const;
+    // [{key, type, value, default, min, max, choices, description}, ...]
+    control::Value described() const;
+    const std::filesystem::path& file() const { return m_file; }
+
+private:
+    Status save() const;
+
+    std::filesystem::path m_file;
+    std::map<std::string, control::Value, std::less<>> m_values;
+};
+
+// Why `value` is not a valid value of `spec` ("" when it is).
+std::string checkSetting(const SettingSpec& spec, const control::Value& value);
+
+} // namespace crowdtrain::daemon

@@ -1,0 +1,836 @@
+// The control API (net/control) over real ipc:// sockets in a temporary
+// folder: Value and its msgpack form, the control folder's checks,
+// requests and their errors, timeouts and reconnection, events, stop().
+// Nothing sleeps for a fixed time: every wait is for a reply or an event,
+// with a deadline.
+#include "net/control/control_client.h"
+#include "net/control/control_paths.h"
+#include "net/control/control_server.h"
+#include "net/control/event_subscriber.h"
+#include "net/control/value.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <limits>
+#include <stdexcept>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <thread>
+#include <unistd.h>
+#include <zmq.hpp>
+
+using namespace crowdtrain;
+using namespace crowdtrain::control;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+Q_DECLARE_METATYPE(crowdtrain::control::Value)
+
+namespace crowdtrain::control {
+// QCOMPARE prints Values as JSON.
+char* toString(const Value& value)
+{
+    return qstrdup(value.toJson().c_str());
+}
+} // namespace crowdtrain::control
+
+namespace {
+
+// A Value nested `levels` arrays deep: [[...[1]...]].
+Value nestedArrays(int levels)
+{
+    Value value = 1;
+    for (int i = 0; i < levels; ++i) {
+        Value outer = Value::array();
+        outer.push(std::move(value));
+        value = std::move(outer);
+    }
+    return value;
+}
+
+Result<Value> demoHandler(const Request& request)
+{
+    if (request.type == "echo")
+        return request.body;
+    if (request.type == "fail")
+        return Error::make("unknown_project", "no project named " + request.body["name"].toString());
+    if (request.type == "throw")
+        throw std::runtime_error("the handler exploded");
+    if (request.type == "not_a_map")
+        return Value(42);
+    if (request.type == "nothing")
+        return Value();
+    return Error::make("unknown_type", "no request type \"" + request.type + "\"");
+}
+
+// A ControlServer serving on its own thread; stopped and joined when it
+// goes out of scope.
+class ServerThread {
+public:
+    explicit ServerThread(const fs::path& dir, Handler handler = demoHandler)
+    {
+        auto server = ControlServer::open(dir, std::move(handler));
+        if (!server)
+            qFatal("%s", server.error().message.c_str());
+        m_server = std::move(*server);
+        m_finished = m_done.get_future();
+        m_thread = std::thread([this] {
+            m_server->run();
+            m_done.set_value();
+        });
+    }
+    ~ServerThread()
+    {
+        m_server->stop();
+        m_thread.join();
+    }
+
+    ControlServer& server() { return *m_server; }
+    // Asks run() to return and waits for it, at most `limit`.
+    bool stopWithin(std::chrono::milliseconds limit)
+    {
+        m_server->stop();
+        return m_finished.wait_for(limit) == std::future_status::ready;
+    }
+
+private:
+    std::unique_ptr<ControlServer> m_server;
+    std::promise<void> m_done;
+    std::future<void> m_finished;
+    std::thread m_thread;
+};
+
+// A DEALER that sends whatever frames it is given: a hostile or broken client.
+class RawClient {
+public:
+    explicit RawClient(const fs::path& dir)
+        : m_socket(m_context, zmq::socket_type::dealer)
+    {
+        m_socket.set(zmq::sockopt::linger, 0);
+        m_socket.connect(controlEndpoint(dir));
+    }
+
+    void send(const std::vector<std::string>& frames)
+    {
+        for (std::size_t i = 0; i < frames.size(); ++i)
+            m_socket.send(
+                zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+
+    // The decoded reply, or nil when none comes within `timeout`.
+    Value receive(std::chrono::milliseconds timeout)
+    {
+        zmq::pollitem_t item{m_socket.handle(), 0, ZMQ_POLLIN, 0};
+        if (zmq::poll(&item, 1, timeout) == 0)
+            return Value();
+        zmq::message_t frame;
+        if (!m_socket.recv(frame) || frame.more())
+            return Value();
+        auto reply = decode(frame.to_string_view(), DecodeLimits::reply());
+        return reply ? *reply : Value();
+    }
+
+private:
+    zmq::context_t m_context;
+    zmq::socket_t m_socket;
+};
+
+std::unique_ptr<ControlClient> connectClient(const fs::path& dir)
+{
+    auto client = ControlClient::connect(dir);
+    if (!client)
+        qFatal("%s", client.error().message.c_str());
+    return std::move(*client);
+}
+
+std::unique_ptr<EventSubscriber> subscribe(const fs::path& dir, std::vector<std::string> topics = {})
+{
+    auto subscriber = EventSubscriber::connect(dir, std::move(topics));
+    if (!subscriber)
+        qFatal("%s", subscriber.error().message.c_str());
+    return std::move(*subscriber);
+}
+
+// PUB/SUB drops what is published before the subscription reaches the
+// publisher, so publish `type` until one arrives (or the deadline passes).
+bool waitUntilSubscribed(ControlServer& server, EventSubscriber& subscriber, const std::string& type)
+{
+    const auto deadline = Clock::now() + 5s;
+    while (Clock::now() < deadline) {
+        server.publish(type, Value::map().set("warmup", true));
+        if (auto event = subscriber.next(20); event && event->type == type)
+            return true;
+    }
+    return false;
+}
+
+// The next event that is not a warm-up one.
+std::optional<Event> nextReal(EventSubscriber& subscriber, int timeoutMs)
+{
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        auto event = subscriber.next(std::max<int>(0, int(left.count())));
+        if (!event || !event->body["warmup"].toBool())
+            return event;
+    }
+}
+
+mode_t modeOf(const fs::path& path)
+{
+    struct stat info { };
+    if (::lstat(path.c_str(), &info) != 0)
+        return 0;
+    return info.st_mode & 07777;
+}
+
+// A socket file with nothing listening: what a crashed daemon leaves.
+void makeStaleSocket(const fs::path& path)
+{
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+    if (fd < 0 || ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
+        qFatal("cannot make a stale socket at %s", path.c_str());
+    ::close(fd);
+}
+
+} // namespace
+
+class TestControlApi : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_temp;
+    int m_dirCount = 0;
+
+    // A fresh control folder path (not created) for each test.
+    fs::path freshDir() { return fs::path(m_temp.path().toStdString()) / ("ctl" + std::to_string(++m_dirCount)); }
+
+private slots:
+    void initTestCase() { QVERIFY(m_temp.isValid()); }
+
+    // ---- Value and msgpack ------------------------------------------------
+
+    void roundTrip_data()
+    {
+        QTest::addColumn<Value>("value");
+        QTest::newRow("nil") << Value();
+        QTest::newRow("true") << Value(true);
+        QTest::newRow("false") << Value(false);
+        QTest::newRow("zero") << Value(0);
+        QTest::newRow("fixint") << Value(127);
+        QTest::newRow("uint8") << Value(200);
+        QTest::newRow("uint16") << Value(65535);
+        QTest::newRow("uint32") << Value(uint64_t(1) << 32);
+        QTest::newRow("int64 max") << Value(std::numeric_limits<int64_t>::max());
+        QTest::newRow("uint64 above int64") << Value(uint64_t(1) << 63);
+        QTest::newRow("uint64 max") << Value(std::numeric_limits<uint64_t>::max());
+        QTest::newRow("negative fixint") << Value(-32);
+        QTest::newRow("int8") << Value(-33);
+        QTest::newRow("int16") << Value(-30000);
+        QTest::newRow("int64 min") << Value(std::numeric_limits<int64_t>::min());
+        QTest::newRow("double") << Value(0.1);
+        QTest::newRow("negative double") << Value(-1.5e300);
+        QTest::newRow("integral double") << Value(2.0);
+        QTest::newRow("infinity") << Value(std::numeric_limits<double>::infinity());
+        QTest::newRow("empty string") << Value("");
+        QTest::newRow("utf-8 string") << Value("héllo, 世界 😀");
+        QTest::newRow("long string") << Value(std::string(70000, 'x'));
+        QTest::newRow("binary") << Value::binary(std::string("\0\x01\xff\x80", 4));
+        QTest::newRow("empty binary") << Value::binary("");
+        QTest::newRow("empty array") << Value::array();
+        QTest::newRow("empty map") << Value::map();
+        Value mixed = Value::array();
+        mixed.push(1);
+        mixed.push("two");
+        mixed.push(Value::map().set("three", 3.0).set("four", Value::binary("4")));
+        mixed.push(Value());
+        QTest::newRow("mixed array") << mixed;
+        QTest::newRow("nested map") << Value::map()
+                                           .set("project", "tiny-shakespeare")
+                                           .set("paused", false)
+                                           .set("steps", uint64_t(123456789012))
+                                           .set("loss", Value::array())
+                                           .set("gpu", Value::map().set("vram_bytes", int64_t(8) << 30));
+        QTest::newRow("depth 8") << nestedArrays(8);
+    }
+
+    void roundTrip()
+    {
+        QFETCH(Value, value);
+        auto decoded = decode(encode(value), DecodeLimits::reply());
+        QVERIFY2(decoded.ok(), decoded.ok() ? "" : decoded.error().message.c_str());
+        QCOMPARE(*decoded, value);
+        QCOMPARE(decoded->kind(), value.kind());
+    }
+
+    void integersHaveOneForm()
+    {
+        QCOMPARE(Value(uint64_t(5)), Value(5));
+        QCOMPARE(Value(uint64_t(5)).kind(), Value::Kind::Int);
+        QCOMPARE(Value(std::numeric_limits<uint64_t>::max()).kind(), Value::Kind::UInt);
+        QCOMPARE(Value(std::numeric_limits<uint64_t>::max()).toInt(-7), int64_t(-7));
+        QCOMPARE(Value(-1).toUInt(9), uint64_t(9));
+        QCOMPARE(Value(5).toUInt(), uint64_t(5));
+        QCOMPARE(Value(5).toDouble(), 5.0);
+        QVERIFY(Value(5).isNumber() && Value(5.5).isNumber() && !Value("5").isNumber());
+        QCOMPARE(Value(5.5).toInt(3), int64_t(3)); // doubles do not convert to integers
+        QCOMPARE(Value(5).toString("none"), std::string("none"));
+        QCOMPARE(Value(1).toBool(false), false); // an integer is not a bool
+        QVERIFY(Value(1) != Value(1.0));
+        QVERIFY(Value("a") != Value::binary("a"));
+
+        // The shortest formats, and any integer format reads the same.
+        QCOMPARE(encode(Value(1)), std::string("\x01"));
+        QCOMPARE(encode(Value(-1)), std::string("\xff"));
+        QCOMPARE(encode(Value(200)), std::string("\xcc\xc8"));
+        QCOMPARE(encode(Value(std::numeric_limits<uint64_t>::max())), std::string("\xcf") + std::string(8, '\xff'));
+        QCOMPARE(*decode(std::string("\xd0\x05", 2)), Value(5));
+        QCOMPARE(*decode(std::string("\xd3\0\0\0\0\0\0\0\x05", 9)), Value(5));
+        // float 32 widens; doubles are sent as float 64.
+        QCOMPARE(*decode(std::string("\xca\x3f\xc0\x00\x00", 5)), Value(1.5));
+        QCOMPARE(encode(Value(1.5)).size(), std::size_t(9));
+        QCOMPARE(encode(Value(2.0)), std::string("\xcb\x40\0\0\0\0\0\0\0", 9)); // not the integer 2
+    }
+
+    void mapsKeepOrderAndDistinctKeys()
+    {
+        Value map = Value::map().set("b", 1).set("a", 2).set("c", 3);
+        map.set("a", "two");
+        QCOMPARE(map.size(), std::size_t(3));
+        QCOMPARE(map.entries()[0].first, std::string("b"));
+        QCOMPARE(map.entries()[1].first, std::string("a"));
+        QCOMPARE(map["a"], Value("two"));
+        QVERIFY(map.has("c") && !map.has("d"));
+        QVERIFY(map["d"].isNil());
+        QVERIFY(Value(3)["x"].isNil());
+        QVERIFY(map.at(0).isNil()); // not an array
+        // Equality ignores the order of keys.
+        QCOMPARE(Value::map().set("x", 1).set("y", 2), Value::map().set("y", 2).set("x", 1));
+        QVERIFY(Value::map().set("x", 1) != Value::map().set("x", 2));
+        QCOMPARE(map.take("c"), Value(3));
+        QVERIFY(map["c"].isNil());
+
+        Value array = Value::array();
+        array.push(Value::map());
+        QCOMPARE(array.size(), std::size_t(1));
+        QVERIFY(array.at(1).isNil());
+        // set() and push() turn other values into a map or an array.
+        Value scalar = 5;
+        scalar.set("k", true);
+        QVERIFY(scalar.isMap());
+        scalar.push(1);
+        QVERIFY(scalar.isArray());
+    }
+
+    void decodeRefuses_data()
+    {
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::addColumn<QString>("code");
+        const std::string message = encode(Value::map().set("key", "value").set("n", 12345));
+        const QByteArray whole = QByteArray::fromStdString(message);
+        QTest::newRow("empty") << QByteArray() << QStringLiteral("malformed");
+        QTest::newRow("truncated") << whole.left(whole.size() - 1) << QStringLiteral("malformed");
+        QTest::newRow("trailing bytes") << whole + QByteArray(1, '\0') << QStringLiteral("malformed");
+        QTest::newRow("reserved byte 0xc1") << QByteArray("\xc1") << QStringLiteral("malformed");
+        QTest::newRow("invalid utf-8 str") << QByteArray("\xa2\xc3\x28") << QStringLiteral("malformed");
+        QTest::newRow("overlong utf-8") << QByteArray("\xa2\xc0\xaf") << QStringLiteral("malformed");
+        QTest::newRow("integer key") << QByteArray("\x81\x01\x02") << QStringLiteral("malformed");
+        QTest::newRow("duplicate key") << QByteArray("\x82\xa1k\x01\xa1k\x02") << QStringLiteral("malformed");
+        QTest::newRow("ext") << QByteArray("\xd4\x01\x00", 3) << QStringLiteral("too_large");
+        QTest::newRow("depth 9") << QByteArray::fromStdString(encode(nestedArrays(9))) << QStringLiteral("too_large");
+        QTest::newRow("array header of 2^32-1") << QByteArray("\xdd\xff\xff\xff\xff") << QStringLiteral("too_large");
+        Value manyKeys = Value::map();
+        for (int i = 0; i <= 4096; ++i)
+            manyKeys.set("k" + std::to_string(i), i);
+        QTest::newRow("4097 map entries") << QByteArray::fromStdString(encode(manyKeys)) << QStringLiteral("too_large");
+        QTest::newRow("string over 1 MiB") << QByteArray::fromStdString(encode(Value(std::string((1u << 20) + 1, 'x'))))
+                                           << QStringLiteral("too_large");
+    }
+
+    void decodeRefuses()
+    {
+        QFETCH(QByteArray, bytes);
+        QFETCH(QString, code);
+        auto decoded = decode(bytes.toStdString(), DecodeLimits::reply());
+        QVERIFY(!decoded.ok());
+        QCOMPARE(QString::fromStdString(decoded.error().code), code);
+    }
+
+    void decodeLimits()
+    {
+        // The frame size is checked before anything is parsed.
+        const std::string bytes = encode(Value(std::string(100, 'x')));
+        DecodeLimits small;
+        small.maxBytes = 50;
+        QCOMPARE(decode(bytes, small).error().code, std::string("too_large"));
+        QVERIFY(decode(bytes).ok());
+        // A request's default frame limit is 1 MiB.
+        QCOMPARE(decode(std::string((1u << 20) + 1, '\0')).error().code, std::string("too_large"));
+        Value manyItems = Value::array();
+        for (int i = 0; i <= 65536; ++i)
+            manyItems.push(Value());
+        QCOMPARE(decode(encode(manyItems), DecodeLimits::reply()).error().code, std::string("too_large"));
+        manyItems.take("x"); // a no-op on an array
+        QCOMPARE(manyItems.size(), std::size_t(65537));
+
+        // checkLimits says what decode would say, without encoding.
+        QVERIFY(checkLimits(nestedArrays(8)).ok());
+        QCOMPARE(checkLimits(nestedArrays(9)).error().code, std::string("too_large"));
+        QCOMPARE(checkLimits(manyItems).error().code, std::string("too_large"));
+        QCOMPARE(checkLimits(Value(std::string("\xff", 1))).error().code, std::string("malformed"));
+        QCOMPARE(checkLimits(Value::map().set(std::string("\xfe", 1), 1)).error().code, std::string("malformed"));
+    }
+
+    void json()
+    {
+        Value value = Value::map()
+                          .set("name", "a \"quoted\"\\ line\n\x01")
+                          .set("n", -5)
+                          .set("big", std::numeric_limits<uint64_t>::max())
+                          .set("x", 0.5)
+                          .set("nan", std::nan(""))
+                          .set("ok", true)
+                          .set("none", Value())
+                          .set("bytes", Value::binary(std::string("\0\x01\xff", 3)))
+                          .set("list", Value::array())
+                          .set("bad", std::string("a\xff", 2));
+        value.set("list", [] {
+            Value list = Value::array();
+            list.push(1);
+            list.push("é");
+            return list;
+        }());
+        QCOMPARE(value.toJson(),
+            std::string(R"({"name":"a \"quoted\"\\ line\n\u0001","n":-5,"big":18446744073709551615,"x":0.5,)"
+                        R"("nan":null,"ok":true,"none":null,"bytes":"AAH/","list":[1,"é"],"bad":"a)"
+                        "\xEF\xBF\xBD\"}"));
+        QCOMPARE(Value::binary("ab").toJson(), std::string("\"YWI=\""));
+        QCOMPARE(Value::binary("a").toJson(), std::string("\"YQ==\""));
+    }
+
+    // ---- The control folder -----------------------------------------------
+
+    void defaultDir()
+    {
+        const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
+        const bool wasSet = qEnvironmentVariableIsSet("XDG_RUNTIME_DIR");
+        qputenv("XDG_RUNTIME_DIR", "/run/user/4242");
+        QCOMPARE(defaultControlDir()->string(), std::string("/run/user/4242/crowdtrain"));
+        qputenv("XDG_RUNTIME_DIR", "relative/dir");
+        QCOMPARE(defaultControlDir().error().code, std::string("no_runtime_dir"));
+        qunsetenv("XDG_RUNTIME_DIR");
+        QCOMPARE(defaultControlDir()->string(), "/tmp/crowdtrain-" + std::to_string(geteuid()));
+        if (wasSet)
+            qputenv("XDG_RUNTIME_DIR", saved);
+        const fs::path dir = "/some/dir";
+        QCOMPARE(controlEndpoint(dir), std::string("ipc:///some/dir/control"));
+        QCOMPARE(eventsEndpoint(dir), std::string("ipc:///some/dir/events"));
+    }
+
+    void prepareCreatesPrivateDir()
+    {
+        const fs::path dir = freshDir();
+        const mode_t oldMask = ::umask(0); // even a permissive umask gives 0700
+        const Status prepared = preparePrivateDir(dir);
+        ::umask(oldMask);
+        QVERIFY2(prepared.ok(), prepared.ok() ? "" : prepared.error().message.c_str());
+        QCOMPARE(int(modeOf(dir)), 0700);
+        QVERIFY(preparePrivateDir(dir).ok()); // an existing private folder is fine
+        // The parent must exist.
+        QCOMPARE(preparePrivateDir(dir / "a" / "b").error().code, std::string("io_error"));
+    }
+
+    void prepareRefusesInsecureDirs()
+    {
+        // Group/other bits: refused, and left as they are.
+        const fs::path open = freshDir();
+        QCOMPARE(::mkdir(open.c_str(), 0700), 0);
+        QCOMPARE(::chmod(open.c_str(), 0755), 0);
+        Status status = preparePrivateDir(open);
+        QCOMPARE(status.error().code, std::string("insecure_control_dir"));
+        QVERIFY(status.error().message.find(open.string()) != std::string::npos);
+        QVERIFY(status.error().message.find("0755") != std::string::npos);
+        QCOMPARE(int(modeOf(open)), 0755);
+        QCOMPARE(checkPrivateDir(open).error().code, std::string("insecure_control_dir"));
+
+        // A symbolic link, even to a private folder.
+        const fs::path target = freshDir();
+        QVERIFY(preparePrivateDir(target).ok());
+        const fs::path link = freshDir();
+        fs::create_directory_symlink(target, link);
+        status = preparePrivateDir(link);
+        QCOMPARE(status.error().code, std::string("insecure_control_dir"));
+        QVERIFY(status.error().message.find("symbolic link") != std::string::npos);
+        QCOMPARE(checkPrivateDir(link).error().code, std::string("insecure_control_dir"));
+
+        // Not a folder.
+        const fs::path file = freshDir();
+        std::ofstream(file) << "x";
+        QCOMPARE(preparePrivateDir(file).error().code, std::string("insecure_control_dir"));
+    }
+
+    void prepareRefusesAnotherUsersDir()
+    {
+        if (geteuid() != 0)
+            QSKIP("only root can give a folder to another user");
+        const fs::path dir = freshDir();
+        QCOMPARE(::mkdir(dir.c_str(), 0700), 0);
+        QCOMPARE(::chown(dir.c_str(), 65534, 65534), 0); // nobody
+        const Status status = preparePrivateDir(dir);
+        QCOMPARE(status.error().code, std::string("insecure_control_dir"));
+        QVERIFY(status.error().message.find("uid 65534") != std::string::npos);
+        QCOMPARE(checkPrivateDir(dir).error().code, std::string("insecure_control_dir"));
+    }
+
+    void checkReportsNoDaemon()
+    {
+        const fs::path dir = freshDir();
+        QCOMPARE(checkPrivateDir(dir).error().code, std::string("no_daemon"));
+        QCOMPARE(ControlClient::connect(dir).error().code, std::string("no_daemon"));
+        QCOMPARE(EventSubscriber::connect(dir).error().code, std::string("no_daemon"));
+        QVERIFY(preparePrivateDir(dir).ok());
+        QCOMPARE(checkPrivateDir(dir).error().code, std::string("no_daemon")); // no socket file
+        {
+            ServerThread server(dir);
+            QVERIFY(checkPrivateDir(dir).ok());
+        }
+        QCOMPARE(checkPrivateDir(dir).error().code, std::string("no_daemon")); // removed on exit
+    }
+
+    // ---- The server ---------------------------------------------------------
+
+    void serverSocketFiles()
+    {
+        const fs::path dir = freshDir();
+        {
+            auto server = ControlServer::open(dir, demoHandler);
+            QVERIFY(server.ok());
+            QCOMPARE((*server)->dir(), dir);
+            QCOMPARE(int(modeOf(dir)), 0700);
+            QCOMPARE(int(modeOf(dir / "control")), 0600);
+            QCOMPARE(int(modeOf(dir / "events")), 0600);
+            // A second server on the same folder does not take it over.
+            auto second = ControlServer::open(dir, demoHandler);
+            QVERIFY(!second.ok());
+            QCOMPARE(second.error().code, std::string("bind_failed"));
+            QVERIFY(fs::exists(dir / "control"));
+        }
+        QVERIFY(!fs::exists(dir / "control"));
+        QVERIFY(!fs::exists(dir / "events"));
+
+        // Files left by a daemon that crashed are replaced.
+        makeStaleSocket(dir / "control");
+        makeStaleSocket(dir / "events");
+        ServerThread server(dir);
+        auto client = connectClient(dir);
+        QVERIFY(client->call("echo").ok());
+
+        // An insecure folder is refused before anything is bound.
+        const fs::path open = freshDir();
+        QCOMPARE(::mkdir(open.c_str(), 0777), 0);
+        QCOMPARE(::chmod(open.c_str(), 0777), 0);
+        QCOMPARE(ControlServer::open(open, demoHandler).error().code, std::string("insecure_control_dir"));
+        QVERIFY(!fs::exists(open / "control"));
+    }
+
+    void callsRoundTrip()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        auto client = connectClient(dir);
+        const Value body = Value::map()
+                               .set("text", "héllo")
+                               .set("n", -3)
+                               .set("blob", Value::binary(std::string(1000, '\xab')))
+                               .set("deep", Value::map().set("list", nestedArrays(5)));
+        for (int i = 0; i < 20; ++i) {
+            auto reply = client->call("echo", body);
+            QVERIFY2(reply.ok(), reply.ok() ? "" : reply.error().message.c_str());
+            QCOMPARE(*reply, body);
+        }
+        QCOMPARE(*client->call("echo"), Value::map()); // the default body
+        QCOMPARE(*client->call("nothing"), Value::map()); // a nil reply is an empty map
+    }
+
+    void handlerErrors()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        auto client = connectClient(dir);
+
+        auto failed = client->call("fail", Value::map().set("name", "nope"));
+        QCOMPARE(failed.error().code, std::string("unknown_project"));
+        QCOMPARE(failed.error().message, std::string("no project named nope"));
+
+        auto thrown = client->call("throw");
+        QCOMPARE(thrown.error().code, std::string("internal"));
+        QVERIFY(thrown.error().message.find("the handler exploded") != std::string::npos);
+
+        QCOMPARE(client->call("not_a_map").error().code, std::string("internal"));
+        QCOMPARE(client->call("what").error().code, std::string("unknown_type"));
+        QVERIFY(client->call("echo").ok()); // and it keeps serving
+    }
+
+    void clientRefusesBadRequests()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        auto client = connectClient(dir);
+        const auto start = Clock::now();
+        // Over 1 MiB, too deep (the envelope is level 1), not a map, a bad
+        // type: refused before sending, with the daemon's codes.
+        QCOMPARE(client->call("echo", Value::map().set("s", std::string(1u << 20, 'x'))).error().code,
+            std::string("too_large"));
+        QCOMPARE(client->call("echo", Value::map().set("d", nestedArrays(7))).error().code, std::string("too_large"));
+        QCOMPARE(client->call("echo", Value(3)).error().code, std::string("malformed"));
+        QCOMPARE(client->call("has space").error().code, std::string("malformed"));
+        QCOMPARE(client->call("").error().code, std::string("malformed"));
+        QVERIFY(Clock::now() - start < 2s);
+        // Level 8 in all passes: the envelope 1, the body 2, six arrays 3 to 8.
+        QVERIFY(client->call("echo", Value::map().set("d", nestedArrays(6))).ok());
+    }
+
+    void unsupportedVersion()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        RawClient raw(dir);
+        raw.send({encode(Value::map().set("v", 2).set("type", "echo").set("id", 7).set("body", Value::map()))});
+        const Value reply = raw.receive(5s);
+        QCOMPARE(reply["v"], Value(1));
+        QCOMPARE(reply["id"], Value(7));
+        QCOMPARE(reply["type"], Value("echo"));
+        QCOMPARE(reply["ok"], Value(false));
+        QCOMPARE(reply["error"]["code"], Value("unsupported_version"));
+    }
+
+    void malformedRequests_data()
+    {
+        QTest::addColumn<QList<QByteArray>>("frames");
+        QTest::addColumn<qulonglong>("id");
+        QTest::addColumn<QString>("code");
+        const auto bytes = [](const Value& value) { return QByteArray::fromStdString(encode(value)); };
+        QTest::newRow("garbage") << QList<QByteArray>{QByteArray("\xc1 not msgpack")} << 0ull
+                                 << QStringLiteral("malformed");
+        QTest::newRow("empty frame") << QList<QByteArray>{QByteArray()} << 0ull << QStringLiteral("malformed");
+        QTest::newRow("not a map") << QList<QByteArray>{bytes(Value(5))} << 0ull << QStringLiteral("malformed");
+        QTest::newRow("no body") << QList<QByteArray>{bytes(Value::map().set("v", 1).set("type", "echo").set("id", 9))}
+                                 << 9ull << QStringLiteral("malformed");
+        QTest::newRow("negative id") << QList<QByteArray>{bytes(
+            Value::map().set("v", 1).set("type", "echo").set("id", -1).set("body", Value::map()))}
+                                     << 0ull << QStringLiteral("malformed");
+        QTest::newRow("no version") << QList<QByteArray>{bytes(
+            Value::map().set("type", "echo").set("id", 4).set("body", Value::map()))}
+                                    << 4ull << QStringLiteral("malformed");
+        QTest::newRow("bad type") << QList<QByteArray>{bytes(
+            Value::map().set("v", 1).set("type", "a b").set("id", 5).set("body", Value::map()))}
+                                  << 5ull << QStringLiteral("malformed");
+        QTest::newRow("two frames") << QList<QByteArray>{QByteArray("x"),
+            bytes(Value::map().set("v", 1).set("type", "echo").set("id", 6).set("body", Value::map()))}
+                                    << 0ull << QStringLiteral("malformed");
+        QTest::newRow("too deep") << QList<QByteArray>{bytes(Value::map()
+                                                                 .set("v", 1)
+                                                                 .set("type", "echo")
+                                                                 .set("id", 3)
+                                                                 .set("body", Value::map().set("d", nestedArrays(7))))}
+                                  << 0ull << QStringLiteral("too_large");
+    }
+
+    void malformedRequests()
+    {
+        QFETCH(QList<QByteArray>, frames);
+        QFETCH(qulonglong, id);
+        QFETCH(QString, code);
+        const fs::path dir = freshDir();
+        ServerThread server(dir, [](const Request& request) -> Result<Value> {
+            if (request.type != "echo" || request.body.isNil())
+                throw std::logic_error("a bad request reached the handler");
+            return request.body;
+        });
+        RawClient raw(dir);
+        std::vector<std::string> parts;
+        for (const QByteArray& frame : frames)
+            parts.push_back(frame.toStdString());
+        raw.send(parts);
+        const Value reply = raw.receive(5s);
+        QVERIFY2(reply.isMap(), "no reply");
+        QCOMPARE(reply["ok"], Value(false));
+        QCOMPARE(QString::fromStdString(reply["error"]["code"].toString()), code);
+        QCOMPARE(reply["id"].toUInt(), uint64_t(id));
+        // The server keeps serving, the raw client and others.
+        raw.send({encode(Value::map().set("v", 1).set("type", "echo").set("id", 77).set("body", Value::map()))});
+        const Value good = raw.receive(5s);
+        QCOMPARE(good["id"], Value(77));
+        QCOMPARE(good["ok"], Value(true));
+        QVERIFY(connectClient(dir)->call("echo").ok());
+    }
+
+    void oversizeRequestIsDropped()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        RawClient raw(dir);
+        // Over ZMQ_MAXMSGSIZE: never read (the connection is dropped), so no reply.
+        std::string huge = encode(Value::map()
+                                      .set("v", 1)
+                                      .set("type", "echo")
+                                      .set("id", 1)
+                                      .set("body", Value::binary(std::string(1u << 20, 'x'))));
+        QVERIFY(huge.size() > (1u << 20));
+        raw.send({huge});
+        const Value reply = raw.receive(300ms);
+        QVERIFY(reply.isNil() || reply["error"]["code"] == Value("too_large"));
+        QVERIFY(connectClient(dir)->call("echo").ok());
+    }
+
+    void timeoutThenDaemonReturns()
+    {
+        const fs::path dir = freshDir();
+        std::unique_ptr<ControlClient> client;
+        {
+            ServerThread server(dir);
+            client = connectClient(dir);
+            QVERIFY(client->call("echo").ok());
+        }
+        const auto start = Clock::now();
+        auto missed = client->call("echo", Value::map(), 200);
+        const auto elapsed = Clock::now() - start;
+        QCOMPARE(missed.error().code, std::string("no_daemon"));
+        QVERIFY(missed.error().message.find("within 200 ms") != std::string::npos);
+        QVERIFY(missed.error().message.find(dir.string()) != std::string::npos);
+        QVERIFY(elapsed >= 190ms);
+        QVERIFY(elapsed < 2s);
+
+        ServerThread server(dir);
+        auto back = client->call("echo", Value::map().set("again", true));
+        QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
+        QCOMPARE((*back)["again"], Value(true));
+    }
+
+    void lateReplyIsNotTakenForTheNext()
+    {
+        const fs::path dir = freshDir();
+        std::promise<void> release;
+        std::shared_future<void> released = release.get_future().share();
+        ServerThread server(dir, [released](const Request& request) -> Result<Value> {
+            if (request.type == "slow")
+                released.wait_for(10s);
+            return Value::map().set("type", request.type);
+        });
+        auto client = connectClient(dir);
+        QCOMPARE(client->call("slow", Value::map(), 100).error().code, std::string("no_daemon"));
+        release.set_value();
+        auto next = client->call("echo");
+        QVERIFY(next.ok());
+        QCOMPARE((*next)["type"], Value("echo"));
+    }
+
+    void stopReturnsPromptly()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        auto client = connectClient(dir);
+        QVERIFY(client->call("echo").ok()); // run() is serving
+        const auto start = Clock::now();
+        QVERIFY(server.stopWithin(2s));
+        QVERIFY(Clock::now() - start < 1s);
+
+        // stop() before run(): run() returns at once.
+        auto idle = ControlServer::open(freshDir(), demoHandler);
+        QVERIFY(idle.ok());
+        (*idle)->stop();
+        auto finished = std::async(std::launch::async, [&] { (*idle)->run(); });
+        QCOMPARE(finished.wait_for(2s), std::future_status::ready);
+    }
+
+    // ---- Events -------------------------------------------------------------
+
+    void eventsArriveInOrder()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        auto subscriber = subscribe(dir);
+        QVERIFY(subscriber->fd() >= 0);
+        QVERIFY(waitUntilSubscribed(server.server(), *subscriber, "hello"));
+
+        const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now().time_since_epoch());
+        for (int i = 0; i < 200; ++i)
+            server.server().publish("tick", Value::map().set("i", i));
+        uint64_t lastSeq = 0;
+        for (int i = 0; i < 200; ++i) {
+            auto event = nextReal(*subscriber, 5000);
+            QVERIFY2(event, qPrintable(QStringLiteral("event %1 did not arrive").arg(i)));
+            QCOMPARE(event->type, std::string("tick"));
+            QCOMPARE(event->body["i"], Value(i));
+            if (lastSeq != 0)
+                QCOMPARE(event->seq, lastSeq + 1);
+            lastSeq = event->seq;
+            QVERIFY(event->timeMs + 60000 > uint64_t(now.count()) && event->timeMs < uint64_t(now.count()) + 60000);
+        }
+        // Invalid events are not sent and take no seq.
+        server.server().publish("has space", Value::map());
+        server.server().publish("tick", Value(3));
+        server.server().publish("tick", Value::map().set("i", 200));
+        auto after = nextReal(*subscriber, 5000);
+        QVERIFY(after);
+        QCOMPARE(after->body["i"], Value(200));
+        QCOMPARE(after->seq, lastSeq + 1);
+        QVERIFY(!subscriber->next(0)); // drained
+    }
+
+    void topicsMatchExactly()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        auto subscriber = subscribe(dir, {"job"});
+        QVERIFY(waitUntilSubscribed(server.server(), *subscriber, "job"));
+        server.server().publish("jobs", Value::map()); // a prefix match for ZeroMQ, not for us
+        server.server().publish("other", Value::map());
+        server.server().publish("job", Value::map().set("n", 1));
+        auto event = nextReal(*subscriber, 5000);
+        QVERIFY(event);
+        QCOMPARE(event->type, std::string("job"));
+        QCOMPARE(event->body["n"], Value(1));
+    }
+
+    void publishFromManyThreads()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        auto subscriber = subscribe(dir, {"tick"});
+        QVERIFY(waitUntilSubscribed(server.server(), *subscriber, "tick"));
+        std::vector<std::thread> publishers;
+        for (int t = 0; t < 4; ++t)
+            publishers.emplace_back([&server, t] {
+                for (int i = 0; i < 50; ++i)
+                    server.server().publish("tick", Value::map().set("thread", t).set("i", i));
+            });
+        for (std::thread& thread : publishers)
+            thread.join();
+        uint64_t lastSeq = 0;
+        std::vector<int> nextPerThread(4, 0);
+        for (int received = 0; received < 200; ++received) {
+            auto event = nextReal(*subscriber, 5000);
+            QVERIFY(event);
+            QVERIFY(lastSeq == 0 || event->seq == lastSeq + 1);
+            lastSeq = event->seq;
+            const auto thread = event->body["thread"].toInt();
+            QCOMPARE(event->body["i"].toInt(), int64_t(nextPerThread[thread]++));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestControlApi)
+#include "tst_control_api.moc"
