@@ -14,11 +14,12 @@
 #include "net/daemon/daemon_paths.h"
 #include "net/volunteer/agent.h"
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <ctime>
+#include <fcntl.h>
 #include <iostream>
-#include <pthread.h>
 #include <thread>
 #include <unistd.h>
 
@@ -40,38 +41,50 @@ int fail(const std::string& message, int code = 1)
     return code;
 }
 
-// SIGINT and SIGTERM go to one thread, which calls `onStop` (never from a
-// signal handler: stopping takes locks). Blocked before any other thread
-// starts, so every thread inherits the mask.
+// SIGINT and SIGTERM, in whichever thread they land (libtorch and OpenBLAS
+// start threads of their own, some before main), write a byte to a pipe;
+// one thread reads it and calls `onStop` (never from the handler: stopping
+// takes locks).
+int g_stopPipe[2] = {-1, -1};
+
+void onStopSignal(int)
+{
+    const char stop = 1;
+    (void)!::write(g_stopPipe[1], &stop, 1);
+}
+
 class StopSignals {
 public:
     StopSignals()
     {
-        sigemptyset(&m_set);
-        sigaddset(&m_set, SIGINT);
-        sigaddset(&m_set, SIGTERM);
-        sigaddset(&m_set, SIGUSR2); // from the destructor: no signal came
-        pthread_sigmask(SIG_BLOCK, &m_set, nullptr);
+        if (::pipe2(g_stopPipe, O_CLOEXEC) != 0)
+            return;
+        struct sigaction action { };
+        action.sa_handler = onStopSignal;
+        sigemptyset(&action.sa_mask);
+        action.sa_flags = SA_RESTART;
+        ::sigaction(SIGINT, &action, nullptr);
+        ::sigaction(SIGTERM, &action, nullptr);
     }
     void onStop(std::function<void()> stop)
     {
-        m_thread = std::thread([this, stop = std::move(stop)] {
-            int signal = 0;
-            sigwait(&m_set, &signal);
-            if (signal != SIGUSR2)
+        m_thread = std::thread([stop = std::move(stop)] {
+            char byte = 0;
+            while (::read(g_stopPipe[0], &byte, 1) < 0 && errno == EINTR) { }
+            if (byte == 1)
                 stop();
         });
     }
     ~StopSignals()
     {
         if (m_thread.joinable()) {
-            pthread_kill(m_thread.native_handle(), SIGUSR2);
+            const char quit = 0; // no signal came: the reader just returns
+            (void)!::write(g_stopPipe[1], &quit, 1);
             m_thread.join();
         }
     }
 
 private:
-    sigset_t m_set;
     std::thread m_thread;
 };
 

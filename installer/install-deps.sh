@@ -32,6 +32,11 @@ packages=(
     libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libssl-dev libsodium-dev
     # JSON (encoder.json, config.json, safetensors headers); header-only.
     nlohmann-json3-dev
+    # The demo project's corpus: Debian's fortune cookies, real English text
+    # (/usr/share/games/fortunes, about 2.4 MB; net/daemon/demo_hub.h).
+    fortunes
+    # systemd-analyze verifies the daemon's user unit in the tests.
+    systemd
     # Screenshots and headless GUI runs.
     xvfb xauth
     # `apt-get source` for QCustomPlot.

@@ -10,6 +10,9 @@ bin=build/release/bin
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
     exec "$bin/crowdtrain" "$@"
 fi
-# No display: the headless worker and a local demo project (a coordinator
-# and two volunteers on loopback), then a sample from its checkpoint.
-exec installer/demo-swarm.sh "$bin" "${CROWDTRAIN_DEMO_ROUNDS:-10}"
+# No display: the volunteer daemon with the built-in demo project joined (a
+# coordinator on loopback training a small GPT on Debian's fortunes corpus),
+# printing its progress in plain words until Ctrl-C. In another terminal,
+# `build/release/bin/crowdtrain-worker status` (or `catalog`, `metrics`,
+# `checkpoints`, `generate ROUND PROMPT`) talks to the same daemon.
+exec "$bin/crowdtrain-worker" demo "$@"

@@ -1,2 +1,8 @@
 # net/control: the local control API between the app or CLI and the daemon.
 crowdtrain_test(tst_control_api SOURCES tst_control_api.cpp LIBS crowdtrain::control)
+
+# The volunteer daemon as a process (crowdtrain-worker run -> crowdtrain-daemon)
+# against a real coordinator, through the control API.
+crowdtrain_test(tst_daemon SOURCES tst_daemon.cpp coordinator_process.h
+    LIBS crowdtrain::daemon crowdtrain::control Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 900)
+add_dependencies(tst_daemon crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)

@@ -19,7 +19,7 @@ add_dependencies(tst_coordinator crowdtrain-server crowdtrain-prepare)
 # Server + worker processes on loopback, with churn and a server crash.
 crowdtrain_test(tst_swarm SOURCES tst_swarm.cpp coordinator_process.h
     LIBS crowdtrain::coordinator Qt6::Core TIMEOUT 1200)
-add_dependencies(tst_swarm crowdtrain-server crowdtrain-worker crowdtrain-prepare)
+add_dependencies(tst_swarm crowdtrain-server crowdtrain-worker crowdtrain-daemon crowdtrain-prepare)
 
 # The coordinator against the attacks of the hardening issue: faults in its
 # loop, a lost submit reply, hostile updates, peers that never read, silent

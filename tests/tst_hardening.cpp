@@ -293,6 +293,7 @@ private slots:
         const int64_t n = elements(a);
         const std::string zeros = int8Payload(std::vector<float>(std::size_t(n), 0.0f));
         for (uint64_t version = 0; version < 3; ++version) {
+            const net::Task taskOfA = task(a); // an honest volunteer is at work in the round
             for (int k = 0; k < 3; ++k) {
                 auto r = uploadAndSubmit(attacker, task(attacker), zeros, kTaskTokens);
                 QVERIFY(!r);
@@ -302,8 +303,8 @@ private slots:
             // Three rejected submissions: no other task for this key until the round closes.
             QVERIFY2(!askForTask(attacker, version), "a key with three rejected submissions got another task");
             for (auto* v : {&a, &b}) {
-                auto r = uploadAndSubmit(
-                    *v, task(*v), int8Payload(randomDelta(n, 1e-3f, 10 * version + (v == &a))), kTaskTokens);
+                auto r = uploadAndSubmit(*v, v == &a ? taskOfA : task(*v),
+                    int8Payload(randomDelta(n, 1e-3f, 10 * version + (v == &a))), kTaskTokens);
                 QVERIFY2(r, r ? "" : r.error().message.c_str());
             }
             QVERIFY(waitFor([&] { return projectVersion(a) == version + 1; }, 20000));
@@ -312,6 +313,21 @@ private slots:
         QVERIFY(stats);
         QCOMPARE(stats->stats.tokens, uint64_t(0));
         QCOMPARE(stats->stats.roundsRejected, uint64_t(9));
+    }
+
+    // The cap on rejected submissions never stalls a project whose only
+    // volunteer the gate refused: alone in the round, it keeps getting work.
+    void loneRejectedVolunteerIsNotShutOut()
+    {
+        ServerProcess server;
+        startServer(server, "lone", SpecOptions{.tasksPerRound = 1});
+        auto v = join(server, "lone");
+        const std::string zeros = int8Payload(std::vector<float>(std::size_t(elements(v)), 0.0f));
+        for (int k = 0; k < 4; ++k)
+            QVERIFY(!uploadAndSubmit(v, task(v), zeros, kTaskTokens));
+        auto r = uploadAndSubmit(v, task(v), int8Payload(randomDelta(elements(v), 1e-3f, 5)), kTaskTokens);
+        QVERIFY2(r, r ? "" : r.error().message.c_str());
+        QVERIFY(waitFor([&] { return projectVersion(v) == 1; }, 20000));
     }
 
     // Item 3 (b, c): once the outer momentum has a direction, an update

@@ -227,6 +227,12 @@ void NormGate::accept(double norm, std::optional<double> cosine, const std::stri
         m_current.push_back({who, norm, cosine});
 }
 
+void NormGate::forgetPreviousDirections()
+{
+    for (Sample& sample : m_previous)
+        sample.cosine.reset();
+}
+
 void NormGate::closeRound()
 {
     m_previous = std::move(m_current);

@@ -105,6 +105,9 @@ public:
     void accept(double norm, std::optional<double> cosine = std::nullopt, const std::string& who = {});
     // The current round becomes the previous one.
     void closeRound();
+    // The previous round's cosines no longer count: the direction reference
+    // then comes from this round's accepted submissions alone (or none).
+    void forgetPreviousDirections();
 
     std::optional<double> reference() const; // the norm reference, when there are enough keys
     std::optional<double> directionReference() const; // the cosine reference, likewise

@@ -411,8 +411,8 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
     }
     if (m_wrapUp.silentKeys.contains(key))
         return none;
-    if (auto rejected = m_rejectionsThisRound.find(key);
-        rejected != m_rejectionsThisRound.end() && rejected->second >= kMaxRejectionsPerKeyPerRound)
+    if (auto rejected = m_rejectionsThisRound.find(key); rejected != m_rejectionsThisRound.end()
+        && rejected->second >= kMaxRejectionsPerKeyPerRound && othersAreWorking(key))
         return none;
     auto task = m_tasks->lease(key, version + 1, nowMs);
     if (!task)
@@ -454,6 +454,17 @@ Result<net::GetUpdateReply> ProjectRuntime::getUpdate(const net::GetUpdateReques
         return description.error();
     return net::GetUpdateReply{request.fromVersion, uint64_t(version), "int8", uint64_t(m_parameters), name,
         description->bytes, description->sha256, m_round->paramsSha()};
+}
+
+bool ProjectRuntime::othersAreWorking(const std::string& key) const
+{
+    for (const AcceptedSubmission& accepted : m_round->accepted())
+        if (accepted.record.publicKey != key)
+            return true;
+    for (const auto& [id, task] : m_tasks->tasks())
+        if (task.lease.publicKey != key)
+            return true;
+    return false;
 }
 
 PublishedEvents ProjectRuntime::tick(int64_t nowMs)

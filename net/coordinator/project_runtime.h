@@ -137,6 +137,8 @@ private:
     void endTask(uint64_t taskId, bool returnRange, bool keepWrapUp = false);
     void endTasksOf(const std::string& key);
     bool roundDue() const;
+    // Another key has an accepted submission or an open task in this round.
+    bool othersAreWorking(const std::string& key) const;
     void wrapUpIfIdle(const std::string& key);
     // After a wrap-up's grace, the tasks whose holders have sent nothing
     // since it began are taken back, so the round closes around them.
@@ -177,7 +179,9 @@ private:
     // Submissions of the open round rejected on their payload, by key: after
     // kMaxRejectionsPerKeyPerRound a key gets no other task until the round
     // closes, so a hostile key cannot hold the round's work (and its honest
-    // volunteers' time) by failing task after task.
+    // volunteers' time) by failing task after task. Only while another key
+    // works in the round (othersAreWorking): a lone volunteer whose honest
+    // updates the gate refused must not stall the project.
     static constexpr int kMaxRejectionsPerKeyPerRound = 3;
     std::map<std::string, int> m_rejectionsThisRound;
     net::ResourceTable m_resources;

@@ -6,6 +6,7 @@
 #include "net/wire/error_codes.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -124,6 +125,7 @@ void Submissions::roundClosed()
     for (const auto& entry : std::filesystem::directory_iterator(pendingDir(), ec))
         std::filesystem::remove(entry.path(), ec);
     m_gate.closeRound();
+    m_directionRejections = 0;
     takeDirection();
 }
 
@@ -256,9 +258,22 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     std::optional<double> cosine;
     if (direction() && stats->l2Norm > 0)
         cosine = stats->dot / (stats->l2Norm * m_directionNorm);
-    if (auto why = m_gate.check(gateNorm, cosine))
-        return refuse(Error::make(
-            why->starts_with("direction") ? net::errc::kDirectionOutOfBounds : net::errc::kNormOutOfBounds, *why));
+    if (auto why = m_gate.check(gateNorm, cosine)) {
+        const bool direction = why->starts_with("direction");
+        // A reference carried over from the previous round that refuses
+        // every update of this one (volunteers whose fresh optimizer states
+        // align less with the momentum, say) would stall the project: after
+        // kStaleDirectionRejections refusals with nothing accepted, only
+        // this round's own submissions set the direction.
+        if (direction && m_round.accepted().empty() && ++m_directionRejections >= kStaleDirectionRejections) {
+            m_gate.forgetPreviousDirections();
+            std::fprintf(stderr,
+                "%s: round %lld: %d updates refused on direction with none accepted; the previous "
+                "round's direction no longer counts\n",
+                m_spec.name.c_str(), static_cast<long long>(m_round.openRound()), m_directionRejections);
+        }
+        return refuse(Error::make(direction ? net::errc::kDirectionOutOfBounds : net::errc::kNormOutOfBounds, *why));
+    }
     if (Status s = acceptDurably(key, task, request, {gateNorm, cosine}, nowMs); !s)
         return s.error();
     return net::SubmitReply{request.taskId, request.round, request.version};

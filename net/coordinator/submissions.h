@@ -73,6 +73,8 @@ private:
     RoundState& m_round;
     std::function<void(uint64_t)> m_endTask;
     diloco::NormGate m_gate;
+    static constexpr int kStaleDirectionRejections = 8;
+    int m_directionRejections = 0; // in the open round, while nothing is accepted
     // The outer momentum as the round opened (norm 0 before the first outer step).
     std::vector<float> m_direction;
     double m_directionNorm = 0;

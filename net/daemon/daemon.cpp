@@ -385,7 +385,7 @@ control::Value Daemon::status() const
         v.set("tokens_per_second", summary->tokensPerSecond).set("version", summary->version);
         v.set("tasks", summary->tasks).set("accepted", summary->accepted).set("rejected", summary->rejected);
         v.set("tokens", summary->tokens).set("busy_share", summary->utilisation());
-        v.set("last_error", summary->lastError);
+        v.set("last_error", summary->lastError).set("piece_fetches", summary->pieceFetches);
     }
     Value notices = Value::array();
     for (const std::string& n : m_notices)

@@ -139,6 +139,11 @@ Result<std::unique_ptr<DemoHub>> DemoHub::start(const DemoOptions& options)
     if (pid < 0)
         return Error::make("io_error", std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
+        // exec keeps the signal mask of the forking thread; the coordinator
+        // must hear SIGTERM whatever that thread blocks.
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
         // The demo coordinator dies with its daemon.
         ::prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (::getppid() != parent)
