@@ -331,9 +331,9 @@ private slots:
     }
 
     // Item 3 (b, c): once the outer momentum has a direction, an update
-    // against it (an honest one with its sign flipped) or one across it
-    // (noise just under the norm ceiling) is refused, whether it comes
-    // before or after the round's honest ones.
+    // against it (an honest one with its sign flipped) is refused, and noise
+    // far above the honest norms is refused by the norm bound, whether they
+    // come before or after the round's honest ones.
     void opposedAndNoiseUpdatesAreRefused()
     {
         ServerProcess server;
@@ -347,11 +347,17 @@ private slots:
             // Round 1 has no direction yet; round 2 learns the cosines after
             // a's submission; from round 3 on they are known from the start.
             if (version >= 2) {
-                for (const auto& hostile : {plus(std::vector<float>(std::size_t(n), 0.0f), honest(7 + version), -1.0f),
-                         randomDelta(n, 3.5e-3f, 50 + version)}) {
+                // Against the momentum: the direction check. Across it (noise
+                // of eight times an honest norm): the norm bound, since noise
+                // has a cosine near zero, as honest updates may.
+                const std::pair<std::vector<float>, std::string> hostiles[]
+                    = {{plus(std::vector<float>(std::size_t(n), 0.0f), honest(7 + version), -1.0f),
+                           "direction_out_of_bounds"},
+                        {randomDelta(n, 8e-3f, 50 + version), "norm_out_of_bounds"}};
+                for (const auto& [hostile, code] : hostiles) {
                     auto r = uploadAndSubmit(attacker, task(attacker), int8Payload(hostile), kTaskTokens);
                     QVERIFY(!r);
-                    QCOMPARE(r.error().code, std::string("direction_out_of_bounds"));
+                    QCOMPARE(r.error().code, code);
                 }
             }
             auto r = uploadAndSubmit(a, task(a), int8Payload(honest(10 * version + 1)), kTaskTokens);

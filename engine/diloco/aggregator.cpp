@@ -209,9 +209,12 @@ std::optional<std::string> NormGate::check(double norm, std::optional<double> co
     if (!std::isfinite(*cosine))
         return reasonPrefix(engine::errc::kNonFinite) + "cosine " + number(*cosine);
     const std::optional<double> typical = directionReference();
-    if (typical && *typical >= m_options.minDirection && *cosine < m_options.directionFactor * *typical)
+    // Only updates against the momentum are refused: honest ones scatter
+    // around the typical cosine down to about zero (a fresh optimizer state,
+    // a short task), while a sign-flipped one sits near minus the typical.
+    if (typical && *typical >= m_options.minDirection && *cosine < -m_options.directionFactor * *typical)
         return reasonPrefix(engine::errc::kDirection) + "cosine " + number(*cosine)
-            + " with the outer momentum is below " + number(m_options.directionFactor) + " x median "
+            + " with the outer momentum is below -" + number(m_options.directionFactor) + " x median "
             + number(*typical);
     return std::nullopt;
 }

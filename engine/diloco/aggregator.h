@@ -63,8 +63,10 @@ private:
 //    and would drag the statistics down), at most absoluteMax, and within
 //    [lowFactor, factor] x the reference norm;
 //  - direction (when the round has a reference direction, the outer
-//    momentum): cosine at least directionFactor x the reference cosine, once
-//    that reference says something (>= minDirection).
+//    momentum): cosine at least -directionFactor x the reference cosine (not
+//    against the momentum), once that reference says something
+//    (>= minDirection). Noise across the momentum (cosine near 0) passes
+//    this check; the norm bounds are what limit it.
 // The references are medians over *keys* (each key's own median over this
 // round and the previous one), so one key's many submissions count once,
 // and only accepted submissions enter them. Until minReference keys are

@@ -458,11 +458,15 @@ Result<net::GetUpdateReply> ProjectRuntime::getUpdate(const net::GetUpdateReques
 
 bool ProjectRuntime::othersAreWorking(const std::string& key) const
 {
-    for (const AcceptedSubmission& accepted : m_round->accepted())
-        if (accepted.record.publicKey != key)
-            return true;
+    auto capped = [&](const std::string& other) {
+        auto it = m_rejectionsThisRound.find(other);
+        return it != m_rejectionsThisRound.end() && it->second >= kMaxRejectionsPerKeyPerRound;
+    };
     for (const auto& [id, task] : m_tasks->tasks())
-        if (task.lease.publicKey != key)
+        if (task.lease.publicKey != key && !capped(task.lease.publicKey))
+            return true;
+    for (const AcceptedSubmission& accepted : m_round->accepted())
+        if (accepted.record.publicKey != key && !capped(accepted.record.publicKey))
             return true;
     return false;
 }

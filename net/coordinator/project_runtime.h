@@ -137,7 +137,8 @@ private:
     void endTask(uint64_t taskId, bool returnRange, bool keepWrapUp = false);
     void endTasksOf(const std::string& key);
     bool roundDue() const;
-    // Another key has an accepted submission or an open task in this round.
+    // Another key, not itself at the cap, has an accepted submission or an
+    // open task in this round (so the cap can never shut every key out).
     bool othersAreWorking(const std::string& key) const;
     void wrapUpIfIdle(const std::string& key);
     // After a wrap-up's grace, the tasks whose holders have sent nothing
@@ -180,8 +181,8 @@ private:
     // kMaxRejectionsPerKeyPerRound a key gets no other task until the round
     // closes, so a hostile key cannot hold the round's work (and its honest
     // volunteers' time) by failing task after task. Only while another key
-    // works in the round (othersAreWorking): a lone volunteer whose honest
-    // updates the gate refused must not stall the project.
+    // below the cap works in the round (othersAreWorking): volunteers whose
+    // honest updates the gate refused must not stall the project.
     static constexpr int kMaxRejectionsPerKeyPerRound = 3;
     std::map<std::string, int> m_rejectionsThisRound;
     net::ResourceTable m_resources;
