@@ -209,13 +209,23 @@ std::optional<std::string> NormGate::check(double norm, std::optional<double> co
     if (!std::isfinite(*cosine))
         return reasonPrefix(engine::errc::kNonFinite) + "cosine " + number(*cosine);
     const std::optional<double> typical = directionReference();
-    // Only updates against the momentum are refused: honest ones scatter
-    // around the typical cosine down to about zero (a fresh optimizer state,
-    // a short task), while a sign-flipped one sits near minus the typical.
-    if (typical && *typical >= m_options.minDirection && *cosine < -m_options.directionFactor * *typical)
-        return reasonPrefix(engine::errc::kDirection) + "cosine " + number(*cosine)
-            + " with the outer momentum is below -" + number(m_options.directionFactor) + " x median "
-            + number(*typical);
+    // Honest updates scatter around the typical cosine, down to about zero
+    // (a fresh optimizer state, a short task). Refused: an update against
+    // the momentum (a sign-flipped one sits near minus the typical), and a
+    // large one across it (noise: well above the typical norm yet hardly
+    // aligned; a fresh volunteer's first updates are somewhat larger).
+    if (typical && *typical >= m_options.minDirection) {
+        const double bound = m_options.directionFactor * *typical;
+        const std::optional<double> median = reference();
+        if (*cosine < -bound)
+            return reasonPrefix(engine::errc::kDirection) + "cosine " + number(*cosine)
+                + " with the outer momentum is below -" + number(m_options.directionFactor) + " x median "
+                + number(*typical);
+        if (*cosine < bound && median && norm > m_options.largeFactor * *median)
+            return reasonPrefix(engine::errc::kDirection) + "cosine " + number(*cosine) + " is below "
+                + number(m_options.directionFactor) + " x median " + number(*typical) + " for a norm " + number(norm)
+                + " above " + number(m_options.largeFactor) + " x median " + number(*median);
+    }
     return std::nullopt;
 }
 

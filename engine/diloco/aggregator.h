@@ -63,10 +63,11 @@ private:
 //    and would drag the statistics down), at most absoluteMax, and within
 //    [lowFactor, factor] x the reference norm;
 //  - direction (when the round has a reference direction, the outer
-//    momentum): cosine at least -directionFactor x the reference cosine (not
-//    against the momentum), once that reference says something
-//    (>= minDirection). Noise across the momentum (cosine near 0) passes
-//    this check; the norm bounds are what limit it.
+//    momentum), once the reference cosine says something (>= minDirection):
+//    never below -directionFactor x the reference (against the momentum),
+//    and, for a norm above largeFactor x the reference, at least directionFactor x
+//    the reference (large noise across the momentum). Honest updates with
+//    a cosine near zero and an ordinary norm pass.
 // The references are medians over *keys* (each key's own median over this
 // round and the previous one), so one key's many submissions count once,
 // and only accepted submissions enter them. Until minReference keys are
@@ -85,6 +86,8 @@ public:
         // Norms at or below this are rejected whatever the reference.
         double absoluteMin = 0.0;
         double directionFactor = 0.25;
+        // Norms above largeFactor x the reference must also be aligned.
+        double largeFactor = 2.0;
         double minDirection = 0.05;
     };
 
