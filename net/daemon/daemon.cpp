@@ -73,6 +73,15 @@ Result<std::string> requiredText(const Value& body, std::string_view key)
     return body[key].toString();
 }
 
+// The hub link in body.link.
+Result<HubLink> hubOf(const Value& body)
+{
+    auto link = requiredText(body, "link");
+    if (!link)
+        return link.error();
+    return parseHubLink(*link);
+}
+
 Result<uint64_t> requiredRound(const Value& body)
 {
     if (!body["round"].isInt() || body["round"].toInt() < 0)
@@ -631,10 +640,7 @@ Result<Value> Daemon::settingsSet(const Value& body)
 
 Result<Value> Daemon::follow(const Value& body)
 {
-    auto link = requiredText(body, "link");
-    if (!link)
-        return link.error();
-    auto hub = parseHubLink(*link);
+    auto hub = hubOf(body);
     if (!hub)
         return hub.error();
     {
@@ -651,15 +657,12 @@ Result<Value> Daemon::follow(const Value& body)
 
 Result<Value> Daemon::unfollow(const Value& body)
 {
-    auto link = requiredText(body, "link");
-    if (!link)
-        return link.error();
-    auto hub = parseHubLink(*link);
+    auto hub = hubOf(body);
     if (!hub)
         return hub.error();
     std::lock_guard lock(m_mutex);
     if (!m_hubs->unfollow(formatHubLink(*hub)))
-        return Error::make("not_found", "this hub is not followed: " + *link);
+        return Error::make("not_found", "this hub is not followed: " + body["link"].toString());
     if (Status s = saveState(); !s)
         return s.error();
     return Value::map();
