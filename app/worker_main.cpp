@@ -134,30 +134,23 @@ void printCatalog(const Value& c)
     }
 }
 
-int followEvents(control::ControlClient& client, const std::string& topic, uint64_t id)
-{
-    auto events = control::EventSubscriber::connect(client.dir(), {topic});
-    if (!events)
-        return fail(events.error().message);
-    (void)id;
-    return 0;
-}
-
 int generate(control::ControlClient& client, app::Args& args)
 {
     const auto& p = args.positionals();
     if (p.size() < 3)
         return fail("generate takes ROUND and PROMPT", 2);
-    // Subscribe first, so no piece of the text is missed.
-    auto events = control::EventSubscriber::connect(client.dir(), {"generated"});
+    // Subscribe first, so no piece of the text is missed: the daemon's
+    // progress events (two a second) show when the subscription is live.
+    auto events = control::EventSubscriber::connect(client.dir(), {"generated", "progress"});
     if (!events)
         return fail(events.error().message);
+    for (int i = 0; i < 50; ++i)
+        if (auto event = (*events)->next(100); event && event->type == "progress")
+            break;
     Value body = Value::map();
     body.set("round", std::stoll(p[1])).set("prompt", p[2]);
     body.set("temperature", std::stod(args.value("temperature"))).set("top_k", args.integer("top-k"));
     body.set("max_tokens", args.integer("max-tokens"));
-    // The subscription takes a moment to reach the daemon (ZeroMQ's slow
-    // joiner): ask until an event of ours arrives.
     auto started = client.call("generate", body);
     if (!started)
         return fail(started.error().message);
@@ -166,7 +159,7 @@ int generate(control::ControlClient& client, app::Args& args)
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
     while (std::chrono::steady_clock::now() < deadline) {
         auto event = (*events)->next(1000);
-        if (!event || event->body["id"].toUInt() != id)
+        if (!event || event->type != "generated" || event->body["id"].toUInt() != id)
             continue;
         std::cout << event->body["text"].toString() << std::flush;
         if (event->body["done"].toBool()) {
@@ -322,6 +315,5 @@ int main(int argc, char** argv)
     }
     if (command == "generate")
         return generate(c, args);
-    (void)followEvents;
     return fail("unknown command \"" + command + "\" (see --help)", 2);
 }

@@ -306,8 +306,15 @@ private slots:
         QVERIFY(std::filesystem::exists(folder / "tokenizer"));
 
         // Generation streams whole UTF-8 characters as events.
-        auto events = control::EventSubscriber::connect(h.control(), {"generated"});
+        auto events = control::EventSubscriber::connect(h.control(), {"generated", "progress"});
         QVERIFY(events);
+        // The daemon's progress events show when the subscription is live.
+        QVERIFY(waitUntil(
+            [&] {
+                auto event = (*events)->next(100);
+                return event && event->type == "progress";
+            },
+            10000));
         Value generate = Value::map();
         generate.set("round", *ready).set("prompt", "ROMEO:").set("max_tokens", 40).set("temperature", 0.8);
         const uint64_t id = call(c, "generate", generate)["id"].toUInt();
@@ -316,7 +323,7 @@ private slots:
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         while (!done && std::chrono::steady_clock::now() < deadline) {
             auto event = (*events)->next(1000);
-            if (!event || event->body["id"].toUInt() != id)
+            if (!event || event->type != "generated" || event->body["id"].toUInt() != id)
                 continue;
             const std::string piece = event->body["text"].toString();
             QCOMPARE(engine::completeUtf8Length(piece), piece.size());
