@@ -9,14 +9,18 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "free_port.h"
 #include <filesystem>
 #include <fstream>
 #include <map>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
+
+using crowdtrain::testing::freePort;
 
 namespace {
 
@@ -63,21 +67,6 @@ Run runProgram(const QString& program, const QStringList& arguments, int timeout
 QString q(const std::filesystem::path& path)
 {
     return QString::fromStdString(path.string());
-}
-
-// A loopback port nobody holds right now, for the --nproc rendezvous.
-int freePort()
-{
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0
-        || getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-        qFatal("cannot find a free loopback port");
-    close(fd);
-    return ntohs(address.sin_port);
 }
 
 } // namespace

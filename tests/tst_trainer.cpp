@@ -7,6 +7,7 @@
 #include "engine/data_parallel.h"
 #include "engine/trainer.h"
 
+#include "free_port.h"
 #include <QProcess>
 #include <QScopeGuard>
 #include <QTemporaryDir>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+
 #include <netinet/in.h>
 #include <numeric>
 #include <sys/socket.h>
@@ -22,6 +24,8 @@
 
 using namespace crowdtrain::engine;
 using crowdtrain::Status;
+
+using crowdtrain::testing::freePort;
 
 namespace {
 
@@ -125,21 +129,6 @@ bool sameParameters(Trainer& a, Trainer& b)
         if (!torch::equal(pa[i], pb[i]))
             return false;
     return true;
-}
-
-// A loopback port nobody holds right now, for a c10d rendezvous.
-int freePort()
-{
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0
-        || getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-        qFatal("cannot find a free loopback port");
-    close(fd);
-    return ntohs(address.sin_port);
 }
 
 // One rank of the data-parallel check, run in a child process: trains with
