@@ -9,7 +9,7 @@ crowdtrain_test(tst_state_store SOURCES tst_state_store.cpp ${_ct_coordinator_fi
 crowdtrain_test(tst_data_plan SOURCES tst_data_plan.cpp ${_ct_coordinator_fixtures}
     LIBS crowdtrain::coordinator_store)
 crowdtrain_test(tst_checkpoint_store SOURCES tst_checkpoint_store.cpp
-    LIBS crowdtrain::coordinator_store)
+    LIBS crowdtrain::coordinator)
 
 # The coordinator service as a process, against clients speaking the protocol.
 crowdtrain_test(tst_coordinator SOURCES tst_coordinator.cpp coordinator_process.h

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace crowdtrain::testing {
 
@@ -57,6 +58,7 @@ struct SpecOptions {
     int64_t deadlineSeconds = 60;
     std::string codec = "int8";
     int64_t embd = 32;
+    std::vector<std::string> prompts = {}; // continued at each checkpoint
 };
 
 // A small model (2 layers, 32 wide, block 32) so that rounds take seconds.
@@ -75,6 +77,8 @@ inline std::filesystem::path writeSpec(
                 {"deadline_seconds", o.deadlineSeconds}}},
         {"codec", o.codec}, {"checkpoints", {{"every_rounds", o.checkpointEvery}, {"keep_last", 3}}},
         {"validation", {{"batches", 8}, {"batch_size", 16}}}};
+    if (!o.prompts.empty())
+        spec["prompts"] = o.prompts;
     std::filesystem::create_directories(dir);
     const auto file = dir / "tiny.project.json";
     std::ofstream(file) << spec.dump(2);

@@ -2,8 +2,10 @@
 // back bit for bit, metadata with sizes and SHA-256, listing, retention and
 // cleanup of interrupted publishes.
 #include "net/coordinator/checkpoint_store.h"
+#include "net/coordinator/evaluation.h"
 #include "net/transfer/sha256.h"
 
+#include "engine/char_tokenizer.h"
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
 
@@ -131,6 +133,67 @@ private slots:
         for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(path("publish")))
             ++entries;
         QCOMPARE(entries, 1);
+    }
+
+    void extraFilesAreListedAndChecked()
+    {
+        torch::manual_seed(5);
+        engine::Gpt model(tinyConfig());
+        const engine::NamedTensors named = orFail(unflattenParameters(tinyConfig(), flatOf(model)));
+        CheckpointStore store = orFail(CheckpointStore::open(path("extra"), CheckpointSpec{}));
+        const std::string samples = R"({"samples": []})";
+        const CheckpointInfo info
+            = orFail(store.publish(2, 10, std::nullopt, tinyConfig(), named, 0, {{"samples.json", samples}}));
+        QCOMPARE(info.files.size(), std::size_t(3));
+        QCOMPARE(info.files[2].name, std::string("samples.json"));
+        QCOMPARE(info.files[2].bytes, uint64_t(samples.size()));
+        QCOMPARE(info.files[2].sha256, crowdtrain::net::sha256Hex(samples));
+        QCOMPARE(orFail(store.find(2)).files.size(), std::size_t(3));
+        // Names that would clash with the model's files, or leave the folder, are refused whole.
+        for (const char* bad : {"metadata.json", "config.json", "../escape.json", ""})
+            QCOMPARE(store.publish(3, 10, std::nullopt, tinyConfig(), named, 0, {{bad, "x"}}).error().code,
+                std::string("invalid_argument"));
+        QVERIFY(!std::filesystem::exists(path("extra") / "round-3"));
+    }
+
+    // The coordinator's continuations of the project's prompts: seeded, so
+    // the same weights always write the same text, and other weights write
+    // other text.
+    void samplesAreSeeded()
+    {
+        const std::filesystem::path tokenizerDir = path("samples-tokenizer");
+        auto tokenizer = orFail(engine::CharTokenizer::fromText("abcdefgh ijklmno"));
+        QVERIFY(tokenizer->save(tokenizerDir).ok());
+        engine::DataSet data;
+        data.tokenizerDir = tokenizerDir;
+        ProjectSpec spec;
+        spec.name = "samples";
+        spec.model = tinyConfig();
+        spec.prompts = {"ab", "hij"};
+        torch::manual_seed(5);
+        engine::Gpt model(tinyConfig());
+        model->eval();
+        const std::vector<float> first = flatOf(model);
+        torch::manual_seed(6);
+        engine::Gpt other(tinyConfig());
+        const std::vector<float> second = flatOf(other);
+
+        Evaluation evaluation(spec, data, model, {});
+        const std::string once = evaluation.writeSamples(4, first);
+        QCOMPARE(evaluation.writeSamples(4, first), once);
+        QVERIFY(evaluation.writeSamples(4, second) != once);
+        const nlohmann::json doc = nlohmann::json::parse(once);
+        QCOMPARE(doc["round"].get<int64_t>(), int64_t(4));
+        QCOMPARE(doc["samples"].size(), std::size_t(2));
+        QCOMPARE(doc["samples"][1]["prompt"].get<std::string>(), std::string("hij"));
+        const std::string text = doc["samples"][0]["text"].get<std::string>();
+        QCOMPARE(int64_t(text.size()), Evaluation::kSampleTokens); // 16 one-byte characters, vocabulary 16
+
+        // On the evaluation thread: only when a checkpoint is due.
+        evaluation.start(5, 100, std::make_shared<const std::vector<float>>(first), {}, true);
+        QCOMPARE(evaluation.finish(true)->samplesJson, evaluation.writeSamples(5, first));
+        evaluation.start(6, 100, std::make_shared<const std::vector<float>>(first), {}, false);
+        QVERIFY(evaluation.finish(true)->samplesJson.empty());
     }
 
     void retentionKeepsLastAndMilestones()

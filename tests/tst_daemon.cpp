@@ -160,7 +160,8 @@ private slots:
     {
         QVERIFY(m_dir.isValid());
         m_data = preparedShakespeare(root());
-        const auto spec = writeSpec(root() / "hub", m_data, SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1});
+        const auto spec = writeSpec(root() / "hub", m_data,
+            SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1, .prompts = {"ROMEO:", "First "}});
         QVERIFY(m_server.start(spec, root() / "hub/state", 1000));
         daemon::HubLink hub;
         hub.host = "127.0.0.1";
@@ -304,6 +305,25 @@ private slots:
         QVERIFY(std::filesystem::exists(folder / "model.safetensors"));
         QVERIFY(std::filesystem::exists(folder / "config.json"));
         QVERIFY(std::filesystem::exists(folder / "tokenizer"));
+        QVERIFY(std::filesystem::exists(folder / "samples.json"));
+
+        // What the model wrote at each checkpoint comes without downloading it.
+        Value samples;
+        if (!waitUntil(
+                [&] {
+                    const Value listed = call(c, "checkpoints");
+                    for (const Value& cp : listed["checkpoints"].items())
+                        if (cp["samples"].size() == 2)
+                            samples = cp["samples"];
+                    return !samples.isNil();
+                },
+                30000)) {
+            qWarning("checkpoints: %s", call(c, "checkpoints").toJson().c_str());
+            QFAIL("no checkpoint's samples came");
+        }
+        QCOMPARE(samples.at(0)["prompt"].toString(), std::string("ROMEO:"));
+        QCOMPARE(samples.at(1)["prompt"].toString(), std::string("First "));
+        QVERIFY(!samples.at(0)["text"].toString().empty());
 
         // Generation streams whole UTF-8 characters as events.
         auto events = control::EventSubscriber::connect(h.control(), {"generated", "progress"});
@@ -368,7 +388,7 @@ private slots:
         options.serverPublicKey = m_server.publicKey;
         options.keys = *net::generateKeyPair();
         volunteer::Traffic traffic;
-        auto connection = volunteer::Connection::open(context, options, traffic);
+        auto connection = volunteer::Connection::open(context, options, traffic, nullptr);
         QVERIFY(connection);
         volunteer::PieceLibrary library(cache, 64 << 20,
             [&] { return std::make_unique<volunteer::ConnectionSource>(**connection, "tiny", 10000); });

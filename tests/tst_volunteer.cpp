@@ -448,7 +448,7 @@ private slots:
         HeartbeatServer server(context, serverKeys);
         Traffic traffic;
         net::ClientOptions options{server.endpoint, serverKeys.publicKey, freshKeys()};
-        auto connection = Connection::open(context, options, traffic);
+        auto connection = Connection::open(context, options, traffic, nullptr);
         QVERIFY(connection);
         for (int i = 0; i < 3; ++i) {
             auto reply = (*connection)

@@ -146,7 +146,8 @@ bool CheckpointStore::isDue(int64_t round) const
 }
 
 Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, std::optional<double> valLoss,
-    const engine::GptConfig& config, const engine::NamedTensors& parameters, int64_t nowMs)
+    const engine::GptConfig& config, const engine::NamedTensors& parameters, int64_t nowMs,
+    const std::map<std::string, std::string>& extraFiles)
 {
     const std::filesystem::path target = m_dir / roundDirName(round);
     if (round < 0 || std::filesystem::exists(target))
@@ -165,6 +166,15 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
         {"round", std::to_string(round)}, {"tokens", std::to_string(tokens)}};
     if (Status s = engine::exportHuggingFaceGpt2(staging, config, parameters, extra); !s)
         return fail(s.error());
+    std::vector<std::string> names{"config.json", "model.safetensors"};
+    for (const auto& [name, contents] : extraFiles) {
+        if (name.empty() || name.find('/') != std::string::npos || name == kMetadataFile
+            || std::find(names.begin(), names.end(), name) != names.end())
+            return fail(Error::make(net::errc::kInvalidArgument, "'" + name + "' cannot be a checkpoint file"));
+        if (Status s = engine::writeFileAtomically(staging / name, contents); !s)
+            return fail(s.error());
+        names.push_back(name);
+    }
 
     CheckpointInfo info;
     info.round = round;
@@ -173,7 +183,7 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
     info.createdMs = nowMs;
     info.created = isoUtc(nowMs);
     json files = json::array();
-    for (const char* name : {"config.json", "model.safetensors"}) {
+    for (const std::string& name : names) {
         auto hash = net::sha256OfFile(staging / name);
         if (!hash)
             return fail(hash.error());

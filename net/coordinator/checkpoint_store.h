@@ -3,6 +3,8 @@
 // Published checkpoints: every N rounds the coordinator writes theta_v as a
 // Hugging Face GPT-2 folder that GPT2LMHeadModel.from_pretrained loads:
 //   CHECKPOINTS/round-<R>/model.safetensors, config.json   (engine::exportHuggingFaceGpt2)
+//   CHECKPOINTS/round-<R>/samples.json   (when the project has prompts: what
+//     the model wrote after each, seeded; see ProjectSpec::prompts)
 //   CHECKPOINTS/round-<R>/metadata.json
 //     {"round": R, "tokens": T, "val_loss": L or null, "created": "2024-05-20T12:00:00Z",
 //      "created_ms": ..., "files": [{"name": "config.json", "bytes": N, "sha256": "..."}, ...]}
@@ -22,6 +24,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,9 +59,12 @@ public:
     // an interrupted publish.
     static Result<CheckpointStore> open(const std::filesystem::path& dir, const CheckpointSpec& retention);
 
-    // Writes round-<round>/ and applies retention. Error if it already exists.
+    // Writes round-<round>/ and applies retention. Error if it already
+    // exists. `extraFiles` (name -> contents, e.g. samples.json) are written
+    // beside the model and listed in the metadata like its files.
     Result<CheckpointInfo> publish(int64_t round, int64_t tokens, std::optional<double> valLoss,
-        const engine::GptConfig& config, const engine::NamedTensors& parameters, int64_t nowMs);
+        const engine::GptConfig& config, const engine::NamedTensors& parameters, int64_t nowMs,
+        const std::map<std::string, std::string>& extraFiles = {});
 
     // Every published checkpoint, oldest first. Folders without a readable
     // metadata.json are skipped.

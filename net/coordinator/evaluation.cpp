@@ -2,6 +2,9 @@
 
 #include "engine/batch_sampler.h"
 #include "engine/diloco/flat_params.h"
+#include "engine/generate.h"
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -19,12 +22,27 @@ Evaluation::Evaluation(const ProjectSpec& spec, const engine::DataSet& data, eng
     , m_data(data)
     , m_model(std::move(model))
     , m_faultPoint(std::move(faultPoint))
-{ }
+{
+    if (m_spec.prompts.empty())
+        return;
+    if (!m_data.tokenizerDir) {
+        std::fprintf(
+            stderr, "%s: the project has prompts but no tokenizer; checkpoints get no samples\n", m_spec.name.c_str());
+        return;
+    }
+    auto tokenizer = engine::loadTokenizer(*m_data.tokenizerDir);
+    if (!tokenizer) {
+        std::fprintf(
+            stderr, "%s: no samples at checkpoints: %s\n", m_spec.name.c_str(), tokenizer.error().message.c_str());
+        return;
+    }
+    m_tokenizer = std::move(*tokenizer);
+}
 
 Evaluation::~Evaluation()
 {
     if (m_running)
-        m_running->loss.wait();
+        m_running->outcome.wait();
 }
 
 std::optional<double> Evaluation::evaluate(const std::vector<float>& params)
@@ -51,14 +69,57 @@ std::optional<double> Evaluation::evaluate(const std::vector<float>& params)
     return sum / double(m_spec.validation.batches);
 }
 
-void Evaluation::start(
-    int64_t round, int64_t tokens, std::shared_ptr<const std::vector<float>> params, net::RoundClosedEvent event)
+std::string Evaluation::writeSamples(int64_t round, const std::vector<float>& params)
 {
-    Running running{Done{round, tokens, params, std::move(event), std::nullopt}, {}};
-    running.loss = std::async(std::launch::async, [this, params, round] {
+    if (!m_tokenizer || m_spec.prompts.empty())
+        return {};
+    if (!diloco::assign(m_model, params.data(), int64_t(params.size())))
+        return {};
+    torch::NoGradGuard noGrad;
+    using json = nlohmann::json;
+    json samples = json::array();
+    for (std::size_t i = 0; i < m_spec.prompts.size(); ++i) {
+        const std::string& prompt = m_spec.prompts[i];
+        auto ids = m_tokenizer->tryEncode(prompt);
+        std::string text;
+        if (ids && !ids->empty()) {
+            engine::SampleOptions options;
+            options.maxNewTokens = kSampleTokens;
+            options.temperature = kSampleTemperature;
+            options.topK = kSampleTopK;
+            options.seed = kSampleSeed + i; // the same seed for this prompt at every checkpoint
+            const std::vector<int64_t> context(ids->begin(), ids->end());
+            const std::vector<int64_t> generated = engine::generate(m_model, context, options);
+            const std::vector<int32_t> tokens(generated.begin(), generated.end());
+            text = m_tokenizer->decode(tokens);
+        }
+        samples.push_back({{"prompt", prompt}, {"text", text}});
+    }
+    const json out{{"round", round}, {"seed", kSampleSeed}, {"temperature", kSampleTemperature}, {"top_k", kSampleTopK},
+        {"max_tokens", kSampleTokens}, {"samples", samples}};
+    // A token may end inside a UTF-8 character: such bytes become U+FFFD.
+    return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+void Evaluation::start(int64_t round, int64_t tokens, std::shared_ptr<const std::vector<float>> params,
+    net::RoundClosedEvent event, bool withSamples)
+{
+    Running running{Done{round, tokens, params, std::move(event), std::nullopt, {}}, {}};
+    running.outcome = std::async(std::launch::async, [this, params, round, withSamples] {
         if (m_faultPoint)
             m_faultPoint("evaluate", round);
-        return evaluate(*params);
+        Outcome outcome;
+        outcome.loss = evaluate(*params);
+        if (withSamples) {
+            try {
+                outcome.samplesJson = writeSamples(round, *params);
+            } catch (const std::exception& e) {
+                // The samples are a view of the checkpoint, never a reason to lose it.
+                std::fprintf(stderr, "%s: no samples for round %lld: %s\n", m_spec.name.c_str(),
+                    static_cast<long long>(round), e.what());
+            }
+        }
+        return outcome;
     });
     m_running = std::move(running);
 }
@@ -67,14 +128,16 @@ std::optional<Evaluation::Done> Evaluation::finish(bool wait)
 {
     if (!m_running)
         return std::nullopt;
-    if (!wait && m_running->loss.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    if (!wait && m_running->outcome.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
         return std::nullopt;
     Running running = std::move(*m_running);
     m_running.reset();
     // A failed evaluation costs the round its validation loss, nothing more:
     // the round is committed, and its event and checkpoint still go out.
     try {
-        running.done.valLoss = running.loss.get();
+        Outcome outcome = running.outcome.get();
+        running.done.valLoss = outcome.loss;
+        running.done.samplesJson = std::move(outcome.samplesJson);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: evaluation of round %lld failed: %s\n", m_spec.name.c_str(),
             static_cast<long long>(running.done.round), e.what());

@@ -6,12 +6,19 @@
 // its own thread, one at a time, so that volunteers never wait for it; the
 // server's loop collects it with finish().
 //
+// At a round whose checkpoint is due, the same thread also continues each
+// of the project's prompts (ProjectSpec::prompts) with the new weights:
+// kSampleTokens tokens, sampled with a fixed seed per prompt, so that the
+// checkpoints of one project compare like with like. The result is the
+// checkpoint's samples.json (docs/protocol.md, 12.5).
+//
 // The model is touched only by the evaluation in progress (or by evaluate()
 // on the loop's thread when none is running). A failed evaluation (an
 // exception) gives no loss; it is logged and never throws out of finish().
 
 #include "engine/data_set.h"
 #include "engine/gpt.h"
+#include "engine/tokenizer.h"
 #include "net/coordinator/project_spec.h"
 #include "net/wire/events.h"
 
@@ -29,8 +36,17 @@ public:
         std::function<void(std::string_view, int64_t)> faultPoint);
     ~Evaluation();
 
+    static constexpr int64_t kSampleTokens = 48;
+    static constexpr double kSampleTemperature = 0.8;
+    static constexpr int64_t kSampleTopK = 40;
+    static constexpr uint64_t kSampleSeed = 20240520;
+
     // Synchronously, on the caller's thread (version 0 at the first start).
     std::optional<double> evaluate(const std::vector<float>& params);
+    // samples.json for these weights: {"round", "seed", "temperature",
+    // "top_k", "max_tokens", "samples": [{"prompt", "text"}, ...]}; "" when
+    // the project has no prompts or no tokenizer. On the caller's thread.
+    std::string writeSamples(int64_t round, const std::vector<float>& params);
 
     struct Done {
         int64_t round = 0;
@@ -38,22 +54,29 @@ public:
         std::shared_ptr<const std::vector<float>> params;
         net::RoundClosedEvent event; // valLoss filled in
         std::optional<double> valLoss;
+        std::string samplesJson; // "" unless asked for and possible
     };
-    // Starts the evaluation of a committed round (finish() the previous one first).
-    void start(
-        int64_t round, int64_t tokens, std::shared_ptr<const std::vector<float>> params, net::RoundClosedEvent event);
+    // Starts the evaluation of a committed round (finish() the previous one
+    // first); `withSamples`: continue the prompts too (a checkpoint is due).
+    void start(int64_t round, int64_t tokens, std::shared_ptr<const std::vector<float>> params,
+        net::RoundClosedEvent event, bool withSamples);
     // The finished evaluation, if one is finished (with `wait`: waits for a running one).
     std::optional<Done> finish(bool wait);
 
 private:
+    struct Outcome {
+        std::optional<double> loss;
+        std::string samplesJson;
+    };
     struct Running {
         Done done;
-        std::future<std::optional<double>> loss;
+        std::future<Outcome> outcome;
     };
 
     const ProjectSpec& m_spec;
     const engine::DataSet& m_data;
     engine::Gpt m_model;
+    std::unique_ptr<engine::Tokenizer> m_tokenizer; // for the prompts; null without them
     std::function<void(std::string_view, int64_t)> m_faultPoint;
     std::optional<Running> m_running;
 };

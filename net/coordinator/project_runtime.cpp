@@ -565,8 +565,8 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
     // so volunteers never wait for it.
     PublishedEvents events;
     finishEvaluation(true, events);
-    m_evaluation->start(
-        round, m_round->totalTokens(), std::make_shared<const std::vector<float>>(m_round->params()), event);
+    m_evaluation->start(round, m_round->totalTokens(), std::make_shared<const std::vector<float>>(m_round->params()),
+        event, m_checkpoints->isDue(round));
     if (Status s = publishResources(); !s)
         std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
     events.frames.insert(
@@ -589,7 +589,9 @@ void ProjectRuntime::finishEvaluation(bool wait, PublishedEvents& events)
         return;
     auto named = unflattenParameters(m_spec.model, *done->params);
     auto published = named
-        ? m_checkpoints->publish(done->round, done->tokens, done->valLoss, m_spec.model, *named, unixTimeMs())
+        ? m_checkpoints->publish(done->round, done->tokens, done->valLoss, m_spec.model, *named, unixTimeMs(),
+            done->samplesJson.empty() ? std::map<std::string, std::string>{}
+                                      : std::map<std::string, std::string>{{"samples.json", done->samplesJson}})
         : Result<CheckpointInfo>(named.error());
     if (!published) {
         std::fprintf(stderr, "%s: checkpoint of round %lld failed: %s\n", m_spec.name.c_str(),

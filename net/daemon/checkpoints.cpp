@@ -1,9 +1,11 @@
 #include "net/daemon/checkpoints.h"
 
+#include "engine/atomic_file.h"
 #include "engine/generate.h"
 #include "engine/model_io.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
+#include "net/control/utf8_text.h"
 #include "net/transfer/socket_source.h"
 #include "net/transport/atomic_write.h"
 #include "net/wire/error_codes.h"
@@ -163,6 +165,17 @@ Result<control::Value> Checkpoints::list(const HubLink& hub, const std::string& 
             item.set("error", job->second.error);
         }
         item.set("state", state);
+        for (const net::FileInfo& f : c.files) {
+            if (f.name != "samples.json")
+                continue;
+            control::Value samples = readSamples(project, c.round);
+            if (!samples.isNil()) {
+                item.set("samples", std::move(samples));
+            } else if (m_samplesQueued.insert(key(project, c.round)).second) {
+                m_sampleFetches.push_back(SampleFetch{hub, project, c.round, f});
+                m_wake.notify_all();
+            }
+        }
         list.push(std::move(item));
     }
     if (!reply && remote.empty())
@@ -279,10 +292,85 @@ void Checkpoints::publishJob(const Job& job)
     m_options.publish("download", body);
 }
 
+std::filesystem::path Checkpoints::samplesFileOf(const std::string& project, uint64_t round) const
+{
+    return m_options.root / project / "samples" / ("round-" + std::to_string(round) + ".json");
+}
+
+control::Value Checkpoints::readSamples(const std::string& project, uint64_t round) const
+{
+    auto text = engine::readWholeFile(samplesFileOf(project, round));
+    if (!text)
+        return {};
+    const json doc = json::parse(*text, nullptr, false);
+    if (!doc.is_object() || !doc.contains("samples") || !doc["samples"].is_array())
+        return {};
+    control::Value out = control::Value::array();
+    for (const json& sample : doc["samples"]) {
+        if (!sample.is_object() || !sample.contains("prompt") || !sample["prompt"].is_string()
+            || !sample.contains("text") || !sample["text"].is_string())
+            continue;
+        control::Value item = control::Value::map();
+        item.set("prompt", control::toValidUtf8(sample["prompt"].get<std::string>()));
+        item.set("text", control::toValidUtf8(sample["text"].get<std::string>()));
+        out.push(std::move(item));
+    }
+    return out;
+}
+
+void Checkpoints::runSampleFetch(const SampleFetch& fetch)
+{
+
+    const std::filesystem::path target = samplesFileOf(fetch.project, fetch.round);
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    auto client = m_hubs.connect(fetch.hub);
+    Status fetched = client ? Status::success() : Status(client.error());
+    if (client) {
+        net::SocketSource source(**client, fetch.project, 10000);
+        net::DownloadOptions options;
+        options.cancel = &m_cancel;
+        const std::filesystem::path part = target.string() + ".part";
+        auto report = net::Download(source, fetch.file.resource, part, options).run();
+        if (!report)
+            fetched = report.error();
+        else if (report->description.sha256 != fetch.file.sha256)
+            fetched = Error::make(net::errc::kChecksumMismatch, "samples.json is not the file the hub listed");
+        else
+            std::filesystem::rename(part, target, ec);
+        if (!fetched || ec)
+            std::filesystem::remove(part, ec);
+    }
+    if (!fetched) {
+        // Asked for again by the next list().
+        std::lock_guard lock(m_mutex);
+        m_samplesQueued.erase(key(fetch.project, fetch.round));
+        if (m_options.log)
+            m_options.log("samples of " + fetch.project + " round " + std::to_string(fetch.round)
+                + " not fetched: " + fetched.error().message);
+        return;
+    }
+    if (m_options.publish) {
+        control::Value body = control::Value::map();
+        body.set("project", fetch.project).set("round", fetch.round);
+        body.set("samples", readSamples(fetch.project, fetch.round));
+        m_options.publish("samples", body);
+    }
+}
+
 void Checkpoints::work()
 {
     std::unique_lock lock(m_mutex);
     while (!m_stopping) {
+        if (!m_sampleFetches.empty()) {
+            SampleFetch fetch = std::move(m_sampleFetches.front());
+            m_sampleFetches.pop_front();
+            m_cancel = false;
+            lock.unlock();
+            runSampleFetch(fetch);
+            lock.lock();
+            continue;
+        }
         if (!m_generations.empty()) {
             auto [id, request] = std::move(m_generations.front());
             m_generations.pop_front();

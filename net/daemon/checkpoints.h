@@ -13,6 +13,13 @@
 // (the hub refuses, a file that never matches) ends the job with its reason.
 // Before starting, the free disk must hold the checkpoint.
 //
+// What the model wrote: a checkpoint published with samples.json (the
+// coordinator's continuations of the project's prompts) has it fetched on
+// its own, a few hundred bytes, into <root>/<project>/samples/round-<R>.json
+// when list() first sees it; list() then carries it and a "samples" event
+// announces it, so the app can show how the writing changed round by round
+// without downloading any model.
+//
 // Generation loads the model and tokenizer from a downloaded folder and
 // streams whole UTF-8 characters as "generated" events.
 //
@@ -30,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace crowdtrain::daemon {
@@ -63,7 +71,8 @@ public:
     // The hub's list for `project` merged with what is here: each
     // {round, tokens, val_loss, created_ms, bytes, state: "remote" |
     // "queued" | "downloading" | "paused" | "waiting" | "ready" | "failed",
-    // done_bytes, bytes_per_second, error, folder}.
+    // done_bytes, bytes_per_second, error, folder, samples: [{prompt, text}]
+    // once fetched}. Queues the fetch of samples not fetched yet.
     Result<control::Value> list(const HubLink& hub, const std::string& project);
     // Checkpoints downloaded here, for every project (no network).
     control::Value local() const;
@@ -98,6 +107,16 @@ private:
     void resumeJobs();
     void runDownload(Job job);
     void runGenerate(const GenerateRequest& request, uint64_t id);
+    struct SampleFetch {
+        HubLink hub;
+        std::string project;
+        uint64_t round = 0;
+        net::FileInfo file;
+    };
+    void runSampleFetch(const SampleFetch& fetch);
+    std::filesystem::path samplesFileOf(const std::string& project, uint64_t round) const;
+    // The prompts and continuations of a fetched samples.json (nil when absent or unreadable).
+    control::Value readSamples(const std::string& project, uint64_t round) const;
     void publishJob(const Job& job);
 
     HubDirectory& m_hubs;
@@ -108,6 +127,8 @@ private:
     std::atomic<bool> m_cancel{false}; // the running download stops at a chunk boundary
     std::map<std::string, Job> m_jobs;
     std::deque<std::pair<uint64_t, GenerateRequest>> m_generations;
+    std::deque<SampleFetch> m_sampleFetches;
+    std::set<std::string> m_samplesQueued; // key()s fetched or being fetched this run
     uint64_t m_nextGeneration = 1;
     std::thread m_worker;
 };

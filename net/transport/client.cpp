@@ -32,7 +32,7 @@ Status Client::reopen()
     return Status::success();
 }
 
-Result<Envelope> Client::call(std::string_view request, uint64_t id, int timeoutMs)
+Result<Envelope> Client::call(std::string_view request, uint64_t id, int timeoutMs, const std::atomic<bool>* cancel)
 {
     using Clock = std::chrono::steady_clock;
     try {
@@ -43,10 +43,18 @@ Result<Envelope> Client::call(std::string_view request, uint64_t id, int timeout
             return Error::make(errc::kSendFailed, "the request could not be queued");
         const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
         while (true) {
+            if (cancel && cancel->load()) {
+                if (Status reopened = reopen(); !reopened)
+                    return reopened.error();
+                return Error::make(errc::kCancelled, "stopped while waiting for " + m_options.endpoint);
+            }
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-            zmq::pollitem_t item{m_socket.handle(), 0, ZMQ_POLLIN, 0};
-            if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0)
+            if (left.count() <= 0)
                 break;
+            zmq::pollitem_t item{m_socket.handle(), 0, ZMQ_POLLIN, 0};
+            const auto slice = cancel ? std::min(left, std::chrono::milliseconds(50)) : left;
+            if (zmq::poll(&item, 1, slice) == 0)
+                continue;
             zmq::message_t reply;
             if (!m_socket.recv(reply, zmq::recv_flags::dontwait))
                 continue;

@@ -11,6 +11,7 @@
 #include "net/transport/pirate.h"
 #include "net/wire/envelope.h"
 
+#include <atomic>
 #include <memory>
 
 namespace crowdtrain::net {
@@ -28,8 +29,11 @@ public:
 
     // Sends `request` (an encoded request whose id is `id`) and returns the
     // decoded reply envelope. Errors: "timeout" (no reply within timeoutMs;
-    // the socket was reopened), a decode error of the reply, "zmq_error".
-    Result<Envelope> call(std::string_view request, uint64_t id, int timeoutMs = kRequestTimeoutMs);
+    // the socket was reopened), "cancelled" (`cancel` was set while waiting,
+    // checked every 50 ms; the socket was reopened), a decode error of the
+    // reply, "zmq_error".
+    Result<Envelope> call(std::string_view request, uint64_t id, int timeoutMs = kRequestTimeoutMs,
+        const std::atomic<bool>* cancel = nullptr);
 
     // Encodes, sends, waits and decodes. A server error reply becomes the
     // Error it carries ("stale_version", "not_found", ...).

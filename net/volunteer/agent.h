@@ -117,6 +117,7 @@ public:
 
 private:
     friend class AgentLoop;
+    friend class Reporter;
     void publish(const AgentSummary& summary);
 
     AgentOptions m_options;

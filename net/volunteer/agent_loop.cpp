@@ -3,8 +3,6 @@
 #include "crowdtrain/version.h"
 #include "net/wire/error_codes.h"
 
-#include <cstdarg>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -76,112 +74,89 @@ void VolunteerAgent::publish(const AgentSummary& summary)
 }
 
 AgentLoop::AgentLoop(VolunteerAgent& agent, const AgentOptions& options)
-    : m_agent(agent)
-    , m_options(options)
+    : m_options(options)
+    , m_stop(agent.m_stop)
+    , m_reporter(agent, options.log)
     , m_context(1)
 { }
 
 AgentLoop::~AgentLoop()
 {
     // Every socket closes before the context terminates (which waits for them).
-    m_connection.reset();
-    m_events.reset();
+    m_uploader.reset();
+    m_runner.reset();
+    m_theta.reset();
+    m_shards.reset();
+    m_session.reset();
     m_context.close();
 }
 
-void AgentLoop::log(const char* format, ...)
+void AgentLoop::sleepUntil(Clock::time_point until)
 {
-    if (!m_options.log)
-        return;
-    char line[1024];
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(line, sizeof line, format, args);
-    va_end(args);
-    m_options.log(line);
-}
-
-void AgentLoop::publish()
-{
-    m_summary.wallMs = std::chrono::duration<double, std::milli>(Clock::now() - m_started).count();
-    m_summary.bytesSent = m_traffic.bytesSent;
-    m_summary.bytesReceived = m_traffic.bytesReceived;
-    m_summary.version = m_theta ? m_theta->version : 0;
-    if (auto* pieces = dynamic_cast<PieceLibrary*>(m_shards.get()))
-        m_summary.pieceFetches = pieces->fetched();
-    m_agent.publish(m_summary);
-}
-
-void AgentLoop::setPhase(const char* phase)
-{
-    if (m_summary.phase == phase)
-        return;
-    m_summary.phase = phase;
-    publish();
-}
-
-void AgentLoop::sleepFor(uint64_t ms)
-{
-    const auto until = Clock::now() + std::chrono::milliseconds(ms);
     while (!stopping() && Clock::now() < until)
         std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), until - Clock::now()));
 }
 
-// A small request gets `liveness` heartbeat intervals: no answer by then
-// means the coordinator is gone (Paranoid Pirate).
-int AgentLoop::controlTimeoutMs() const
-{
-    return int(std::max<uint64_t>(1000, m_intervalMs * m_liveness));
-}
-
-// A chunk of up to 4 MiB may take a while on a slow link.
-int AgentLoop::transferTimeoutMs() const
-{
-    return std::max(10000, 2 * controlTimeoutMs());
-}
-
 Status AgentLoop::prepare()
 {
-    if (m_options.dataDir.empty()) {
+    std::filesystem::path dataDir = m_options.dataDir;
+    if (dataDir.empty()) {
         auto dir = defaultDataDir();
         if (!dir)
             return dir.error();
-        m_dataDir = *dir;
-    } else {
-        m_dataDir = m_options.dataDir;
+        dataDir = *dir;
     }
     std::error_code ec;
-    std::filesystem::create_directories(m_dataDir, ec);
+    std::filesystem::create_directories(dataDir, ec);
     if (ec)
         return Error::make(
-            net::errc::kIoError, "cannot create the data folder " + m_dataDir.string() + ": " + ec.message());
-    auto keys = net::loadOrCreateKeyPair(identityKeyFile(m_dataDir));
+            net::errc::kIoError, "cannot create the data folder " + dataDir.string() + ": " + ec.message());
+    auto keys = net::loadOrCreateKeyPair(identityKeyFile(dataDir));
     if (!keys)
         return keys.error();
-    m_keys = *keys;
     auto serverKey = resolveServerKey(m_options.serverKey);
     if (!serverKey)
         return serverKey.error();
-    m_serverKey = *serverKey;
-    auto folder = ProjectFolder::open(m_dataDir, m_options.project);
+    auto folder = ProjectFolder::open(dataDir, m_options.project);
     if (!folder)
         return folder.error();
     m_folder = std::move(*folder);
+
+    SessionOptions session;
+    session.endpoint = m_options.endpoint;
+    session.serverKey = *serverKey;
+    session.project = m_options.project;
+    session.displayName = m_options.displayName;
+    session.device = m_options.device;
+    session.clientVersion
+        = m_options.clientVersion.empty() ? std::string("crowdtrain-worker ") + kVersion : m_options.clientVersion;
+    m_session = std::make_unique<Session>(m_context, *keys, std::move(session), m_stop, m_reporter,
+        [this](const net::JoinReply& reply) { return checkJoin(reply); });
+    m_theta = std::make_unique<ThetaSync>(*m_session, *m_folder, m_reporter, m_stop);
+    m_runner = std::make_unique<TaskRunner>(m_options, *m_session, m_reporter, m_stop);
+    m_uploader = std::make_unique<Uploader>(*m_session, *m_folder, m_reporter, m_stop, m_options.alterPseudoGradient);
+    m_reporter.setFill([this](AgentSummary& summary) {
+        summary.wallMs = std::chrono::duration<double, std::milli>(Clock::now() - m_started).count();
+        summary.bytesSent = m_session->traffic().bytesSent;
+        summary.bytesReceived = m_session->traffic().bytesReceived;
+        summary.version = m_theta->version();
+        summary.reconnects = m_session->reconnects();
+        if (auto* pieces = dynamic_cast<PieceLibrary*>(m_shards.get()))
+            summary.pieceFetches = pieces->fetched();
+    });
+
     if (m_options.preparedDataDir.empty()) {
         // The coordinator serves each task's pieces (docs/protocol.md, "Data pieces").
         m_shards = std::make_unique<PieceLibrary>(
             m_folder->dir() / "pieces", m_options.pieceCacheBytes,
-            [this] {
-                return std::make_unique<ConnectionSource>(*m_connection, m_options.project, transferTimeoutMs());
-            },
-            &m_agent.m_stop);
+            [this]() -> std::unique_ptr<net::ResourceSource> { return m_session->resources(); }, &m_stop);
     } else {
         if (!std::filesystem::is_directory(m_options.preparedDataDir, ec))
             return Error::make(net::errc::kMissingShard,
                 "the project's prepared data folder '" + m_options.preparedDataDir.string() + "' does not exist");
         m_shards = std::make_unique<ShardLibrary>(m_options.preparedDataDir);
     }
-    log("volunteer %s (data folder %s)", m_keys.publicKey.c_str(), m_dataDir.string().c_str());
+    m_reporter.log("volunteer %s (data folder %s)", keys->publicKey.c_str(), dataDir.string().c_str());
     return Status::success();
 }
 
@@ -192,26 +167,27 @@ Status AgentLoop::run()
         return prepared;
     Status result = Status::success();
     while (!stopping() && !limitsReached()) {
-        if (!m_joined) {
-            setPhase(m_everJoined ? "offline" : "connecting");
-            Status joined = joinOnce();
+        if (!m_session->joined()) {
+            m_reporter.setPhase(m_session->everJoined() ? "offline" : "connecting");
+            sleepUntil(m_session->nextAttempt());
+            if (stopping())
+                break;
+            Status joined = m_session->rejoinWhenDue();
             if (!joined) {
-                if (isFatal(joined.error()) || (!m_everJoined && !isConnectionError(joined.error()))) {
+                const Error& error = joined.error();
+                if (error.code == net::errc::kCancelled && stopping())
+                    break;
+                if (isFatal(error) || (!m_session->everJoined() && !isConnectionError(error))) {
                     result = joined;
                     break;
                 }
-                const uint64_t delayMs = m_backoff.nextDelayMs();
-                m_summary.lastError = joined.error().message;
-                setPhase("offline");
-                log("cannot join %s: %s; retrying in %.1f s", m_options.endpoint.c_str(),
-                    joined.error().message.c_str(), double(delayMs) / 1e3);
-                disconnect("");
-                sleepFor(delayMs);
+                m_reporter.summary().lastError = error.message;
+                m_reporter.setPhase("offline");
                 continue;
             }
         }
         Status step = cycle();
-        publish();
+        m_reporter.publish();
         if (step)
             continue;
         const Error& error = step.error();
@@ -222,92 +198,24 @@ Status AgentLoop::run()
         if (error.code == net::errc::kCancelled && stopping())
             break;
         if (isConnectionError(error)) {
-            disconnect(error.message);
+            m_session->disconnect(error.message);
             continue;
         }
         if (error.code == net::errc::kNotJoined) {
-            log("the coordinator no longer knows this session; joining again");
-            m_joined = false;
+            m_session->forget();
             continue;
         }
         // The server said no to something unexpected: log it, wait, carry on.
-        const uint64_t delayMs = m_backoff.nextDelayMs();
-        m_summary.lastError = error.message;
-        log("%s (%s); retrying in %.1f s", error.message.c_str(), error.code.c_str(), double(delayMs) / 1e3);
-        m_joined = false;
-        sleepFor(delayMs);
+        const uint64_t delayMs = m_session->backoff().nextDelayMs();
+        m_reporter.summary().lastError = error.message;
+        m_reporter.log("%s (%s); retrying in %.1f s", error.message.c_str(), error.code.c_str(), double(delayMs) / 1e3);
+        m_session->forget();
+        sleepUntil(Clock::now() + std::chrono::milliseconds(delayMs));
     }
-    leave();
-    m_summary.phase = "stopped";
-    publish();
+    m_session->leave();
+    m_reporter.summary().phase = "stopped";
+    m_reporter.publish();
     return result;
-}
-
-void AgentLoop::disconnect(const std::string& why)
-{
-    if (m_joined && !why.empty())
-        log("lost the coordinator (%s); reconnecting", why.c_str());
-    if (m_joined)
-        ++m_summary.reconnects;
-    m_joined = false;
-    m_connection.reset();
-}
-
-Status AgentLoop::joinOnce()
-{
-    if (!m_connection) {
-        net::ClientOptions options;
-        options.endpoint = m_options.endpoint;
-        options.serverPublicKey = m_serverKey;
-        options.keys = m_keys;
-        auto connection = Connection::open(m_context, std::move(options), m_traffic);
-        if (!connection)
-            return connection.error();
-        m_connection = std::move(*connection);
-    }
-    net::JoinRequest request;
-    request.project = m_options.project;
-    request.displayName = m_options.displayName;
-    request.clientVersion
-        = m_options.clientVersion.empty() ? std::string("crowdtrain-worker ") + kVersion : m_options.clientVersion;
-    request.device = m_options.device == "cpu" ? "CPU" : m_options.device;
-    auto reply = m_connection->call<net::JoinReply>(request, controlTimeoutMs());
-    if (!reply)
-        return reply.error();
-    if (Status checked = checkJoin(*reply); !checked)
-        return checked;
-    m_join = std::move(*reply);
-    m_serverVersion = m_join.version;
-    m_intervalMs = std::clamp(m_join.heartbeatIntervalMs, net::kMinHeartbeatIntervalMs, net::kMaxHeartbeatIntervalMs);
-    m_liveness = std::clamp(m_join.heartbeatLiveness, net::kMinHeartbeatLiveness, net::kMaxHeartbeatLiveness);
-    m_joined = true;
-    m_backoff.reset();
-    listenForEvents();
-    log("joined %s at %s: version %llu, %llu parameters, codec %s, H=%llu, heartbeat %llu ms",
-        m_options.project.c_str(), m_options.endpoint.c_str(), static_cast<unsigned long long>(m_join.version),
-        static_cast<unsigned long long>(m_elements), m_join.codec.c_str(),
-        static_cast<unsigned long long>(m_join.inner.steps), static_cast<unsigned long long>(m_intervalMs));
-    m_everJoined = true;
-    return Status::success();
-}
-
-void AgentLoop::listenForEvents()
-{
-    const auto endpoint = EventListener::endpointFor(m_options.endpoint, m_join.eventsPort);
-    if (!endpoint) {
-        m_events.reset();
-        return;
-    }
-    if (m_events && m_events->endpoint() == *endpoint)
-        return;
-    auto listener = EventListener::open(m_context, *endpoint, m_serverKey, m_keys, m_options.project);
-    if (!listener) {
-        // Heartbeats carry the same news, only later.
-        log("no events from %s: %s", endpoint->c_str(), listener.error().message.c_str());
-        m_events.reset();
-        return;
-    }
-    m_events.emplace(std::move(*listener));
 }
 
 Status AgentLoop::checkJoin(const net::JoinReply& reply)
@@ -338,40 +246,30 @@ Status AgentLoop::checkJoin(const net::JoinReply& reply)
     const uint64_t elements = net::manifestElements(reply.manifest);
     if (reply.stateBytes != elements * 4)
         return Error::make(net::errc::kMalformed, "the state's size does not match the manifest");
-    if (m_theta && !(model == m_model))
-        m_theta.reset();
-    if (m_trainer && !m_trainer->sameSettings(model, reply.inner))
-        m_trainer.reset();
+    if (!(model == m_model))
+        m_theta->reset();
     m_model = model;
-    m_codec = *codec;
-    m_elements = elements;
+    m_theta->setElements(elements);
+    m_runner->configure(model, reply.inner);
+    m_uploader->configure(*codec, elements);
     return Status::success();
-}
-
-Result<net::HeartbeatReply> AgentLoop::heartbeat()
-{
-    net::HeartbeatRequest request{m_options.project, m_join.session, m_theta ? m_theta->version : 0};
-    auto reply = m_connection->call<net::HeartbeatReply>(request, int(m_intervalMs));
-    if (reply)
-        m_serverVersion = reply->version;
-    return reply;
 }
 
 Status AgentLoop::cycle()
 {
-    if (m_pending) {
-        if (Status submitted = submitPending(); !submitted)
+    if (m_uploader->pending()) {
+        if (Status submitted = m_uploader->submit(); !submitted)
             return submitted;
         if (limitsReached())
             return Status::success();
     }
-    if (!m_theta || m_theta->version != m_serverVersion) {
-        setPhase("syncing");
-        if (Status synced = syncTheta(); !synced)
+    if (!m_theta->current() || m_theta->version() != m_session->serverVersion()) {
+        m_reporter.setPhase("syncing");
+        if (Status synced = m_theta->sync(); !synced)
             return synced;
     }
     if (!m_startVersion)
-        m_startVersion = m_theta->version;
+        m_startVersion = m_theta->version();
     if (limitsReached() || stopping())
         return Status::success();
     if (m_options.beforeTask) {
@@ -387,34 +285,103 @@ Status AgentLoop::cycle()
     return trainTask(*task);
 }
 
+Status AgentLoop::obtainTask(std::optional<net::Task>& task)
+{
+    const uint64_t version = m_theta->version();
+    net::GetTaskRequest request{m_options.project, m_session->joinReply().session, version};
+    auto reply = m_session->call<net::GetTaskReply>(request, m_session->controlTimeoutMs());
+    if (!reply) {
+        if (reply.error().code == net::errc::kStaleVersion) {
+            // The round closed: learn the new version, then sync.
+            auto beat = m_session->beat(version);
+            return beat ? Status::success() : Status(beat.error());
+        }
+        return reply.error();
+    }
+    if (!reply->task)
+        return waitForWork(reply->retryAfterMs);
+    if (reply->task->version != version) {
+        m_session->noteServerVersion(reply->task->version);
+        return Status::success();
+    }
+    task = std::move(reply->task);
+    return Status::success();
+}
+
+Status AgentLoop::trainTask(const net::Task& task)
+{
+    const net::InnerSettings& inner = m_session->joinReply().inner;
+    const uint64_t steps = task.innerSteps > 0 ? task.innerSteps : inner.steps;
+    m_shards->clear();
+    auto source = RangeBatchSource::create(*m_shards, task.shards, m_model.blockSize, m_model.vocabSize,
+        int64_t(inner.batchSize), steps * inner.batchSize);
+    if (!source)
+        return source.error();
+    m_reporter.log("task %llu: round %llu from version %llu, %llu steps on %s [%llu, %llu)",
+        static_cast<unsigned long long>(task.taskId), static_cast<unsigned long long>(task.round),
+        static_cast<unsigned long long>(task.version), static_cast<unsigned long long>(steps),
+        task.shards.empty() ? "?" : task.shards.front().shard.c_str(),
+        static_cast<unsigned long long>(task.shards.empty() ? 0 : task.shards.front().beginToken),
+        static_cast<unsigned long long>(task.shards.empty() ? 0 : task.shards.front().endToken));
+
+    const std::shared_ptr<const Theta> theta = m_theta->current();
+    const auto started = Clock::now();
+    auto outcome = m_runner->run(task, theta, std::move(*source));
+    const double wallMs = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    AgentSummary& summary = m_reporter.summary();
+    if (!outcome) {
+        ++summary.dropped;
+        if (outcome.error().code == net::errc::kCancelled)
+            return stopping() ? outcome.error() : Status::success();
+        if (outcome.error().code == net::errc::kNonFinite) {
+            m_reporter.log("task %llu: %s; not submitted", static_cast<unsigned long long>(task.taskId),
+                outcome.error().message.c_str());
+            return Status::success();
+        }
+        return outcome.error();
+    }
+    summary.tokens += outcome->tokens;
+    summary.computeMs += outcome->computeMs;
+    if (Status taken = m_uploader->take(task, *theta, *outcome); !taken)
+        return taken;
+    m_reporter.log("task %llu: trained %llu steps, loss %.4f (last %.4f), %.0f tok/s, %.1f s compute of %.1f s",
+        static_cast<unsigned long long>(task.taskId), static_cast<unsigned long long>(outcome->steps),
+        outcome->meanLoss, outcome->lastLoss,
+        outcome->computeMs > 0 ? double(outcome->tokens) / (outcome->computeMs / 1e3) : 0.0, outcome->computeMs / 1e3,
+        wallMs / 1e3);
+    if (!m_session->joined())
+        return Error::make(net::errc::kTimeout, "not connected after training");
+    return m_uploader->submit();
+}
+
 Status AgentLoop::waitForWork(uint64_t retryAfterMs)
 {
     // Heartbeats tell when the round closes ("version" moves) or when work
     // is available again ("train"); the server's retry hint sets the pace.
     // A version_published event ends the wait at once.
-    const uint64_t pollMs = std::clamp<uint64_t>(retryAfterMs, 100, m_intervalMs);
-    Liveness liveness(m_liveness);
-    setPhase("waiting");
+    const uint64_t pollMs = std::clamp<uint64_t>(retryAfterMs, 100, m_session->intervalMs());
+    m_reporter.setPhase("waiting");
     while (!stopping()) {
-        if (m_events) {
-            const auto until = Clock::now() + std::chrono::milliseconds(pollMs);
+        const auto until = Clock::now() + std::chrono::milliseconds(pollMs);
+        if (EventListener* events = m_session->events()) {
             bool published = false;
             while (!published && !stopping() && Clock::now() < until) {
                 const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-                const ProjectEvents seen = m_events->wait(int(std::min<int64_t>(left.count(), 50)));
-                published = seen.publishedVersion && m_theta && *seen.publishedVersion > m_theta->version;
+                const ProjectEvents seen = events->wait(int(std::min<int64_t>(left.count(), 50)));
+                published = seen.publishedVersion && *seen.publishedVersion > m_theta->version();
             }
         } else {
-            sleepFor(pollMs);
+            sleepUntil(until);
         }
-        auto reply = heartbeat();
-        if (!reply) {
-            if (isConnectionError(reply.error()) && !liveness.missed())
-                continue;
+        if (stopping())
+            break;
+        auto reply = m_session->beat(m_theta->version());
+        if (!reply)
             return reply.error();
-        }
-        liveness.answered();
-        if (!m_theta || reply->version != m_theta->version || reply->state == net::kStateTrain)
+        if (!*reply)
+            continue; // a miss, not yet a lost coordinator
+        const net::HeartbeatReply& beat = **reply;
+        if (!m_theta->current() || beat.version != m_theta->version() || beat.state == net::kStateTrain)
             return Status::success();
     }
     return Status::success();
@@ -422,22 +389,13 @@ Status AgentLoop::waitForWork(uint64_t retryAfterMs)
 
 bool AgentLoop::limitsReached() const
 {
-    if (m_options.maxTasks > 0 && m_summary.tasks >= m_options.maxTasks)
+    const AgentSummary& summary = m_reporter.summary();
+    if (m_options.maxTasks > 0 && summary.tasks >= m_options.maxTasks)
         return true;
-    if (m_options.maxRounds > 0 && m_startVersion && m_theta
-        && m_theta->version >= *m_startVersion + m_options.maxRounds)
+    if (m_options.maxRounds > 0 && m_startVersion && m_theta && m_theta->current()
+        && m_theta->version() >= *m_startVersion + m_options.maxRounds)
         return true;
     return false;
-}
-
-void AgentLoop::leave()
-{
-    if (!m_joined || !m_connection)
-        return;
-    auto reply = m_connection->call<net::LeaveReply>(net::LeaveRequest{m_options.project, m_join.session}, 1000);
-    if (reply)
-        log("left %s", m_options.project.c_str());
-    m_joined = false;
 }
 
 } // namespace crowdtrain::volunteer

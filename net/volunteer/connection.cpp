@@ -19,24 +19,26 @@ bool isConnectionError(const Error& error)
 }
 
 Result<std::unique_ptr<Connection>> Connection::open(
-    zmq::context_t& context, net::ClientOptions options, Traffic& traffic)
+    zmq::context_t& context, net::ClientOptions options, Traffic& traffic, const std::atomic<bool>* stop)
 {
     auto client = net::Client::connect(context, std::move(options));
     if (!client)
         return client.error();
-    return std::unique_ptr<Connection>(new Connection(std::move(*client), traffic));
+    return std::unique_ptr<Connection>(new Connection(std::move(*client), traffic, stop));
 }
 
-Connection::Connection(std::unique_ptr<net::Client> client, Traffic& traffic)
+Connection::Connection(std::unique_ptr<net::Client> client, Traffic& traffic, const std::atomic<bool>* stop)
     : m_client(std::move(client))
     , m_traffic(traffic)
+    , m_stop(stop)
 { }
 
-Result<net::Envelope> Connection::send(const std::string& frame, uint64_t id, int timeoutMs)
+Result<net::Envelope> Connection::send(
+    const std::string& frame, uint64_t id, int timeoutMs, const std::atomic<bool>* cancel)
 {
     m_traffic.bytesSent += frame.size();
     ++m_traffic.requests;
-    auto envelope = m_client->call(frame, id, timeoutMs);
+    auto envelope = m_client->call(frame, id, timeoutMs, cancel);
     if (envelope) {
         // Client keeps the reply frame to itself; msgpack-c writes the
         // shortest encoding, so packing the decoded tree again gives the size

@@ -4,11 +4,15 @@
 // (Curve DEALER, Lazy Pirate) that counts the bytes of every request it
 // sends and every reply it receives, and a ResourceSource over it for
 // Downloads. Byte counters live outside (Traffic), so they survive
-// reconnects. Used by the one thread that owns the socket.
+// reconnects. A call waits at most its timeout and returns "cancelled" as
+// soon as the stop flag given at open() is set (checked every 50 ms), so a
+// stopping agent never waits out a request. Used by the one thread that owns
+// the socket.
 
 #include "net/transfer/download.h"
 #include "net/transport/client.h"
 
+#include <atomic>
 #include <memory>
 
 namespace crowdtrain::volunteer {
@@ -26,25 +30,29 @@ bool isConnectionError(const Error& error);
 class Connection {
 public:
     static Result<std::unique_ptr<Connection>> open(
-        zmq::context_t& context, net::ClientOptions options, Traffic& traffic);
+        zmq::context_t& context, net::ClientOptions options, Traffic& traffic, const std::atomic<bool>* stop);
 
-    template <typename Reply, typename Request> Result<Reply> call(const Request& message, int timeoutMs)
+    // `cancellable` false: the call waits out its timeout even when stopping
+    // (the goodbye `leave`).
+    template <typename Reply, typename Request>
+    Result<Reply> call(const Request& message, int timeoutMs, bool cancellable = true)
     {
         net::Client& client = *m_client;
         const uint64_t id = client.nextRequestId();
         const std::string frame = net::encodeRequest(message, id);
-        auto envelope = send(frame, id, timeoutMs);
+        auto envelope = send(frame, id, timeoutMs, cancellable ? m_stop : nullptr);
         if (!envelope)
             return envelope.error();
         return net::decodeReplyBody<Reply>(*envelope);
     }
 
 private:
-    Connection(std::unique_ptr<net::Client> client, Traffic& traffic);
-    Result<net::Envelope> send(const std::string& frame, uint64_t id, int timeoutMs);
+    Connection(std::unique_ptr<net::Client> client, Traffic& traffic, const std::atomic<bool>* stop);
+    Result<net::Envelope> send(const std::string& frame, uint64_t id, int timeoutMs, const std::atomic<bool>* cancel);
 
     std::unique_ptr<net::Client> m_client;
     Traffic& m_traffic;
+    const std::atomic<bool>* m_stop;
 };
 
 // describe/fetch of one project's resources over a Connection.

@@ -46,6 +46,8 @@ Result<std::span<const uint16_t>> PieceLibrary::tokens(const net::ShardRange& ra
     if (ec)
         return Error::make(net::errc::kIoError, file.parent_path().string() + ": " + ec.message());
     auto source = m_source();
+    if (!source)
+        return Error::make(net::errc::kTimeout, "not connected to the coordinator to fetch " + name);
     net::DownloadOptions options;
     options.attemptsPerChunk = 2;
     options.cancel = m_cancel;

@@ -1,0 +1,176 @@
+#include "net/volunteer/task_runner.h"
+
+#include "net/wire/error_codes.h"
+
+#include <condition_variable>
+#include <thread>
+
+namespace crowdtrain::volunteer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the training thread shares with the thread that started it; both
+// hold a share, so it lives as long as either needs it.
+struct TrainingRun {
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false;
+    std::optional<Result<TaskOutcome>> outcome;
+    std::atomic<bool> abort{false};
+    std::atomic<bool> wrapUp{false};
+    std::atomic<uint64_t> steps{0};
+    std::atomic<double> lastLoss{0};
+    std::atomic<double> tokensPerSecond{0};
+
+    bool isDone()
+    {
+        std::lock_guard lock(mutex);
+        return done;
+    }
+    // Waits up to `ms` for the outcome; true when it is there.
+    bool waitDone(std::chrono::milliseconds ms)
+    {
+        std::unique_lock lock(mutex);
+        return finished.wait_for(lock, ms, [&] { return done; });
+    }
+};
+
+// The training thread's owner: whatever way the scope is left, the thread
+// is told to abort and is joined.
+class TrainingThread {
+public:
+    template <typename Body>
+    TrainingThread(std::shared_ptr<TrainingRun> run, Body body)
+        : m_run(std::move(run))
+        , m_thread([run = m_run, body = std::move(body)]() mutable {
+            auto outcome = body();
+            std::lock_guard lock(run->mutex);
+            run->outcome = std::move(outcome);
+            run->done = true;
+            run->finished.notify_all();
+        })
+    { }
+    ~TrainingThread()
+    {
+        m_run->abort.store(true);
+        if (m_thread.joinable())
+            m_thread.join();
+    }
+    TrainingThread(const TrainingThread&) = delete;
+    TrainingThread& operator=(const TrainingThread&) = delete;
+
+    Result<TaskOutcome> join()
+    {
+        m_thread.join();
+        return std::move(*m_run->outcome);
+    }
+
+private:
+    std::shared_ptr<TrainingRun> m_run;
+    std::thread m_thread;
+};
+
+} // namespace
+
+TaskRunner::TaskRunner(const AgentOptions& options, Session& session, Reporter& reporter, const std::atomic<bool>& stop)
+    : m_options(options)
+    , m_session(session)
+    , m_reporter(reporter)
+    , m_stop(stop)
+{ }
+
+void TaskRunner::configure(const engine::GptConfig& model, const net::InnerSettings& inner)
+{
+    if (m_trainer && !m_trainer->sameSettings(model, inner))
+        m_trainer.reset();
+    m_model = model;
+    m_inner = inner;
+}
+
+Result<TaskOutcome> TaskRunner::run(
+    const net::Task& task, std::shared_ptr<const Theta> theta, std::unique_ptr<engine::BatchSource> source)
+{
+    const uint64_t steps = task.innerSteps > 0 ? task.innerSteps : m_inner.steps;
+    if (!m_trainer)
+        m_trainer = std::make_shared<InnerTrainer>(m_model, m_inner, m_options.device, m_options.threads);
+    const uint64_t firstStep = uint64_t(m_trainer->innerStepsTaken());
+    const uint64_t firstGlobalStep = task.version * m_inner.steps;
+
+    auto run = std::make_shared<TrainingRun>();
+    auto done = [&] {
+        const uint64_t now = run->steps.load();
+        return now >= firstStep ? now - firstStep : 0;
+    };
+    AgentSummary& summary = m_reporter.summary();
+    summary.round = task.round;
+    summary.taskId = task.taskId;
+    summary.steps = steps;
+    summary.step = 0;
+    m_reporter.setPhase("training");
+
+    // The thread's own shares: a re-join below may replace the trainer or
+    // theta_v of the agent, never these.
+    TrainingThread thread(run,
+        [run, trainer = m_trainer, theta = std::move(theta), source = std::move(source), steps, firstGlobalStep,
+            betweenSteps = m_options.betweenSteps]() mutable {
+            return trainer->run(theta->values, std::move(source), steps, firstGlobalStep, run->abort, run->wrapUp,
+                [&](const engine::StepReport& report) {
+                    run->steps.store(uint64_t(report.step));
+                    run->lastLoss.store(report.loss);
+                    run->tokensPerSecond.store(report.tokensPerSecond);
+                    if (betweenSteps)
+                        betweenSteps(run->abort);
+                });
+        });
+
+    auto wrapUp = [&](const char* how) {
+        if (run->wrapUp.exchange(true))
+            return;
+        m_reporter.log("round %llu is wrapping up (%s): submitting after step %llu of %llu",
+            static_cast<unsigned long long>(task.round), how, static_cast<unsigned long long>(done() + 1),
+            static_cast<unsigned long long>(steps));
+    };
+    auto nextSummary = Clock::now();
+    auto nextProgress = Clock::now() + std::chrono::seconds(5);
+    while (true) {
+        if (EventListener* events = m_session.events()) {
+            // Short polls: the events socket is the fast path for a wrap-up.
+            if (run->isDone())
+                break;
+            if (events->wait(5).wrapUpVersion == task.version)
+                wrapUp("event");
+        } else if (run->waitDone(std::chrono::milliseconds(50))) {
+            break;
+        }
+        if (m_stop.load())
+            run->abort.store(true);
+        const auto now = Clock::now();
+        if (now >= nextSummary) {
+            nextSummary = now + std::chrono::milliseconds(200);
+            summary.step = done();
+            summary.loss = run->lastLoss.load();
+            summary.tokensPerSecond = run->tokensPerSecond.load();
+            m_reporter.publish();
+        }
+        if (now >= nextProgress) {
+            nextProgress = now + std::chrono::seconds(5);
+            m_reporter.log("task %llu: step %llu/%llu, loss %.4f, %.0f tok/s",
+                static_cast<unsigned long long>(task.taskId), static_cast<unsigned long long>(done()),
+                static_cast<unsigned long long>(steps), run->lastLoss.load(), run->tokensPerSecond.load());
+        }
+        auto beat = m_session.keepAlive(task.version);
+        if (!beat)
+            continue;
+        if (beat->wrapUp && beat->version == task.version)
+            wrapUp("heartbeat");
+        if (beat->version != task.version && !run->abort.load()) {
+            m_reporter.log("round %llu closed while training task %llu; dropping it",
+                static_cast<unsigned long long>(task.round), static_cast<unsigned long long>(task.taskId));
+            run->abort.store(true);
+        }
+    }
+    return thread.join();
+}
+
+} // namespace crowdtrain::volunteer

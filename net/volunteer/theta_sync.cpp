@@ -1,0 +1,145 @@
+#include "net/volunteer/theta_sync.h"
+
+#include "engine/atomic_file.h"
+#include "net/volunteer/theta_update.h"
+#include "net/wire/error_codes.h"
+
+namespace crowdtrain::volunteer {
+
+ThetaSync::ThetaSync(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop)
+    : m_session(session)
+    , m_folder(folder)
+    , m_reporter(reporter)
+    , m_stop(stop)
+{ }
+
+void ThetaSync::loadLocalState()
+{
+    m_localStateLoaded = true;
+    auto theta = loadFloats(m_folder.thetaFile());
+    if (!theta) {
+        m_reporter.log("ignoring the local theta: %s", theta.error().message.c_str());
+        return;
+    }
+    if (!*theta)
+        return;
+    StoredFloats& stored = **theta;
+    if (stored.manifestSha256 == m_session.joinReply().manifestSha256 && stored.values.size() == m_elements) {
+        m_reporter.log("found theta version %llu on disk", static_cast<unsigned long long>(stored.version));
+        m_theta = std::make_shared<const Theta>(Theta{stored.version, stored.sha256, std::move(stored.values)});
+    }
+}
+
+Status ThetaSync::sync()
+{
+    if (!m_localStateLoaded)
+        loadLocalState();
+    const uint64_t serverVersion = m_session.serverVersion();
+    if (m_theta && m_theta->version > serverVersion) {
+        m_reporter.log("the coordinator is at version %llu, behind the local %llu; starting over from its state",
+            static_cast<unsigned long long>(serverVersion), static_cast<unsigned long long>(m_theta->version));
+        m_theta.reset();
+    }
+    while (m_theta && m_theta->version < m_session.serverVersion() && !m_stop.load()) {
+        Status applied = applyOneUpdate();
+        if (applied)
+            continue;
+        const std::string& code = applied.error().code;
+        if (isConnectionError(applied.error()) || code == net::errc::kNotJoined || code == net::errc::kCancelled
+            || code == net::errc::kIoError)
+            return applied;
+        m_reporter.log("update from version %llu not usable (%s); downloading the full state",
+            static_cast<unsigned long long>(m_theta->version), applied.error().message.c_str());
+        break;
+    }
+    if (m_stop.load())
+        return Error::make(net::errc::kCancelled, "stopped while updating");
+    if (!m_theta || m_theta->version != m_session.serverVersion())
+        return downloadFullState();
+    return Status::success();
+}
+
+Result<std::string> ThetaSync::downloadResource(const std::string& resource, const std::string& expectedSha256)
+{
+    auto source = m_session.resources();
+    if (!source)
+        return Error::make(net::errc::kTimeout, "not connected");
+    m_folder.pruneDownloads(resource);
+    const std::filesystem::path target = m_folder.downloadTarget(resource);
+    net::DownloadOptions options;
+    options.attemptsPerChunk = 2;
+    options.cancel = &m_stop;
+    auto report = net::Download(*source, resource, target, options).run();
+    if (!report)
+        return report.error();
+    std::error_code ec;
+    if (report->description.sha256 != expectedSha256) {
+        std::filesystem::remove(target, ec);
+        return Error::make(net::errc::kChecksumMismatch, resource + " is not the resource announced (SHA-256 differs)");
+    }
+    auto bytes = engine::readWholeFile(target);
+    std::filesystem::remove(target, ec);
+    if (!bytes)
+        return Error::make(net::errc::kIoError, bytes.error().message);
+    if (report->resumedChunks > 0)
+        m_reporter.log("%s: resumed after %llu verified chunks", resource.c_str(),
+            static_cast<unsigned long long>(report->resumedChunks));
+    return std::move(*bytes);
+}
+
+Status ThetaSync::applyOneUpdate()
+{
+    const uint64_t from = m_theta->version;
+    auto reply = m_session.call<net::GetUpdateReply>(
+        net::GetUpdateRequest{m_session.project(), from}, m_session.controlTimeoutMs());
+    if (!reply)
+        return reply.error();
+    if (reply->fromVersion != from || reply->toVersion != from + 1 || reply->elements != m_elements)
+        return Error::make(net::errc::kMalformed, "the update does not go from version " + std::to_string(from));
+    auto codec = diloco::parseCodec(reply->codec);
+    if (!codec)
+        return codec.error();
+    auto bytes = downloadResource(reply->resource, reply->sha256);
+    if (!bytes)
+        return bytes.error();
+    auto next = applyPublishedUpdate(m_theta->values, *codec, *bytes, reply->stateSha256);
+    if (!next)
+        return Error::make(
+            next.error().code, "update from version " + std::to_string(from) + ": " + next.error().message);
+    if (Status saved = saveFloats(m_folder.thetaFile(), from + 1, m_session.joinReply().manifestSha256, *next); !saved)
+        return saved;
+    m_theta = std::make_shared<const Theta>(Theta{from + 1, reply->stateSha256, std::move(*next)});
+    m_reporter.log("version %llu: applied the update (%zu bytes), SHA-256 verified",
+        static_cast<unsigned long long>(from + 1), bytes->size());
+    return Status::success();
+}
+
+Status ThetaSync::downloadFullState()
+{
+    // The state's name and hash come with a join reply; join again when the
+    // one we hold is for an older version (re-joining keeps any task).
+    if (m_session.joinReply().version != m_session.serverVersion())
+        if (Status joined = m_session.join(); !joined)
+            return joined;
+    const net::JoinReply& join = m_session.joinReply();
+    const uint64_t version = join.version;
+    m_reporter.log("downloading state %s (%llu bytes)", join.stateResource.c_str(),
+        static_cast<unsigned long long>(join.stateBytes));
+    auto bytes = downloadResource(join.stateResource, join.stateSha256);
+    if (!bytes)
+        return bytes.error();
+    auto values = floatsFromBytes(*bytes, m_elements);
+    if (!values)
+        return values.error();
+    const std::string sha = floatsSha256(*values);
+    if (sha != join.stateSha256)
+        return Error::make(net::errc::kChecksumMismatch, join.stateResource + " does not match the announced SHA-256");
+    if (Status saved = saveFloats(m_folder.thetaFile(), version, join.manifestSha256, *values); !saved)
+        return saved;
+    m_theta = std::make_shared<const Theta>(Theta{version, sha, std::move(*values)});
+    m_session.noteServerVersion(std::max(m_session.serverVersion(), version));
+    m_reporter.log("version %llu: full state downloaded and verified", static_cast<unsigned long long>(version));
+    return Status::success();
+}
+
+} // namespace crowdtrain::volunteer

@@ -1,0 +1,58 @@
+#pragma once
+
+// Keeps theta_v, the global weights this volunteer trains from, current:
+// the copy saved on disk by an earlier run, then each published update
+// (about P bytes, SHA-256 of the result checked), or the full state (4P
+// bytes) when an update is missing or does not check out. The weights are
+// held as an immutable shared snapshot, so a training thread keeps the one
+// it started from whatever happens here meanwhile.
+//
+// One owner (AgentLoop), used on run()'s thread only.
+
+#include "net/volunteer/local_store.h"
+#include "net/volunteer/reporter.h"
+#include "net/volunteer/session.h"
+
+#include <memory>
+
+namespace crowdtrain::volunteer {
+
+// theta_v as this volunteer holds it.
+struct Theta {
+    uint64_t version = 0;
+    std::string sha256;
+    std::vector<float> values;
+};
+
+class ThetaSync {
+public:
+    ThetaSync(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop);
+
+    // Brings theta to the session's server version. Errors: connection
+    // errors, "not_joined", "cancelled", "io_error" (the local copy could not
+    // be saved), a download's errors.
+    Status sync();
+    // The weights held now (nullptr before the first sync).
+    std::shared_ptr<const Theta> current() const { return m_theta; }
+    uint64_t version() const { return m_theta ? m_theta->version : 0; }
+    // Forgets the weights (the project's model changed).
+    void reset() { m_theta.reset(); }
+    // The number of parameters of the project's model (from the join).
+    void setElements(uint64_t elements) { m_elements = elements; }
+
+private:
+    void loadLocalState();
+    Status applyOneUpdate();
+    Status downloadFullState();
+    Result<std::string> downloadResource(const std::string& resource, const std::string& expectedSha256);
+
+    Session& m_session;
+    const ProjectFolder& m_folder;
+    Reporter& m_reporter;
+    const std::atomic<bool>& m_stop;
+    uint64_t m_elements = 0;
+    bool m_localStateLoaded = false;
+    std::shared_ptr<const Theta> m_theta;
+};
+
+} // namespace crowdtrain::volunteer

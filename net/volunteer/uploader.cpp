@@ -1,0 +1,161 @@
+#include "net/volunteer/uploader.h"
+
+#include "engine/diloco/flat_params.h"
+#include "net/transfer/sha256.h"
+#include "net/volunteer/theta_sync.h"
+#include "net/wire/error_codes.h"
+
+namespace crowdtrain::volunteer {
+namespace {
+
+// Rejections of a submission or its upload: the server will never take it.
+bool dropsSubmission(const Error& error)
+{
+    return !isConnectionError(error) && error.code != net::errc::kNotJoined && error.code != net::errc::kCancelled;
+}
+
+} // namespace
+
+Uploader::Uploader(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop,
+    std::function<void(std::vector<float>&)> alterPseudoGradient)
+    : m_session(session)
+    , m_folder(folder)
+    , m_reporter(reporter)
+    , m_stop(stop)
+    , m_alter(std::move(alterPseudoGradient))
+{ }
+
+void Uploader::configure(diloco::Codec codec, uint64_t elements)
+{
+    m_codec = codec;
+    if (!m_residualLoaded) {
+        m_residualLoaded = true;
+        auto residual = loadFloats(m_folder.residualFile());
+        if (residual && *residual && (*residual)->manifestSha256 == m_session.joinReply().manifestSha256
+            && (*residual)->values.size() == elements)
+            m_residual = std::move((*residual)->values);
+    }
+    if (elements != m_elements && m_elements != 0)
+        m_residual.clear();
+    m_elements = elements;
+}
+
+Status Uploader::take(const net::Task& task, const Theta& theta, const TaskOutcome& outcome)
+{
+    const int64_t n = int64_t(m_elements);
+    std::vector<float> delta = diloco::pseudoGradient(theta.values.data(), outcome.local.data(), n);
+    if (m_alter)
+        m_alter(delta);
+    if (m_residual.size() != m_elements)
+        m_residual.assign(m_elements, 0.0f);
+    PendingSubmission pending;
+    pending.task = task;
+    pending.payload = diloco::encode(m_codec, delta.data(), n, m_residual.data());
+    pending.sha256 = net::sha256Hex(pending.payload);
+    pending.tokens = outcome.tokens;
+    pending.computeMs = outcome.computeMs;
+    pending.meanLoss = outcome.meanLoss;
+    if (Status saved = saveFloats(m_folder.residualFile(), 0, m_session.joinReply().manifestSha256, m_residual); !saved)
+        return saved;
+    m_pending = std::move(pending);
+    return Status::success();
+}
+
+Status Uploader::reject(const Error& why)
+{
+    // The round moved on or the server forgot the task (it restarted, or
+    // counted us gone): not a verdict on the work, so not a rejection.
+    if (why.code == net::errc::kStaleVersion || why.code == net::errc::kUnknownTask)
+        return drop((why.code + " (" + why.message + ")").c_str());
+    AgentSummary& summary = m_reporter.summary();
+    ++summary.tasks;
+    ++summary.rejected;
+    m_reporter.log("task %llu rejected: %s (%s)", static_cast<unsigned long long>(m_pending->task.taskId),
+        why.code.c_str(), why.message.c_str());
+    m_pending.reset();
+    return Status::success();
+}
+
+// A submit is not repeatable (docs/protocol.md): once one went out
+// unanswered, the coordinator no longer knowing the task can also mean it
+// accepted it before the reply was lost.
+Status Uploader::drop(const char* why)
+{
+    const auto taskId = static_cast<unsigned long long>(m_pending->task.taskId);
+    if (m_pending->submitUnanswered) {
+        ++m_reporter.summary().unconfirmed;
+        m_reporter.log("task %llu unconfirmed: %s after a submit that got no answer; the coordinator may have "
+                       "accepted it (my_stats has its count)",
+            taskId, why);
+    } else {
+        ++m_reporter.summary().dropped;
+        m_reporter.log("task %llu dropped: %s", taskId, why);
+    }
+    m_pending.reset();
+    return Status::success();
+}
+
+Status Uploader::submit()
+{
+    PendingSubmission& pending = *m_pending;
+    if (m_session.serverVersion() != pending.task.version)
+        return drop(
+            ("version " + std::to_string(pending.task.version) + " was closed before it could be submitted").c_str());
+    m_reporter.setPhase("uploading");
+    const net::JoinReply& join = m_session.joinReply();
+    const uint64_t chunkBytes = join.chunkBytes >= 1 && join.chunkBytes <= net::kMaxChunkBytes
+        ? join.chunkBytes
+        : uint64_t(net::kDefaultChunkBytes);
+    const uint64_t chunks = net::chunkCountFor(pending.payload.size(), chunkBytes);
+    // A server may ask for an earlier chunk again (it lost an upload across
+    // a reconnect); bound the walk so a confused server cannot loop us.
+    for (uint64_t sent = 0; pending.nextChunk < chunks; ++sent) {
+        if (m_stop.load())
+            return Error::make(net::errc::kCancelled, "stopped during the upload");
+        if (sent > 2 * chunks + 2)
+            return reject(Error::make(net::errc::kUploadStalled, "the server does not take the upload's chunks"));
+        const uint64_t index = pending.nextChunk;
+        net::UploadChunkRequest request{m_session.project(), join.session, pending.task.taskId, index,
+            pending.payload.substr(std::size_t(index * chunkBytes), std::size_t(chunkBytes))};
+        auto reply = m_session.call<net::UploadChunkReply>(request, m_session.transferTimeoutMs());
+        if (!reply)
+            return dropsSubmission(reply.error()) ? reject(reply.error()) : Status(reply.error());
+        if (reply->nextIndex > chunks)
+            return reject(Error::make(net::errc::kMalformed,
+                "the server expects chunk " + std::to_string(reply->nextIndex) + " of " + std::to_string(chunks)));
+        pending.nextChunk = reply->nextIndex;
+    }
+    net::SubmitRequest submit;
+    submit.project = m_session.project();
+    submit.session = join.session;
+    submit.taskId = pending.task.taskId;
+    submit.round = pending.task.round;
+    submit.version = pending.task.version;
+    submit.tokens = pending.tokens;
+    submit.computeMs = uint64_t(pending.computeMs + 0.5);
+    submit.trainLoss = pending.meanLoss;
+    submit.codec = std::string(diloco::codecName(m_codec));
+    submit.elements = m_elements;
+    submit.totalBytes = pending.payload.size();
+    submit.chunks = chunks;
+    submit.sha256 = pending.sha256;
+    auto reply = m_session.call<net::SubmitReply>(submit, m_session.transferTimeoutMs());
+    if (!reply) {
+        // No answer: the task stays valid across a re-join, so the submit
+        // is sent again (its chunks are still on the server).
+        if (isConnectionError(reply.error()) && reply.error().code != net::errc::kSendFailed)
+            pending.submitUnanswered = true;
+        return dropsSubmission(reply.error()) ? reject(reply.error()) : Status(reply.error());
+    }
+    AgentSummary& summary = m_reporter.summary();
+    ++summary.tasks;
+    ++summary.accepted;
+    m_reporter.log("task %llu accepted: round %llu, %llu tokens, %llu bytes uploaded in %llu chunks",
+        static_cast<unsigned long long>(pending.task.taskId), static_cast<unsigned long long>(reply->round),
+        static_cast<unsigned long long>(pending.tokens), static_cast<unsigned long long>(pending.payload.size()),
+        static_cast<unsigned long long>(chunks));
+    m_pending.reset();
+    return Status::success();
+}
+
+} // namespace crowdtrain::volunteer
