@@ -1,12 +1,17 @@
-// crowdtrain: the desktop app. View and controller only; the worker daemon
-// does the training (docs/architecture.md, "Processes").
+// crowdtrain: the desktop app. View and controller only; the daemon
+// (crowdtrain-worker run) does the training, and the app drives it through
+// the control API (docs/architecture.md, "Processes").
 #include "crowdtrain/version.h"
-#include "ui/lossplot.h"
+#include "ui/daemon_link.h"
+#include "ui/main_window.h"
+#include "ui/pages.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
-#include <QMainWindow>
+#include <QSystemTrayIcon>
 #include <QTimer>
+
+#include <cstdio>
 
 int main(int argc, char** argv)
 {
@@ -15,6 +20,9 @@ int main(int argc, char** argv)
     QApplication::setApplicationDisplayName(QStringLiteral("Crowdtrain"));
     QApplication::setApplicationVersion(QString::fromLatin1(crowdtrain::kVersion));
     QApplication::setOrganizationName(QStringLiteral("Crowdtrain"));
+    QApplication::setDesktopFileName(QStringLiteral("crowdtrain"));
+    // Closing the window hides it; the app lives on in the tray.
+    QApplication::setQuitOnLastWindowClosed(false);
 
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Crowdtrain - donate your GPU to public training projects"));
@@ -22,15 +30,53 @@ int main(int argc, char** argv)
     parser.addVersionOption();
     QCommandLineOption quitAfter(QStringLiteral("quit-after-ms"),
         QStringLiteral("Quit after the given milliseconds (smoke tests)."), QStringLiteral("ms"));
+    QCommandLineOption hidden(QStringLiteral("hidden"), QStringLiteral("Start in the tray (at login)."));
+    QCommandLineOption screenshots(QStringLiteral("screenshot-dir"),
+        QStringLiteral("Once the service trains, save a PNG of each page into DIR and quit."), QStringLiteral("dir"));
+    QCommandLineOption page(QStringLiteral("page"),
+        QStringLiteral("The page to open: dashboard, projects, checkpoints, contributions, settings, log."),
+        QStringLiteral("name"));
     parser.addOption(quitAfter);
+    parser.addOption(hidden);
+    parser.addOption(screenshots);
+    parser.addOption(page);
     parser.process(app);
 
-    QMainWindow window;
-    window.setWindowTitle(QStringLiteral("Crowdtrain"));
-    window.setCentralWidget(new crowdtrain::ui::LossPlot(&window));
-    window.resize(960, 600);
-    window.show();
+    crowdtrain::ui::DaemonLink link;
+    crowdtrain::ui::MainWindow window(link);
+    link.start();
+    if (!parser.isSet(hidden) || !QSystemTrayIcon::isSystemTrayAvailable())
+        window.show();
+    const QStringList pages{QStringLiteral("dashboard"), QStringLiteral("projects"), QStringLiteral("checkpoints"),
+        QStringLiteral("contributions"), QStringLiteral("settings"), QStringLiteral("log")};
+    if (parser.isSet(page))
+        window.showPage(int(pages.indexOf(parser.value(page))));
+    if (!parser.isSet(screenshots))
+        QTimer::singleShot(0, &window, [&window] { window.maybeRunFirstRun(); });
 
+    if (parser.isSet(screenshots)) {
+        // Waits until the dashboard has a few rounds to show, then grabs each page.
+        auto* poll = new QTimer(&window);
+        const QString dir = parser.value(screenshots);
+        QObject::connect(poll, &QTimer::timeout, &window, [&window, &link, dir, poll] {
+            auto reply = link.call(QStringLiteral("metrics"));
+            auto checkpoints = link.call(QStringLiteral("checkpoints"));
+            bool ready = false;
+            for (const auto& c : checkpoints.body["checkpoints"].items())
+                ready = ready || c["state"].toString() == "ready";
+            if (!reply.ok || reply.body["rows"].size() < 6 || !ready)
+                return;
+            poll->stop();
+            window.checkpoints()->reload();
+            window.checkpoints()->generate();
+            QTimer::singleShot(4000, &window, [&window, dir] {
+                for (const QString& file : window.saveScreenshots(dir))
+                    std::printf("%s\n", qPrintable(file));
+                QApplication::quit();
+            });
+        });
+        poll->start(1000);
+    }
     if (parser.isSet(quitAfter))
         QTimer::singleShot(parser.value(quitAfter).toInt(), &app, &QApplication::quit);
     return QApplication::exec();

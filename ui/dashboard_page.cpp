@@ -1,0 +1,223 @@
+#include "ui/daemon_link.h"
+#include "ui/format.h"
+#include "ui/pages.h"
+#include "ui/series_chart.h"
+
+#include <QDateTime>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QTimer>
+#include <QVBoxLayout>
+
+namespace crowdtrain::ui {
+namespace {
+
+enum Tile { kLoss, kSpeed, kBusy, kRound, kWork, kDevice };
+
+// Chart colours that read on light and dark backgrounds.
+const QColor kBlue(0x1f, 0x77, 0xb4);
+const QColor kRed(0xd6, 0x27, 0x28);
+const QColor kGreen(0x2c, 0xa0, 0x2c);
+const QColor kOrange(0xff, 0x7f, 0x0e);
+
+} // namespace
+
+DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
+    : Page(link, parent)
+{
+    auto* layout = new QVBoxLayout(this);
+
+    auto* head = new QHBoxLayout;
+    auto* words = new QVBoxLayout;
+    m_state = new QLabel(tr("Connecting to the Crowdtrain service..."), this);
+    QFont big = m_state->font();
+    big.setPointSizeF(big.pointSizeF() * 1.6);
+    big.setBold(true);
+    m_state->setFont(big);
+    m_state->setAccessibleName(tr("Worker state"));
+    m_detail = new QLabel(this);
+    m_detail->setWordWrap(true);
+    m_detail->setAccessibleName(tr("Worker details"));
+    words->addWidget(m_state);
+    words->addWidget(m_detail);
+    head->addLayout(words, 1);
+    m_pause = new QPushButton(tr("Pause"), this);
+    m_pause->setAccessibleName(tr("Pause or resume training"));
+    m_snooze = new QPushButton(tr("Snooze 1 hour"), this);
+    m_snooze->setAccessibleName(tr("Pause training for one hour"));
+    head->addWidget(m_pause);
+    head->addWidget(m_snooze);
+    layout->addLayout(head);
+
+    auto* tiles = new QGridLayout;
+    const QString names[] = {tr("Train loss"), tr("Tokens per second"), tr("Busy share"), tr("Round"),
+        tr("Tasks accepted / rejected"), tr("Device")};
+    for (int i = 0; i < 6; ++i) {
+        auto* caption = new QLabel(names[i], this);
+        caption->setForegroundRole(QPalette::PlaceholderText);
+        m_tiles[i] = new QLabel(QStringLiteral("—"), this);
+        QFont f = m_tiles[i]->font();
+        f.setPointSizeF(f.pointSizeF() * 1.3);
+        m_tiles[i]->setFont(f);
+        m_tiles[i]->setAccessibleName(names[i]);
+        tiles->addWidget(caption, 0, i);
+        tiles->addWidget(m_tiles[i], 1, i);
+    }
+    layout->addLayout(tiles);
+
+    m_loss = new SeriesChart(
+        tr("Loss of the project's model"), SeriesChart::XAxis::Number, tr("Tokens trained"), tr("Loss"), this);
+    m_loss->addSeries(tr("Train loss (volunteers)"), kBlue);
+    m_loss->addSeries(tr("Validation loss"), kRed, false, true);
+    m_volunteers
+        = new SeriesChart(tr("Volunteers online"), SeriesChart::XAxis::Time, tr("Time"), tr("Volunteers"), this);
+    m_volunteers->addSeries(tr("Volunteers"), kGreen);
+    m_machine
+        = new SeriesChart(tr("This machine"), SeriesChart::XAxis::Time, tr("Time"), tr("Tokens per second"), this);
+    m_machine->addSeries(tr("Tokens per second"), kBlue);
+    m_machine->addSeries(tr("Busy share (%)"), kOrange, true);
+    m_machine->setRightAxisLabel(tr("Busy share (%)"), 0, 105);
+    layout->addWidget(m_loss, 3);
+    auto* lower = new QHBoxLayout;
+    lower->addWidget(m_volunteers, 1);
+    lower->addWidget(m_machine, 1);
+    layout->addLayout(lower, 2);
+
+    connect(m_pause, &QPushButton::clicked, this, [this] {
+        auto reply = m_link.call(m_paused ? QStringLiteral("resume") : QStringLiteral("pause"));
+        if (!reply.ok)
+            emit message(reply.message);
+        else
+            reload();
+    });
+    connect(m_snooze, &QPushButton::clicked, this, [this] {
+        control::Value body = control::Value::map();
+        body.set("seconds", 3600);
+        auto reply = m_link.call(QStringLiteral("snooze"), body);
+        emit message(reply.ok ? tr("Training snoozed for one hour.") : reply.message);
+        reload();
+    });
+    // Charts are redrawn at most once a second, whatever the event rate.
+    m_cadence = new QTimer(this);
+    m_cadence->setInterval(1000);
+    connect(m_cadence, &QTimer::timeout, this, &DashboardPage::flush);
+    m_cadence->start();
+}
+
+QString DashboardPage::stateText() const
+{
+    return m_state->text();
+}
+
+void DashboardPage::reload()
+{
+    if (auto status = m_link.call(QStringLiteral("status")); status.ok)
+        showStatus(status.body);
+    control::Value since = control::Value::map();
+    since.set("since_round", m_haveRows ? m_lastRound + 1 : 0);
+    if (auto metrics = m_link.call(QStringLiteral("metrics"), since); metrics.ok) {
+        if (text(metrics.body["project"]) != m_project) {
+            m_project = text(metrics.body["project"]);
+            m_loss->clear();
+            m_volunteers->clear();
+            m_haveRows = false;
+            m_lastRound = 0;
+        }
+        addMetricRows(metrics.body["rows"]);
+    }
+    if (auto history = m_link.call(QStringLiteral("machine_history")); history.ok) {
+        for (const control::Value& row : history.body["rows"].items()) {
+            const uint64_t t = row["time_ms"].toUInt();
+            if (t <= m_lastMachineMs)
+                continue;
+            m_lastMachineMs = t;
+            m_machine->append(0, double(t) / 1e3, row["tokens_per_second"].toDouble());
+            m_machine->append(1, double(t) / 1e3, 100.0 * row["busy_share"].toDouble());
+        }
+    }
+    m_dirty = true;
+    flush();
+}
+
+void DashboardPage::onEvent(const QString& type, const control::Value& body)
+{
+    if (type == QLatin1String("progress") || type == QLatin1String("state")) {
+        showStatus(body);
+        const uint64_t t = uint64_t(QDateTime::currentMSecsSinceEpoch());
+        if (type == QLatin1String("progress") && t > m_lastMachineMs) {
+            m_lastMachineMs = t;
+            m_machine->append(0, double(t) / 1e3, body["tokens_per_second"].toDouble());
+            m_machine->append(1, double(t) / 1e3, 100.0 * body["busy_share"].toDouble());
+            m_dirty = true;
+        }
+    } else if (type == QLatin1String("metrics")) {
+        if (text(body["project"]) == m_project)
+            addMetricRows(body["rows"]);
+        else
+            reload();
+    }
+}
+
+void DashboardPage::addMetricRows(const control::Value& rows)
+{
+    for (const control::Value& row : rows.items()) {
+        const uint64_t round = row["round"].toUInt();
+        if (m_haveRows && round <= m_lastRound)
+            continue;
+        m_haveRows = true;
+        m_lastRound = round;
+        const double tokens = double(row["tokens"].toUInt());
+        if (row["train_loss"].isNumber())
+            m_loss->append(0, tokens, row["train_loss"].toDouble());
+        if (row["val_loss"].isNumber())
+            m_loss->append(1, tokens, row["val_loss"].toDouble());
+        m_volunteers->append(0, double(row["time_ms"].toUInt()) / 1e3, double(row["volunteers"].toUInt()));
+        m_dirty = true;
+    }
+}
+
+void DashboardPage::flush()
+{
+    if (!m_dirty)
+        return;
+    m_dirty = false;
+    m_loss->refresh();
+    m_volunteers->refresh();
+    m_machine->refresh();
+}
+
+void DashboardPage::showStatus(const control::Value& status)
+{
+    const QString state = text(status["state"]);
+    const QString reason = text(status["reason"]);
+    const QString project = text(status["project"]);
+    m_paused = status["paused"].toBool();
+    m_pause->setText(m_paused ? tr("Resume") : tr("Pause"));
+    QString headline = state.isEmpty() ? tr("Unknown") : state.left(1).toUpper() + state.mid(1);
+    if (!reason.isEmpty())
+        headline += QStringLiteral(" — ") + reason;
+    m_state->setText(headline);
+    QStringList detail;
+    if (!project.isEmpty())
+        detail << tr("Project %1").arg(project);
+    if (status["steps"].toUInt() > 0 && state == QLatin1String("training"))
+        detail << tr("step %1 of %2").arg(status["step"].toUInt()).arg(status["steps"].toUInt());
+    if (!text(status["limit"]).isEmpty())
+        detail << tr("limit: %1").arg(text(status["limit"]));
+    if (!text(status["last_error"]).isEmpty() && state == QLatin1String("offline"))
+        detail << text(status["last_error"]);
+    if (project.isEmpty())
+        detail << tr("Join a project on the Projects page to start.");
+    m_detail->setText(detail.join(QStringLiteral(" · ")));
+    m_tiles[kLoss]->setText(status["loss"].toDouble() > 0 ? formatLoss(status["loss"]) : QStringLiteral("—"));
+    m_tiles[kSpeed]->setText(formatCount(status["tokens_per_second"].toDouble()));
+    m_tiles[kBusy]->setText(QStringLiteral("%1%").arg(qRound(100.0 * status["busy_share"].toDouble())));
+    m_tiles[kRound]->setText(status.has("round") ? QString::number(status["round"].toUInt()) : QStringLiteral("—"));
+    m_tiles[kWork]->setText(
+        QStringLiteral("%1 / %2").arg(status["accepted"].toUInt()).arg(status["rejected"].toUInt()));
+    m_tiles[kDevice]->setText(text(status["device"]).toUpper());
+}
+
+} // namespace crowdtrain::ui

@@ -1,0 +1,62 @@
+#include "ui/format.h"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QLocale>
+
+namespace crowdtrain::ui {
+namespace {
+
+QString scaled(double value, const char* const* units, int count, double step, int decimals)
+{
+    int unit = 0;
+    while (std::abs(value) >= step && unit + 1 < count) {
+        value /= step;
+        ++unit;
+    }
+    return QLocale().toString(value, 'f', unit == 0 ? 0 : decimals) + QString::fromLatin1(units[unit]);
+}
+
+} // namespace
+
+QString formatBytes(double bytes)
+{
+    static const char* const units[] = {" B", " KB", " MB", " GB", " TB"};
+    return scaled(bytes, units, 5, 1000.0, 1);
+}
+
+QString formatCount(double count)
+{
+    static const char* const units[] = {"", "K", "M", "B", "T"};
+    return scaled(count, units, 5, 1000.0, 1);
+}
+
+QString formatLoss(const control::Value& loss)
+{
+    if (!loss.isNumber())
+        return QStringLiteral("—");
+    return QLocale().toString(loss.toDouble(), 'f', 4);
+}
+
+QString formatTime(uint64_t unixMs)
+{
+    if (unixMs == 0)
+        return QStringLiteral("—");
+    return QLocale().toString(QDateTime::fromMSecsSinceEpoch(qint64(unixMs)), QLocale::ShortFormat);
+}
+
+QString formatAgo(uint64_t unixMs)
+{
+    if (unixMs == 0)
+        return QCoreApplication::translate("format", "never");
+    const qint64 seconds = (QDateTime::currentMSecsSinceEpoch() - qint64(unixMs)) / 1000;
+    if (seconds < 60)
+        return QCoreApplication::translate("format", "just now");
+    if (seconds < 3600)
+        return QCoreApplication::translate("format", "%1 min ago").arg(seconds / 60);
+    if (seconds < 86400)
+        return QCoreApplication::translate("format", "%1 h ago").arg(seconds / 3600);
+    return QCoreApplication::translate("format", "%1 days ago").arg(seconds / 86400);
+}
+
+} // namespace crowdtrain::ui

@@ -1,0 +1,28 @@
+#pragma once
+
+// Plain-words formatting of the daemon's numbers for people, and
+// conversions between control::Value and Qt types. GUI thread helpers.
+
+#include "net/control/value.h"
+
+#include <QString>
+
+namespace crowdtrain::ui {
+
+inline QString text(const control::Value& value)
+{
+    return QString::fromStdString(value.toString());
+}
+
+// 1.2 KB, 3.4 MB, 1.1 GB (powers of 1000, as disks are sold).
+QString formatBytes(double bytes);
+// 12.3K, 4.5M, 6.7B tokens.
+QString formatCount(double count);
+// "2.3456" or "—" for nil.
+QString formatLoss(const control::Value& loss);
+// A local date and time from Unix milliseconds.
+QString formatTime(uint64_t unixMs);
+// "3 min ago", "2 h ago".
+QString formatAgo(uint64_t unixMs);
+
+} // namespace crowdtrain::ui

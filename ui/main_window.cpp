@@ -1,0 +1,236 @@
+#include "ui/main_window.h"
+
+#include "ui/daemon_link.h"
+#include "ui/first_run.h"
+#include "ui/format.h"
+#include "ui/pages.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QMenu>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QSystemTrayIcon>
+
+// The icons are compiled into this static library; Qt registers them on request.
+static void initUiResources()
+{
+    Q_INIT_RESOURCE(resources);
+}
+
+namespace crowdtrain::ui {
+
+MainWindow::MainWindow(DaemonLink& link, QWidget* parent)
+    : QMainWindow(parent)
+    , m_link(link)
+{
+    initUiResources();
+    setWindowTitle(tr("Crowdtrain"));
+    setWindowIcon(QIcon(QStringLiteral(":/icons/crowdtrain.svg")));
+    auto* central = new QWidget(this);
+    auto* layout = new QHBoxLayout(central);
+    m_sidebar = new QListWidget(central);
+    m_sidebar->setAccessibleName(tr("Pages"));
+    m_sidebar->setIconSize(QSize(24, 24));
+    m_sidebar->setFixedWidth(190);
+    m_sidebar->setSpacing(2);
+    m_stack = new QStackedWidget(central);
+    layout->addWidget(m_sidebar);
+    layout->addWidget(m_stack, 1);
+    setCentralWidget(central);
+
+    m_pages[kDashboard] = new DashboardPage(link, m_stack);
+    m_pages[kProjects] = new ProjectsPage(link, m_stack);
+    m_pages[kCheckpoints] = new CheckpointsPage(link, m_stack);
+    m_pages[kContributions] = new ContributionsPage(link, m_stack);
+    m_pages[kSettings] = new SettingsPage(link, m_stack);
+    m_pages[kLog] = new LogPage(link, m_stack);
+    const QString names[]
+        = {tr("Dashboard"), tr("Projects"), tr("Checkpoints"), tr("Contributions"), tr("Settings"), tr("Log")};
+    const char* icons[] = {"dashboard", "projects", "checkpoints", "contributions", "settings", "log"};
+    for (int i = 0; i < kPages; ++i) {
+        m_stack->addWidget(m_pages[i]);
+        m_pages[i]->setAccessibleName(names[i]);
+        auto* item = new QListWidgetItem(
+            QIcon(QStringLiteral(":/icons/%1.svg").arg(QLatin1String(icons[i]))), names[i], m_sidebar);
+        item->setSizeHint(QSize(0, 36));
+        connect(
+            m_pages[i], &Page::message, this, [this](const QString& text) { statusBar()->showMessage(text, 8000); });
+    }
+    connect(m_sidebar, &QListWidget::currentRowChanged, this, &MainWindow::showPage);
+
+    m_status = new QLabel(this);
+    m_status->setAccessibleName(tr("Service status"));
+    statusBar()->addPermanentWidget(m_status);
+
+    connect(&m_link, &DaemonLink::event, this, &MainWindow::onEvent);
+    connect(&m_link, &DaemonLink::attachedChanged, this, &MainWindow::onAttached);
+    connect(&m_link, &DaemonLink::notice, this, [this](const QString& text) { statusBar()->showMessage(text, 10000); });
+    setupTray();
+    m_sidebar->setCurrentRow(kDashboard);
+    resize(1180, 800);
+}
+
+void MainWindow::showPage(int index)
+{
+    if (index < 0 || index >= kPages)
+        return;
+    if (m_sidebar->currentRow() != index)
+        m_sidebar->setCurrentRow(index);
+    m_stack->setCurrentIndex(index);
+    if (m_link.attached())
+        m_pages[index]->reload();
+}
+
+Page* MainWindow::page(int index) const
+{
+    return m_pages[index];
+}
+
+DashboardPage* MainWindow::dashboard() const
+{
+    return static_cast<DashboardPage*>(m_pages[kDashboard]);
+}
+
+CheckpointsPage* MainWindow::checkpoints() const
+{
+    return static_cast<CheckpointsPage*>(m_pages[kCheckpoints]);
+}
+
+SettingsPage* MainWindow::settings() const
+{
+    return static_cast<SettingsPage*>(m_pages[kSettings]);
+}
+
+QString MainWindow::statusText() const
+{
+    return m_status->text();
+}
+
+void MainWindow::onAttached(bool attached)
+{
+    if (!attached) {
+        m_status->setText(tr("The Crowdtrain service is not running; starting it..."));
+        return;
+    }
+    m_status->setText(tr("Connected to the Crowdtrain service"));
+    // Every page fetches what it missed; charts keep their history and add to it.
+    for (Page* page : m_pages)
+        page->reload();
+}
+
+void MainWindow::onEvent(const QString& type, const control::Value& body)
+{
+    for (Page* page : m_pages)
+        page->onEvent(type, body);
+    if (type == QLatin1String("state") || type == QLatin1String("progress")) {
+        const QString state = text(body["text"]);
+        m_status->setText(tr("Service: %1").arg(state));
+        if (m_tray)
+            m_tray->setToolTip(tr("Crowdtrain — %1").arg(state));
+        if (type == QLatin1String("state") && m_tray && state != m_lastState
+            && text(body["reason"]).contains(QLatin1String("°C")))
+            m_tray->showMessage(tr("Training paused"), text(body["reason"]));
+        m_lastState = state;
+    } else if (type == QLatin1String("checkpoint_published") && m_tray) {
+        m_tray->showMessage(tr("New checkpoint"),
+            tr("%1 published round %2 (validation loss %3).")
+                .arg(text(body["project"]))
+                .arg(body["round"].toUInt())
+                .arg(formatLoss(body["val_loss"])));
+    }
+}
+
+void MainWindow::setupTray()
+{
+    if (!QSystemTrayIcon::isSystemTrayAvailable())
+        return;
+    m_tray = new QSystemTrayIcon(QIcon(QStringLiteral(":/icons/crowdtrain.svg")), this);
+    auto* menu = new QMenu(this);
+    menu->addAction(tr("Show Crowdtrain"), this, [this] {
+        show();
+        raise();
+        activateWindow();
+    });
+    menu->addSeparator();
+    menu->addAction(tr("Pause"), this, [this] { m_link.call(QStringLiteral("pause")); });
+    menu->addAction(tr("Resume"), this, [this] { m_link.call(QStringLiteral("resume")); });
+    menu->addAction(tr("Snooze for 1 hour"), this, [this] {
+        control::Value body = control::Value::map();
+        body.set("seconds", 3600);
+        m_link.call(QStringLiteral("snooze"), body);
+    });
+    menu->addSeparator();
+    menu->addAction(tr("Quit (training goes on)"), qApp, &QApplication::quit);
+    m_tray->setContextMenu(menu);
+    m_tray->setToolTip(tr("Crowdtrain"));
+    connect(m_tray, &QSystemTrayIcon::activated, this, [this](QSystemTrayIcon::ActivationReason reason) {
+        if (reason == QSystemTrayIcon::Trigger)
+            setVisible(!isVisible());
+    });
+    m_tray->show();
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings settings;
+    if (!settings.value(QStringLiteral("closeNoticeShown")).toBool()) {
+        settings.setValue(QStringLiteral("closeNoticeShown"), true);
+        QMessageBox::information(this, tr("Crowdtrain keeps training"),
+            tr("Closing this window does not stop your contribution: the Crowdtrain service goes on training "
+               "within your limits. Pause it from the tray icon or the dashboard."));
+    }
+    if (m_tray) {
+        hide();
+        event->ignore();
+        return;
+    }
+    event->accept();
+}
+
+bool MainWindow::maybeRunFirstRun()
+{
+    QSettings settings;
+    if (settings.value(QStringLiteral("firstRunDone")).toBool())
+        return false;
+    auto status = m_link.call(QStringLiteral("status"));
+    if (status.ok && !text(status.body["project"]).isEmpty()) {
+        settings.setValue(QStringLiteral("firstRunDone"), true);
+        return false;
+    }
+    auto* wizard = new FirstRunWizard(m_link, this);
+    wizard->setObjectName(QStringLiteral("firstRun"));
+    wizard->setAttribute(Qt::WA_DeleteOnClose);
+    connect(wizard, &QWizard::accepted, this, [this] {
+        QSettings().setValue(QStringLiteral("firstRunDone"), true);
+        showPage(kDashboard);
+    });
+    wizard->open();
+    return true;
+}
+
+QStringList MainWindow::saveScreenshots(const QString& dir)
+{
+    QDir().mkpath(dir);
+    const char* names[] = {"dashboard", "projects", "checkpoints", "contributions", "settings", "log"};
+    QStringList files;
+    const int current = m_stack->currentIndex();
+    for (int i = 0; i < kPages; ++i) {
+        showPage(i);
+        QApplication::processEvents();
+        const QString file = QDir(dir).filePath(QStringLiteral("%1.png").arg(QLatin1String(names[i])));
+        if (grab().save(file))
+            files << file;
+    }
+    showPage(current);
+    return files;
+}
+
+} // namespace crowdtrain::ui

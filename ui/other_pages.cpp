@@ -1,0 +1,314 @@
+// The contributions, settings and log pages.
+#include "ui/daemon_link.h"
+#include "ui/format.h"
+#include "ui/pages.h"
+#include "ui/schedule_grid.h"
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+namespace crowdtrain::ui {
+
+// ---- Contributions
+
+ContributionsPage::ContributionsPage(DaemonLink& link, QWidget* parent)
+    : Page(link, parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    m_summary = new QLabel(tr("Join a project to see your contribution."), this);
+    m_summary->setWordWrap(true);
+    m_summary->setTextFormat(Qt::RichText);
+    m_summary->setAccessibleName(tr("Your contribution"));
+    layout->addWidget(m_summary);
+    m_board = new QTableWidget(0, 6, this);
+    m_board->setAccessibleName(tr("Leaderboard"));
+    m_board->setHorizontalHeaderLabels(
+        {tr("Rank"), tr("Volunteer"), tr("Tokens"), tr("GPU-hours"), tr("Accepted"), tr("Rejected")});
+    m_board->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+    m_board->verticalHeader()->setVisible(false);
+    m_board->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    layout->addWidget(m_board, 1);
+    auto* refresh = new QPushButton(tr("Refresh"), this);
+    connect(refresh, &QPushButton::clicked, this, &ContributionsPage::reload);
+    auto* row = new QHBoxLayout;
+    row->addStretch(1);
+    row->addWidget(refresh);
+    layout->addLayout(row);
+}
+
+void ContributionsPage::reload()
+{
+    auto reply = m_link.call(QStringLiteral("contributions"), control::Value::map(), 10000);
+    if (!reply.ok) {
+        m_summary->setText(reply.code == QLatin1String("not_joined") ? tr("Join a project to see your contribution.")
+                                                                     : reply.message.toHtmlEscaped());
+        m_board->setRowCount(0);
+        return;
+    }
+    const control::Value& b = reply.body;
+    const control::Value& mine = b["mine"];
+    m_summary->setText(
+        tr("<h3>Your contribution to %1</h3>"
+           "<p><b>%2</b> tokens trained · <b>%3</b> GPU-hours · <b>%4</b> tasks accepted, "
+           "<b>%5</b> rejected</p><p>Your share of the project: <b>%6%</b> · rank <b>%7</b> of %8 "
+           "volunteers</p>")
+            .arg(text(b["project"]).toHtmlEscaped(), formatCount(double(mine["tokens"].toUInt())),
+                QLocale().toString(mine["gpu_hours"].toDouble(), 'f', 2),
+                QString::number(mine["rounds_accepted"].toUInt()), QString::number(mine["rounds_rejected"].toUInt()),
+                QLocale().toString(100.0 * b["share"].toDouble(), 'f', 2), QString::number(b["rank"].toUInt()),
+                QString::number(b["contributors"].toUInt())));
+    const auto& board = b["leaderboard"].items();
+    m_board->setRowCount(int(board.size()));
+    const std::string me = mine["public_key"].toString();
+    for (std::size_t i = 0; i < board.size(); ++i) {
+        const control::Value& c = board[i];
+        QString name = text(c["display_name"]);
+        if (name.isEmpty())
+            name = tr("anonymous %1").arg(text(c["public_key"]).left(8));
+        if (c["public_key"].toString() == me)
+            name += tr(" (you)");
+        const QString cells[] = {QString::number(i + 1), name, formatCount(double(c["tokens"].toUInt())),
+            QLocale().toString(c["gpu_hours"].toDouble(), 'f', 2), QString::number(c["rounds_accepted"].toUInt()),
+            QString::number(c["rounds_rejected"].toUInt())};
+        for (int col = 0; col < 6; ++col)
+            m_board->setItem(int(i), col, new QTableWidgetItem(cells[col]));
+    }
+    m_board->resizeColumnsToContents();
+    m_board->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+}
+
+// ---- Settings
+
+namespace {
+
+QString autostartFile()
+{
+    return QStandardPaths::writableLocation(QStandardPaths::GenericConfigLocation)
+        + QStringLiteral("/autostart/crowdtrain.desktop");
+}
+
+bool setStartAtLogin(bool on)
+{
+    if (!on)
+        return !QFile::exists(autostartFile()) || QFile::remove(autostartFile());
+    QDir().mkpath(QFileInfo(autostartFile()).path());
+    QFile file(autostartFile());
+    if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        return false;
+    file.write("[Desktop Entry]\nType=Application\nName=Crowdtrain\nExec=");
+    file.write(QApplication::applicationFilePath().toUtf8());
+    file.write(" --hidden\nIcon=crowdtrain\nX-GNOME-Autostart-enabled=true\n");
+    return true;
+}
+
+// "busy_share_in_use" -> "Busy share in use"
+QString labelOf(const std::string& key)
+{
+    QString label = QString::fromStdString(key).replace(QLatin1Char('_'), QLatin1Char(' '));
+    return label.left(1).toUpper() + label.mid(1);
+}
+
+} // namespace
+
+SettingsPage::SettingsPage(DaemonLink& link, QWidget* parent)
+    : Page(link, parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    m_error = new QLabel(this);
+    m_error->setWordWrap(true);
+    m_error->setAccessibleName(tr("Settings error"));
+    QPalette warn = m_error->palette();
+    warn.setColor(QPalette::WindowText, QColor(0xc0, 0x30, 0x30));
+    m_error->setPalette(warn);
+    m_error->hide();
+    layout->addWidget(m_error);
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    m_formHost = new QWidget(scroll);
+    m_form = new QFormLayout(m_formHost);
+    m_form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
+    scroll->setWidget(m_formHost);
+    layout->addWidget(scroll, 1);
+}
+
+QWidget* SettingsPage::editorFor(const QString& key) const
+{
+    auto it = m_editors.find(key);
+    return it == m_editors.end() ? nullptr : it->second;
+}
+
+void SettingsPage::reload()
+{
+    auto reply = m_link.call(QStringLiteral("settings_get"));
+    if (reply.ok)
+        build(reply.body["described"]);
+}
+
+bool SettingsPage::apply(const QString& key, const control::Value& value)
+{
+    control::Value body = control::Value::map();
+    body.set("key", key.toStdString());
+    body.set("value", value);
+    auto reply = m_link.call(QStringLiteral("settings_set"), body);
+    if (!reply.ok) {
+        // The daemon's words, never a silent clamp; the editor shows the value kept.
+        m_error->setText(reply.message);
+        m_error->show();
+        QMetaObject::invokeMethod(this, &SettingsPage::reload, Qt::QueuedConnection);
+        return false;
+    }
+    m_error->hide();
+    emit message(tr("Saved %1.").arg(labelOf(key.toStdString())));
+    // A preset changes other keys.
+    if (key == QLatin1String("preset"))
+        QMetaObject::invokeMethod(this, &SettingsPage::reload, Qt::QueuedConnection);
+    return true;
+}
+
+void SettingsPage::build(const control::Value& described)
+{
+    while (m_form->rowCount() > 0)
+        m_form->removeRow(0);
+    m_editors.clear();
+    for (const control::Value& spec : described.items()) {
+        const std::string key = spec["key"].toString();
+        const QString qkey = QString::fromStdString(key);
+        const std::string type = spec["type"].toString();
+        const control::Value& value = spec["value"];
+        QWidget* editor = nullptr;
+        if (key == "schedule") {
+            auto* grid = new ScheduleGrid(m_formHost);
+            grid->setValue(text(value));
+            connect(grid, &ScheduleGrid::edited, this,
+                [this, qkey](const QString& v) { apply(qkey, control::Value(v.toStdString())); });
+            editor = grid;
+        } else if (type == "bool") {
+            auto* box = new QCheckBox(m_formHost);
+            box->setChecked(value.toBool());
+            connect(box, &QCheckBox::toggled, this, [this, qkey](bool on) { apply(qkey, control::Value(on)); });
+            editor = box;
+        } else if (type == "int" && (spec["max"].toInt() > INT32_MAX || spec["min"].toInt() < INT32_MIN)) {
+            // Beyond a spin box's range (byte counts): typed as text, the daemon judges it.
+            auto* line = new QLineEdit(m_formHost);
+            line->setText(QString::number(value.toInt()));
+            connect(line, &QLineEdit::editingFinished, this, [this, qkey, line] {
+                if (!line->isModified())
+                    return;
+                line->setModified(false);
+                bool ok = false;
+                const qlonglong number = line->text().trimmed().toLongLong(&ok);
+                if (ok)
+                    apply(qkey, control::Value(int64_t(number)));
+                else
+                    apply(qkey, control::Value(line->text().toStdString()));
+            });
+            editor = line;
+        } else if (type == "int") {
+            auto* spin = new QSpinBox(m_formHost);
+            // Qt's spin box is int-sized; the daemon decides the real rule.
+            spin->setRange(int(std::max<int64_t>(spec["min"].toInt(), INT32_MIN)),
+                int(std::min<int64_t>(spec["max"].toInt(INT32_MAX), INT32_MAX)));
+            spin->setValue(int(std::clamp<int64_t>(value.toInt(), INT32_MIN, INT32_MAX)));
+            spin->setKeyboardTracking(false);
+            connect(spin, &QSpinBox::editingFinished, this,
+                [this, qkey, spin] { apply(qkey, control::Value(int64_t(spin->value()))); });
+            editor = spin;
+        } else if (type == "choice") {
+            auto* combo = new QComboBox(m_formHost);
+            for (const control::Value& c : spec["choices"].items())
+                combo->addItem(text(c));
+            combo->setCurrentText(text(value));
+            connect(combo, &QComboBox::textActivated, this,
+                [this, qkey](const QString& v) { apply(qkey, control::Value(v.toStdString())); });
+            editor = combo;
+        } else {
+            auto* line = new QLineEdit(m_formHost);
+            line->setText(text(value));
+            connect(line, &QLineEdit::editingFinished, this, [this, qkey, line] {
+                if (line->isModified())
+                    apply(qkey, control::Value(line->text().toStdString()));
+                line->setModified(false);
+            });
+            editor = line;
+        }
+        editor->setAccessibleName(labelOf(key));
+        editor->setToolTip(text(spec["description"]));
+        editor->setObjectName(qkey);
+        m_editors[qkey] = editor;
+        auto* label = new QLabel(labelOf(key), m_formHost);
+        label->setToolTip(text(spec["description"]));
+        label->setBuddy(editor);
+        m_form->addRow(label, editor);
+    }
+    // The app's own setting.
+    auto* login = new QCheckBox(tr("Start Crowdtrain when I log in"), m_formHost);
+    login->setObjectName(QStringLiteral("start_at_login"));
+    login->setChecked(QFile::exists(autostartFile()));
+    connect(login, &QCheckBox::toggled, this, [this](bool on) {
+        if (!setStartAtLogin(on))
+            emit message(tr("Could not change %1.").arg(autostartFile()));
+    });
+    m_form->addRow(tr("Start at login"), login);
+}
+
+// ---- Log
+
+LogPage::LogPage(DaemonLink& link, QWidget* parent)
+    : Page(link, parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    m_text = new QPlainTextEdit(this);
+    m_text->setReadOnly(true);
+    m_text->setMaximumBlockCount(1000);
+    m_text->setAccessibleName(tr("The Crowdtrain service's log"));
+    QFont mono = QFontDatabase::systemFont(QFontDatabase::FixedFont);
+    m_text->setFont(mono);
+    layout->addWidget(m_text, 1);
+    auto* copy = new QPushButton(tr("Copy all"), this);
+    connect(copy, &QPushButton::clicked, this, [this] { QApplication::clipboard()->setText(m_text->toPlainText()); });
+    auto* row = new QHBoxLayout;
+    row->addStretch(1);
+    row->addWidget(copy);
+    layout->addLayout(row);
+}
+
+void LogPage::reload()
+{
+    auto reply = m_link.call(QStringLiteral("log"));
+    if (!reply.ok)
+        return;
+    m_text->clear();
+    for (const control::Value& line : reply.body["lines"].items())
+        m_text->appendPlainText(text(line));
+}
+
+void LogPage::onEvent(const QString& type, const control::Value& body)
+{
+    if (type == QLatin1String("log"))
+        append(text(body["line"]));
+}
+
+void LogPage::append(const QString& line)
+{
+    m_text->appendPlainText(line);
+}
+
+} // namespace crowdtrain::ui
