@@ -17,7 +17,7 @@ class SeriesChart : public QWidget {
     Q_OBJECT
 
 public:
-    static constexpr int kMaxPoints = 20000;
+    static constexpr int kMaxPoints = 100000;
     enum class XAxis { Time, Number };
 
     SeriesChart(const QString& title, XAxis x, const QString& xLabel, const QString& yLabel, QWidget* parent = nullptr);
