@@ -21,8 +21,8 @@ int main(int argc, char** argv)
     QApplication::setApplicationVersion(QString::fromLatin1(crowdtrain::kVersion));
     QApplication::setOrganizationName(QStringLiteral("Crowdtrain"));
     QApplication::setDesktopFileName(QStringLiteral("crowdtrain"));
-    // Closing the window hides it; the app lives on in the tray.
-    QApplication::setQuitOnLastWindowClosed(false);
+    // With a tray, closing the window hides it and the app lives on there.
+    QApplication::setQuitOnLastWindowClosed(!QSystemTrayIcon::isSystemTrayAvailable());
 
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Crowdtrain - donate your GPU to public training projects"));

@@ -18,5 +18,5 @@ daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$home"' EXIT
 for _ in $(seq 50); do "$bin/crowdtrain-worker" status >/dev/null 2>&1 && break; sleep 0.2; done
 "$bin/crowdtrain-worker" join demo demo-fortunes >/dev/null
-timeout 300 xvfb-run -a -s "-screen 0 1280x860x24" "$bin/crowdtrain" --screenshot-dir "$(realpath "$out")"
+timeout 240 xvfb-run -a -s "-screen 0 1280x860x24" "$bin/crowdtrain" --screenshot-dir "$(realpath "$out")"
 ls -l "$out"

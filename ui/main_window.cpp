@@ -180,6 +180,11 @@ void MainWindow::setupTray()
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
+    // Quit (tray menu, session end) closes windows on its own: no questions then.
+    if (!event->spontaneous() || !m_tray) {
+        event->accept();
+        return;
+    }
     QSettings settings;
     if (!settings.value(QStringLiteral("closeNoticeShown")).toBool()) {
         settings.setValue(QStringLiteral("closeNoticeShown"), true);
@@ -187,12 +192,8 @@ void MainWindow::closeEvent(QCloseEvent* event)
             tr("Closing this window does not stop your contribution: the Crowdtrain service goes on training "
                "within your limits. Pause it from the tray icon or the dashboard."));
     }
-    if (m_tray) {
-        hide();
-        event->ignore();
-        return;
-    }
-    event->accept();
+    hide();
+    event->ignore();
 }
 
 bool MainWindow::maybeRunFirstRun()
