@@ -294,12 +294,21 @@ int main(int argc, char** argv)
         if (p.size() == 1)
             return call("settings_get");
         if (p.size() == 4 && p[1] == "set") {
-            // VALUE is read as JSON when it is JSON (true, 42, "text"), else as text.
+            // VALUE is read as the setting's type says (a schedule of 0s
+            // and 1s is text); a key the daemon does not describe, as it looks.
+            std::string type;
+            if (auto described = c.call("settings_get", Value::map(), 5000))
+                for (const Value& spec : (*described)["described"].items())
+                    if (spec["key"].toString() == p[2])
+                        type = spec["type"].toString();
             Value value(p[3]);
-            if (p[3] == "true" || p[3] == "false")
+            const bool looksBool = p[3] == "true" || p[3] == "false";
+            const bool looksInt = !p[3].empty() && p[3].size() < 19
+                && (std::isdigit(static_cast<unsigned char>(p[3][0])) || p[3][0] == '-')
+                && p[3].find_first_not_of("-0123456789") == std::string::npos;
+            if (looksBool && (type == "bool" || type.empty()))
                 value = Value(p[3] == "true");
-            else if (!p[3].empty() && (std::isdigit(static_cast<unsigned char>(p[3][0])) || p[3][0] == '-')
-                && p[3].find_first_not_of("-0123456789") == std::string::npos)
+            else if (looksInt && (type == "int" || type.empty()))
                 value = Value(int64_t(std::stoll(p[3])));
             body.set("key", p[2]).set("value", value);
             return call("settings_set", body);

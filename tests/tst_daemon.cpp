@@ -275,6 +275,30 @@ private slots:
         call(c, "resume");
         QVERIFY(waitUntil([&] { return call(c, "status")["state"].toString() != "paused"; }, 10000));
 
+        // Limits: a schedule with no hours on pauses and says so; the status
+        // says which limit acts, and a busy share is held.
+        call(c, "settings_set", keyValue("schedule", std::string(168, '0')));
+        QVERIFY(waitUntil([&] { return call(c, "status")["state"].toString() == "paused"; }, 10000));
+        s = call(c, "status");
+        QCOMPARE(s["reason"].toString(), std::string("outside the schedule (no hours are on)"));
+        QCOMPARE(s["limit"].toString(), s["reason"].toString());
+        QCOMPARE(s["limits"]["busy_target"].toDouble(), 0.0);
+        QCOMPARE(refusal(c, "settings_set", keyValue("schedule", "0101")).code, std::string("bad_value"));
+        call(c, "settings_set", keyValue("schedule", std::string(168, '1')));
+        call(c, "settings_set", keyValue("busy_share_in_use", 30));
+        call(c, "settings_set", keyValue("busy_share_idle", 30));
+        QCOMPARE(call(c, "settings_get")["settings"]["preset"].toString(), std::string("custom"));
+        QVERIFY(waitUntil([&] { return call(c, "status")["limits"]["busy_target"].toDouble() == 0.3; }, 10000));
+        s = call(c, "status");
+        QVERIFY2(s["limit"].toString().rfind("busy share 30% (computer ", 0) == 0, s["limit"].toString().c_str());
+        QVERIFY(!s["limits"]["idle_source"].toString().empty());
+        QVERIFY(s["limits"]["month_bytes"].toUInt() > 0); // the agent's traffic, counted for the month
+        if (!s["limits"]["gpu"]["available"].toBool())
+            QVERIFY(s["limits"]["gpu"]["why"].toString().rfind("not available on this machine", 0) == 0);
+        call(c, "settings_set", keyValue("preset", "maximum"));
+        QCOMPARE(call(c, "settings_get")["settings"]["busy_share_in_use"].toInt(), int64_t(100));
+        QVERIFY(waitUntil([&] { return call(c, "status")["limits"]["busy_target"].toDouble() == 1.0; }, 10000));
+
         // Histories and contributions.
         QVERIFY(waitUntil([&] { return call(c, "metrics")["rows"].size() >= 2; }, 60000));
         const Value rows = call(c, "metrics")["rows"];

@@ -19,9 +19,11 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSlider>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableWidget>
+#include <QTimer>
 #include <QVBoxLayout>
 
 namespace crowdtrain::ui {
@@ -121,8 +123,48 @@ bool setStartAtLogin(bool on)
 // "busy_share_in_use" -> "Busy share in use"
 QString labelOf(const std::string& key)
 {
+    static const std::map<std::string, const char*> labels = {
+        {"busy_share_in_use", QT_TRANSLATE_NOOP("Settings", "Work while I use the computer")},
+        {"busy_share_idle", QT_TRANSLATE_NOOP("Settings", "Work while the computer is idle")},
+        {"pause_when_in_use", QT_TRANSLATE_NOOP("Settings", "Pause while I use the computer")},
+        {"in_use_minutes", QT_TRANSLATE_NOOP("Settings", "In use = input within (minutes)")},
+        {"pause_programs", QT_TRANSLATE_NOOP("Settings", "Pause while these programs run")},
+        {"pause_when_gpu_busy", QT_TRANSLATE_NOOP("Settings", "Pause while a game or other program uses the GPU")},
+        {"max_gpu_temperature_c", QT_TRANSLATE_NOOP("Settings", "Maximum GPU temperature (\u00B0C)")},
+        {"max_gpu_power_w", QT_TRANSLATE_NOOP("Settings", "Maximum GPU power (W, 0: no cap)")},
+        {"upload_limit_kib_s", QT_TRANSLATE_NOOP("Settings", "Upload limit (KiB/s, 0: none)")},
+        {"download_limit_kib_s", QT_TRANSLATE_NOOP("Settings", "Download limit (KiB/s, 0: none)")},
+        {"monthly_data_cap_mib", QT_TRANSLATE_NOOP("Settings", "Monthly data cap (MiB, 0: none)")},
+        {"gpu_devices", QT_TRANSLATE_NOOP("Settings", "GPUs to use")},
+    };
+    if (auto it = labels.find(key); it != labels.end())
+        return QCoreApplication::translate("Settings", it->second);
     QString label = QString::fromStdString(key).replace(QLatin1Char('_'), QLatin1Char(' '));
     return label.left(1).toUpper() + label.mid(1);
+}
+
+// The heading a section starts with, at its first key.
+QString sectionBefore(const std::string& key)
+{
+    if (key == "display_name")
+        return QCoreApplication::translate("Settings", "General");
+    if (key == "preset")
+        return QCoreApplication::translate("Settings", "How hard this computer works");
+    if (key == "pause_on_battery")
+        return QCoreApplication::translate("Settings", "When to pause");
+    if (key == "max_gpu_temperature_c")
+        return QCoreApplication::translate("Settings", "GPU");
+    if (key == "schedule")
+        return QCoreApplication::translate("Settings", "Weekly schedule");
+    if (key == "upload_limit_kib_s")
+        return QCoreApplication::translate("Settings", "Network");
+    return {};
+}
+
+// The settings that need NVML (an NVIDIA driver) to mean anything.
+bool needsNvml(const std::string& key)
+{
+    return key == "max_gpu_temperature_c" || key == "max_gpu_power_w" || key == "pause_when_gpu_busy";
 }
 
 } // namespace
@@ -157,6 +199,11 @@ QWidget* SettingsPage::editorFor(const QString& key) const
 
 void SettingsPage::reload()
 {
+    auto status = m_link.call(QStringLiteral("status"));
+    if (status.ok) {
+        const control::Value& gpu = status.body["limits"]["gpu"];
+        m_gpuUnavailable = gpu["available"].toBool() ? QString() : text(gpu["why"]);
+    }
     auto reply = m_link.call(QStringLiteral("settings_get"));
     if (reply.ok)
         build(reply.body["described"]);
@@ -194,7 +241,47 @@ void SettingsPage::build(const control::Value& described)
         const std::string type = spec["type"].toString();
         const control::Value& value = spec["value"];
         QWidget* editor = nullptr;
-        if (key == "schedule") {
+        if (const QString section = sectionBefore(key); !section.isEmpty()) {
+            auto* heading = new QLabel(section, m_formHost);
+            QFont bold = heading->font();
+            bold.setBold(true);
+            heading->setFont(bold);
+            heading->setContentsMargins(0, m_form->rowCount() > 0 ? 12 : 0, 0, 0);
+            m_form->addRow(heading);
+        }
+        if (key.rfind("busy_share_", 0) == 0) {
+            // A share of the time: a slider with its value beside it.
+            auto* host = new QWidget(m_formHost);
+            auto* row = new QHBoxLayout(host);
+            row->setContentsMargins(0, 0, 0, 0);
+            auto* slider = new QSlider(Qt::Horizontal, host);
+            slider->setRange(int(spec["min"].toInt()), int(spec["max"].toInt()));
+            slider->setSingleStep(5);
+            slider->setPageStep(25);
+            slider->setTickInterval(25);
+            slider->setTickPosition(QSlider::TicksBelow);
+            slider->setValue(int(value.toInt()));
+            auto* shown = new QLabel(host);
+            shown->setMinimumWidth(shown->fontMetrics().horizontalAdvance(QStringLiteral("100% ")));
+            auto show = [shown](int v) {
+                shown->setText(v == 0 ? QCoreApplication::translate("Settings", "pause") : QStringLiteral("%1%").arg(v));
+            };
+            show(slider->value());
+            connect(slider, &QSlider::valueChanged, shown, show);
+            auto send = [this, qkey, slider] {
+                if (!slider->isSliderDown())
+                    apply(qkey, control::Value(int64_t(slider->value())));
+            };
+            connect(slider, &QSlider::sliderReleased, this, send);
+            connect(slider, &QSlider::actionTriggered, this, [send](int) {
+                QTimer::singleShot(0, send); // keyboard and page clicks: after the value moved
+            });
+            slider->setAccessibleName(labelOf(key));
+            slider->setObjectName(qkey + QStringLiteral("_slider"));
+            row->addWidget(slider, 1);
+            row->addWidget(shown);
+            editor = host;
+        } else if (key == "schedule") {
             auto* grid = new ScheduleGrid(m_formHost);
             grid->setValue(text(value));
             connect(grid, &ScheduleGrid::edited, this,
@@ -249,12 +336,19 @@ void SettingsPage::build(const control::Value& described)
             });
             editor = line;
         }
+        QString description = text(spec["description"]);
+        if (needsNvml(key) && !m_gpuUnavailable.isEmpty()) {
+            // Shown, so a volunteer knows the limit exists, but greyed with the reason.
+            editor->setEnabled(false);
+            description = m_gpuUnavailable.left(1).toUpper() + m_gpuUnavailable.mid(1);
+        }
         editor->setAccessibleName(labelOf(key));
-        editor->setToolTip(text(spec["description"]));
+        editor->setToolTip(description);
         editor->setObjectName(qkey);
         m_editors[qkey] = editor;
         auto* label = new QLabel(labelOf(key), m_formHost);
-        label->setToolTip(text(spec["description"]));
+        label->setToolTip(description);
+        label->setEnabled(editor->isEnabled());
         label->setBuddy(editor);
         m_form->addRow(label, editor);
     }

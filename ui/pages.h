@@ -170,6 +170,7 @@ private:
     QWidget* m_formHost = nullptr;
     QLabel* m_error;
     std::map<QString, QWidget*> m_editors;
+    QString m_gpuUnavailable; // why the GPU limits do nothing here ("" with NVML)
 };
 
 class LogPage : public Page {

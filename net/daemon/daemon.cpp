@@ -159,14 +159,16 @@ Status Daemon::initialise()
         m_snoozeUntilMs = state.value("snooze_until_ms", int64_t(0));
     }
 
+    m_limits = std::make_unique<LimitsMonitor>(m_options.dataDir, m_options.probes);
+
     CheckpointsOptions checkpoints;
     checkpoints.root = m_options.dataDir / "checkpoints";
     checkpoints.publish = [this](std::string_view type, const Value& body) { publish(type, body); };
     checkpoints.log = [this](const std::string& line) { log(line); };
     checkpoints.generating = [this](bool on) {
         std::lock_guard lock(m_mutex);
-        if (m_settings.boolean("generate_pauses_training"))
-            m_gate.setPaused(on || m_userPaused || m_snoozeUntilMs > unixNowMs());
+        m_generating = on && m_settings.boolean("generate_pauses_training");
+        refreshPaused();
     };
     m_checkpoints = std::make_unique<Checkpoints>(*m_hubs, std::move(checkpoints));
 
@@ -178,6 +180,7 @@ Status Daemon::initialise()
 
     if (!m_joinedProject.empty()) {
         std::lock_guard lock(m_mutex);
+        m_limits->evaluate(m_settings, std::chrono::system_clock::now());
         refreshPaused();
         auto hub = resolveHub(m_joinedHub);
         if (!hub) {
@@ -290,6 +293,9 @@ Status Daemon::startRunner(const std::string& hubText, const HubLink& hub, const
     options.device = device == "auto" ? "auto" : device;
     options.threads = int(m_settings.integer("cpu_threads"));
     options.pieceCacheBytes = uint64_t(m_settings.integer("piece_cache_bytes"));
+    if (device == "cuda" && !LimitsMonitor::cudaDevice(m_settings).empty())
+        options.device = LimitsMonitor::cudaDevice(m_settings);
+    options.network = m_limits->throttle();
     options.log = [this](const std::string& line) { log(line); };
     ProjectRunner::Target target{hub, hubText, project};
     m_runner = std::make_unique<ProjectRunner>(std::move(target), std::move(options), m_gate);
@@ -308,7 +314,9 @@ void Daemon::stopRunner()
 
 void Daemon::refreshPaused()
 {
-    m_gate.setPaused(m_userPaused || m_snoozeUntilMs > unixNowMs());
+    const limits::Decision& limit = m_limits->decision();
+    m_gate.setBusyTarget(limit.run ? limit.busyTarget : 1.0);
+    m_gate.setPaused(m_userPaused || m_snoozeUntilMs > unixNowMs() || m_generating || !limit.run);
 }
 
 Status Daemon::join(const std::string& hubText, const std::string& project)
@@ -349,8 +357,12 @@ std::string Daemon::stateText(const volunteer::AgentSummary* summary, std::strin
         why = "paused by you";
         return "paused";
     }
-    if (m_gate.paused()) {
+    if (m_generating) {
         why = "generating text from a checkpoint";
+        return "paused";
+    }
+    if (!m_limits->decision().run) {
+        why = m_limits->decision().limit;
         return "paused";
     }
     if (!summary)
@@ -361,8 +373,10 @@ std::string Daemon::stateText(const volunteer::AgentSummary* summary, std::strin
         return "stopped";
     }
     const std::string& phase = summary->phase;
-    if (phase == "training" || phase == "uploading")
+    if (phase == "training" || phase == "uploading") {
+        why = m_limits->decision().limit; // a busy share under 100%, or ""
         return "training";
+    }
     if (phase == "waiting")
         return "waiting for the round";
     if (phase == "syncing")
@@ -388,6 +402,7 @@ control::Value Daemon::status() const
     v.set("hub", m_joinedHub).set("project", m_joinedProject);
     v.set("paused", m_userPaused).set("snooze_until_ms", m_snoozeUntilMs);
     v.set("device", m_settings.text("device")).set("public_key", m_identity.publicKey);
+    v.set("limit", m_limits->decision().limit).set("limits", m_limits->report(m_gate.measuredBusy(), m_settings));
     if (summary) {
         v.set("phase", summary->phase).set("round", summary->round).set("task", summary->taskId);
         v.set("step", summary->step).set("steps", summary->steps).set("loss", summary->loss);
@@ -413,9 +428,13 @@ void Daemon::poll()
             break;
         if (m_snoozeUntilMs && m_snoozeUntilMs <= unixNowMs()) {
             m_snoozeUntilMs = 0;
-            refreshPaused();
             (void)saveState();
         }
+        const std::string limitBefore = m_limits->decision().run ? "" : m_limits->decision().limit;
+        m_limits->evaluate(m_settings, std::chrono::system_clock::now());
+        refreshPaused();
+        if (const auto& now = m_limits->decision(); (now.run ? "" : now.limit) != limitBefore && !m_joinedProject.empty())
+            log(now.run ? std::string("limits allow training again") : "limits pause training: " + now.limit);
         std::optional<volunteer::AgentSummary> summary;
         if (m_runner)
             summary = m_runner->summary();
@@ -722,7 +741,7 @@ Result<Value> Daemon::pause(const Value&, bool paused)
         return s.error();
     log(paused ? "paused by the volunteer" : "resumed by the volunteer");
     Value v = Value::map();
-    v.set("paused", m_gate.paused());
+    v.set("paused", m_userPaused);
     return v;
 }
 

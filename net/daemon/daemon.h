@@ -9,6 +9,7 @@
 //   ProjectRunner   the joined project, trained           project_runner.h
 //   DemoHub         the built-in demo coordinator         demo_hub.h
 //   Checkpoints     downloads and text generation         checkpoints.h
+//   LimitsMonitor   busy share, schedule, battery, ...    limits_monitor.h
 //   ControlServer   the control API's sockets             net/control
 // Its own state (followed hubs, the joined project, paused or not) is in
 // <dataDir>/daemon.json, written atomically on every change, so a restart
@@ -25,6 +26,7 @@
 #include "net/daemon/checkpoints.h"
 #include "net/daemon/demo_hub.h"
 #include "net/daemon/hub_directory.h"
+#include "net/daemon/limits_monitor.h"
 #include "net/daemon/project_runner.h"
 #include "net/daemon/settings.h"
 
@@ -46,6 +48,7 @@ struct DaemonOptions {
     std::function<void(const std::string&)> log; // also sent as "log" events
     int pollMs = 500; // status events and the runner's health
     int hubRefreshMs = 5000; // catalog and metrics
+    MachineProbes probes; // where the limits read the machine
 };
 
 class Daemon {
@@ -111,6 +114,8 @@ private:
     std::string m_joinedHub; // a hub link, or "demo"
     std::string m_joinedProject;
     bool m_userPaused = false;
+    bool m_generating = false; // text generation holds training
+    std::unique_ptr<LimitsMonitor> m_limits;
     int64_t m_snoozeUntilMs = 0;
     std::string m_lastStateText;
 

@@ -17,10 +17,49 @@ bool PauseGate::paused() const
     return m_paused;
 }
 
+void PauseGate::setBusyTarget(double share)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        if (share == m_governor.target())
+            return;
+        m_governor.setTarget(share);
+    }
+    m_changed.notify_all();
+}
+
+double PauseGate::measuredBusy() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_governor.measured(limits::BusyGovernor::Clock::now());
+}
+
+void PauseGate::afterStep(double stepMs, const std::function<bool()>& released)
+{
+    std::unique_lock lock(m_mutex);
+    const auto end = limits::BusyGovernor::Clock::now();
+    const auto rest = m_governor.afterStep(std::chrono::duration<double, std::milli>(stepMs), end);
+    const auto until = end + std::chrono::duration_cast<limits::BusyGovernor::Clock::duration>(rest);
+    // A raised target ends the rest early; a pause turns it into a wait.
+    const double target = m_governor.target();
+    m_changed.wait_until(lock, until, [&] { return released() || m_paused || m_governor.target() > target; });
+    ++m_held;
+    m_changed.wait(lock, [&] { return !m_paused || released(); });
+    --m_held;
+}
+
+int PauseGate::held() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_held;
+}
+
 void PauseGate::wait(const std::function<bool()>& released)
 {
     std::unique_lock lock(m_mutex);
+    ++m_held;
     m_changed.wait(lock, [&] { return !m_paused || released(); });
+    --m_held;
 }
 
 void PauseGate::wake()
@@ -48,8 +87,8 @@ ProjectRunner::ProjectRunner(Target target, volunteer::AgentOptions options, Pau
     , m_gate(gate)
     , m_agent([&] {
         auto o = withTarget(std::move(options), m_target);
-        o.betweenSteps = [this](const std::atomic<bool>& abort) {
-            m_gate.wait([&] { return abort.load() || m_agent.stopRequested(); });
+        o.betweenSteps = [this](double stepMs, const std::atomic<bool>& abort) {
+            m_gate.afterStep(stepMs, [&] { return abort.load() || m_agent.stopRequested(); });
         };
         o.beforeTask = [this] { m_gate.wait([&] { return m_agent.stopRequested(); }); };
         return o;

@@ -65,7 +65,46 @@ const char* kindName(Kind kind)
     return "?";
 }
 
+std::string scheduleRule(const std::string& value)
+{
+    if (value.size() != 168 || value.find_first_not_of("01") != std::string::npos)
+        return "schedule takes exactly 168 characters 0 or 1 (hour h of weekday d, Monday 0, at d*24+h)";
+    return "";
+}
+
+std::string devicesRule(const std::string& value)
+{
+    if (value == "all")
+        return "";
+    bool digit = false;
+    for (char c : value) {
+        if (c >= '0' && c <= '9')
+            digit = true;
+        else if (c == ',' && digit)
+            digit = false;
+        else if (c != ' ')
+            return "gpu_devices takes \"all\" or GPU numbers separated by commas (0,1)";
+    }
+    return digit ? "" : "gpu_devices takes \"all\" or GPU numbers separated by commas (0,1)";
+}
+
 } // namespace
+
+const std::vector<Preset>& presets()
+{
+    static const std::vector<Preset> list = {
+        {"quiet",
+            {{"busy_share_in_use", int64_t(25)}, {"busy_share_idle", int64_t(50)}, {"pause_when_in_use", false},
+                {"max_gpu_temperature_c", int64_t(75)}}},
+        {"balanced",
+            {{"busy_share_in_use", int64_t(50)}, {"busy_share_idle", int64_t(100)}, {"pause_when_in_use", false},
+                {"max_gpu_temperature_c", int64_t(83)}}},
+        {"maximum",
+            {{"busy_share_in_use", int64_t(100)}, {"busy_share_idle", int64_t(100)}, {"pause_when_in_use", false},
+                {"max_gpu_temperature_c", int64_t(83)}}},
+    };
+    return list;
+}
 
 const std::vector<SettingSpec>& settingSpecs()
 {
@@ -107,6 +146,90 @@ const std::vector<SettingSpec>& settingSpecs()
             .kind = Kind::Bool,
             .defaultValue = true,
             .description = "pause training while text is generated from a checkpoint"});
+        // Limits (docs/notes/limits-settings.md; the policy is net/limits/policy.h).
+        s.push_back({.key = "preset",
+            .kind = Kind::Choice,
+            .defaultValue = "balanced",
+            .choices = {"quiet", "balanced", "maximum", "custom"},
+            .description = "quiet, balanced or maximum set the busy shares and temperature at once"});
+        s.push_back({.key = "busy_share_in_use",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(50),
+            .min = 0,
+            .max = 100,
+            .description = "% of the time the GPU works while you use the computer; 0: pause"});
+        s.push_back({.key = "busy_share_idle",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(100),
+            .min = 1,
+            .max = 100,
+            .description = "% of the time the GPU works while the computer is idle"});
+        s.push_back({.key = "pause_when_in_use",
+            .kind = Kind::Bool,
+            .defaultValue = false,
+            .description = "pause while you use the computer, instead of working at the in-use share"});
+        s.push_back({.key = "in_use_minutes",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(3),
+            .min = 1,
+            .max = 120,
+            .description = "keyboard or mouse input within this many minutes means the computer is in use"});
+        s.push_back({.key = "pause_on_battery",
+            .kind = Kind::Bool,
+            .defaultValue = true,
+            .description = "pause while the computer runs on battery"});
+        s.push_back({.key = "pause_programs",
+            .kind = Kind::Text,
+            .defaultValue = "",
+            .maxBytes = 1024,
+            .description = "pause while any of these programs runs (names separated by commas, e.g. blender, steam)"});
+        s.push_back({.key = "pause_when_gpu_busy",
+            .kind = Kind::Bool,
+            .defaultValue = true,
+            .description = "pause while another program uses the GPU heavily (a game, a renderer)"});
+        s.push_back({.key = "max_gpu_temperature_c",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(83),
+            .min = 40,
+            .max = 100,
+            .description = "pause above this GPU temperature (or 5 \u00B0C under the card's slowdown point); "
+                           "resume 10 \u00B0C lower, after at least 5 minutes"});
+        s.push_back({.key = "max_gpu_power_w",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(0),
+            .min = 0,
+            .max = 2000,
+            .description = "pause while the GPU draws more than this many watts; 0: no cap"});
+        s.push_back({.key = "schedule",
+            .kind = Kind::Text,
+            .defaultValue = std::string(168, '1'),
+            .maxBytes = 168,
+            .description = "the hours of the week when training may run",
+            .rule = scheduleRule});
+        s.push_back({.key = "upload_limit_kib_s",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(0),
+            .min = 0,
+            .max = int64_t(1) << 30,
+            .description = "upload at most this many KiB/s; 0: no limit"});
+        s.push_back({.key = "download_limit_kib_s",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(0),
+            .min = 0,
+            .max = int64_t(1) << 30,
+            .description = "download at most this many KiB/s; 0: no limit"});
+        s.push_back({.key = "monthly_data_cap_mib",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(0),
+            .min = 0,
+            .max = int64_t(1) << 30,
+            .description = "pause when this month's traffic reaches this many MiB; 0: no cap"});
+        s.push_back({.key = "gpu_devices",
+            .kind = Kind::Text,
+            .defaultValue = "all",
+            .maxBytes = 64,
+            .description = "the GPUs to train on: all, or their numbers (0,1); the first one listed is used",
+            .rule = devicesRule});
         return s;
     }();
     return specs;
@@ -133,7 +256,7 @@ std::string checkSetting(const SettingSpec& spec, const control::Value& value)
             return spec.key + " takes at most " + std::to_string(spec.maxBytes) + " bytes";
         if (!value.toString().empty() && !net::isDisplayText(value.toString()))
             return spec.key + " must be valid UTF-8 without control characters or direction overrides";
-        return "";
+        return spec.rule ? spec.rule(value.toString()) : "";
     case Kind::Choice:
         if (value.isString())
             for (const std::string& choice : spec.choices)
@@ -211,10 +334,18 @@ Status Settings::set(const std::string& key, const control::Value& value)
         return Error::make("unknown_setting", "there is no setting \"" + key + "\"");
     if (const std::string why = checkSetting(*spec, value); !why.empty())
         return Error::make("bad_value", why);
-    control::Value old = m_values[key];
+    const auto old = m_values;
     m_values[key] = value;
+    for (const Preset& preset : presets()) {
+        if (key == "preset" && value.toString() == preset.name)
+            for (const auto& [governed, presetValue] : preset.values)
+                m_values[governed] = presetValue;
+        for (const auto& [governed, presetValue] : preset.values)
+            if (key == governed && !(old.at(key) == value))
+                m_values["preset"] = control::Value("custom");
+    }
     if (Status saved = save(); !saved) {
-        m_values[key] = std::move(old);
+        m_values = old;
         return saved;
     }
     return Status::success();

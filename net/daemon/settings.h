@@ -30,7 +30,17 @@ struct SettingSpec {
     std::vector<std::string> choices = {}; // Choice
     std::size_t maxBytes = 0; // Text
     std::string description = {};
+    // Text: a further rule; returns why a value breaks it ("" when it does not).
+    std::string (*rule)(const std::string& value) = nullptr;
 };
+
+// A preset names values for the keys it governs ("quiet", "balanced",
+// "maximum"); "custom" is what `preset` reads after one of them is set by hand.
+struct Preset {
+    std::string name;
+    std::vector<std::pair<std::string, control::Value>> values;
+};
+const std::vector<Preset>& presets();
 
 // Every setting the daemon knows, in display order.
 const std::vector<SettingSpec>& settingSpecs();
@@ -43,6 +53,8 @@ public:
     static Result<Settings> load(const std::filesystem::path& file, std::string& notice);
 
     // Checks `value` for `key` and, when valid, writes the file with it.
+    // Setting `preset` sets the keys it governs too; setting one of those
+    // keys to another value makes `preset` "custom". All in one write.
     // Errors: "unknown_setting", "bad_value" (with the rule broken), "io_error".
     Status set(const std::string& key, const control::Value& value);
 

@@ -21,6 +21,7 @@
 // (stop() only sets an atomic flag, so a signal handler may call it).
 
 #include "engine/result.h"
+#include "net/limits/throttle.h"
 
 #include <atomic>
 #include <cstdint>
@@ -49,10 +50,13 @@ struct AgentOptions {
     uint64_t maxRounds = 0; // stop after the version advanced this many times (0 = forever)
     std::string clientVersion; // sent at join
     std::function<void(const std::string&)> log; // progress lines; called on run()'s thread
-    // Called on the training thread after each inner step; it may block (a
+    // Called on the training thread after each inner step with the step's
+    // busy time; it may block (a rest the busy-share governor asks for, or a
     // pause: the task's weights, optimizer state and data position stay in
     // memory, and heartbeats go on) and must return soon once `abort` is set.
-    std::function<void(const std::atomic<bool>& abort)> betweenSteps;
+    std::function<void(double stepMs, const std::atomic<bool>& abort)> betweenSteps;
+    // Bandwidth limits and the count of bytes moved; null: none.
+    std::shared_ptr<limits::NetworkThrottle> network;
     // Called on run()'s thread before asking for a task; it may block (a
     // pause between tasks) and must return soon once stop() is called.
     std::function<void()> beforeTask;

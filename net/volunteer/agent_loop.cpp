@@ -128,6 +128,7 @@ Status AgentLoop::prepare()
     session.project = m_options.project;
     session.displayName = m_options.displayName;
     session.device = m_options.device;
+    session.throttle = m_options.network;
     session.clientVersion
         = m_options.clientVersion.empty() ? std::string("crowdtrain-worker ") + kVersion : m_options.clientVersion;
     m_session = std::make_unique<Session>(m_context, *keys, std::move(session), m_stop, m_reporter,

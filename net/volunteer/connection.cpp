@@ -36,6 +36,9 @@ Connection::Connection(std::unique_ptr<net::Client> client, Traffic& traffic, co
 Result<net::Envelope> Connection::send(
     const std::string& frame, uint64_t id, int timeoutMs, const std::atomic<bool>* cancel)
 {
+    using Direction = limits::NetworkThrottle::Direction;
+    if (m_traffic.throttle && !m_traffic.throttle->pass(Direction::Up, frame.size(), cancel))
+        return Error::make(net::errc::kCancelled, "stopped while holding to the upload limit");
     m_traffic.bytesSent += frame.size();
     ++m_traffic.requests;
     auto envelope = m_client->call(frame, id, timeoutMs, cancel);
@@ -46,6 +49,10 @@ Result<net::Envelope> Connection::send(
         ByteCounter counter;
         msgpack::pack(counter, envelope->handle.get());
         m_traffic.bytesReceived += counter.bytes;
+        // The reply is here; the wait holds the next request back, so a
+        // transfer (a sequence of chunk requests) keeps to the limit.
+        if (m_traffic.throttle)
+            m_traffic.throttle->pass(Direction::Down, counter.bytes, cancel);
     }
     return envelope;
 }

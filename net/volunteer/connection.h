@@ -10,6 +10,7 @@
 // the socket.
 
 #include "net/transfer/download.h"
+#include "net/limits/throttle.h"
 #include "net/transport/client.h"
 
 #include <atomic>
@@ -22,6 +23,8 @@ struct Traffic {
     uint64_t bytesSent = 0;
     uint64_t bytesReceived = 0;
     uint64_t requests = 0;
+    // The volunteer's bandwidth limits and the month's count; may be null.
+    std::shared_ptr<limits::NetworkThrottle> throttle;
 };
 
 // True for the errors that mean "no answer" rather than "the server said no".

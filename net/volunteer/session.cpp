@@ -12,7 +12,9 @@ Session::Session(zmq::context_t& context, net::CurveKeyPair keys, SessionOptions
     , m_stop(stop)
     , m_reporter(reporter)
     , m_check(std::move(check))
-{ }
+{
+    m_traffic.throttle = m_options.throttle;
+}
 
 Session::~Session() = default;
 

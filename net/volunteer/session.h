@@ -33,6 +33,7 @@ struct SessionOptions {
     std::string displayName;
     std::string device;
     std::string clientVersion;
+    std::shared_ptr<limits::NetworkThrottle> throttle; // may be null: no network limits
 };
 
 class Session {

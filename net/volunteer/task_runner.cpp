@@ -120,7 +120,7 @@ Result<TaskOutcome> TaskRunner::run(
                     run->lastLoss.store(report.loss);
                     run->tokensPerSecond.store(report.tokensPerSecond);
                     if (betweenSteps)
-                        betweenSteps(run->abort);
+                        betweenSteps(report.stepMs, run->abort);
                 });
         });
 

@@ -1,0 +1,148 @@
+#include "net/daemon/limits_monitor.h"
+
+#include "net/transport/atomic_write.h"
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <ctime>
+
+namespace crowdtrain::daemon {
+namespace {
+
+using control::Value;
+using json = nlohmann::json;
+
+constexpr auto kMachineReadEvery = std::chrono::seconds(2);
+constexpr uint64_t kSaveEveryBytes = uint64_t(1) << 20;
+
+std::string monthOf(std::chrono::system_clock::time_point now)
+{
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    std::tm local{};
+    localtime_r(&t, &local);
+    char text[32];
+    std::snprintf(text, sizeof text, "%04d-%02d", local.tm_year + 1900, local.tm_mon + 1);
+    return text;
+}
+
+limits::LimitSettings limitSettings(const Settings& s)
+{
+    limits::LimitSettings l;
+    l.busyShareInUse = int(s.integer("busy_share_in_use"));
+    l.busyShareIdle = int(s.integer("busy_share_idle"));
+    l.pauseWhenInUse = s.boolean("pause_when_in_use");
+    l.inUseMinutes = int(s.integer("in_use_minutes"));
+    l.pauseOnBattery = s.boolean("pause_on_battery");
+    l.pausePrograms = limits::splitList(s.text("pause_programs"));
+    l.pauseWhenGpuBusy = s.boolean("pause_when_gpu_busy");
+    l.maxGpuTemperatureC = int(s.integer("max_gpu_temperature_c"));
+    l.maxGpuPowerW = int(s.integer("max_gpu_power_w"));
+    l.schedule = s.text("schedule");
+    l.monthlyDataCapBytes = uint64_t(s.integer("monthly_data_cap_mib")) << 20;
+    return l;
+}
+
+unsigned gpuIndex(const Settings& settings)
+{
+    const auto listed = limits::splitList(settings.text("gpu_devices"));
+    if (listed.empty() || listed.front() == "all")
+        return 0;
+    return unsigned(std::stoul(listed.front()));
+}
+
+} // namespace
+
+LimitsMonitor::LimitsMonitor(std::filesystem::path dataDir, MachineProbes probes)
+    : m_usageFile(dataDir / "data_usage.json")
+    , m_probes(std::move(probes))
+{
+    m_nvml = limits::Nvml::load(m_nvmlWhy, m_probes.nvmlLibrary);
+    if (auto text = net::readSmallFile(m_usageFile, 4096)) {
+        const json usage = json::parse(*text, nullptr, false);
+        if (usage.is_object() && usage.value("month", "").size() == 7) {
+            m_month = usage.value("month", "");
+            m_monthBytes = usage.value("bytes", uint64_t(0));
+            m_savedBytes = m_monthBytes;
+        }
+    }
+}
+
+std::string LimitsMonitor::cudaDevice(const Settings& settings)
+{
+    const std::string list = settings.text("gpu_devices");
+    return list == "all" ? std::string() : "cuda:" + std::to_string(gpuIndex(settings));
+}
+
+void LimitsMonitor::countTraffic(std::chrono::system_clock::time_point now)
+{
+    const std::string month = monthOf(now);
+    const uint64_t total = m_throttle->totalBytes();
+    const uint64_t added = total - m_countedTotal;
+    m_countedTotal = total;
+    bool save = false;
+    if (month != m_month) {
+        m_month = month;
+        m_monthBytes = 0;
+        save = true;
+    }
+    m_monthBytes += added;
+    save = save || m_monthBytes >= m_savedBytes + kSaveEveryBytes;
+    if (save) {
+        const json usage = {{"month", m_month}, {"bytes", m_monthBytes}};
+        if (net::writeFileAtomic(m_usageFile, usage.dump() + "\n", 0600))
+            m_savedBytes = m_monthBytes;
+    }
+}
+
+limits::Decision LimitsMonitor::evaluate(const Settings& settings, std::chrono::system_clock::time_point now)
+{
+    m_limits = limitSettings(settings);
+    m_throttle->setRates(uint64_t(settings.integer("upload_limit_kib_s")) * 1024,
+        uint64_t(settings.integer("download_limit_kib_s")) * 1024);
+    countTraffic(now);
+    const auto steady = std::chrono::steady_clock::now();
+    if (steady >= m_nextMachineRead) {
+        m_nextMachineRead = steady + kMachineReadEvery;
+        m_readings.onBattery = limits::onBattery(m_probes.powerSupplies);
+        const auto idle = limits::inputIdle(now, m_probes.inputDir);
+        m_readings.idleSeconds = idle ? std::optional<double>(idle->seconds) : std::nullopt;
+        m_idleSource = idle ? idle->source : "none (no input device can be read here: counted as idle)";
+        if (!m_limits.pausePrograms.empty())
+            m_readings.programs = limits::runningPrograms(m_probes.proc);
+        else
+            m_readings.programs.clear();
+    }
+    m_readings.gpu.reset();
+    if (m_nvml)
+        m_readings.gpu = m_nvml->read(gpuIndex(settings), ::getpid());
+    m_readings.monthBytes = m_monthBytes;
+    m_decision = limits::decide(m_limits, m_readings, now, m_decision.memory);
+    return m_decision;
+}
+
+Value LimitsMonitor::report(double busyMeasured, const Settings& settings) const
+{
+    Value v = Value::map();
+    v.set("busy_target", m_decision.run ? m_decision.busyTarget : 0.0).set("busy_measured", busyMeasured);
+    v.set("in_use", m_decision.inUse).set("idle_source", m_idleSource);
+    v.set("on_battery", m_readings.onBattery ? Value(*m_readings.onBattery) : Value());
+    v.set("month", m_month).set("month_bytes", m_monthBytes).set("month_cap_bytes", m_limits.monthlyDataCapBytes);
+    v.set("upload_limit_bytes_s", uint64_t(settings.integer("upload_limit_kib_s")) * 1024);
+    v.set("download_limit_bytes_s", uint64_t(settings.integer("download_limit_kib_s")) * 1024);
+    Value gpu = Value::map();
+    gpu.set("available", m_readings.gpu.has_value());
+    if (!m_readings.gpu) {
+        gpu.set("why", m_nvml ? std::string("NVML gives no readings for this GPU") : m_nvmlWhy);
+    } else {
+        const limits::GpuReading& r = *m_readings.gpu;
+        gpu.set("temperature_c", r.temperatureC).set("temperature_limit_c", limits::temperatureLimit(m_limits, r));
+        gpu.set("power_w", r.powerW ? Value(*r.powerW) : Value());
+        gpu.set("utilization", r.utilization ? Value(*r.utilization) : Value());
+        gpu.set("others_busy", r.othersBusy);
+    }
+    v.set("gpu", std::move(gpu));
+    return v;
+}
+
+} // namespace crowdtrain::daemon

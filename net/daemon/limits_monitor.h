@@ -1,0 +1,71 @@
+#pragma once
+
+// The daemon's side of the limits (net/limits): it reads the machine (battery,
+// input idle, running programs every 2 s; NVML at every poll when present),
+// keeps this month's network usage (<dataDir>/data_usage.json, counted by
+// the NetworkThrottle the agent's connections pass through), evaluates the
+// policy and says in plain words which limit acts, for the status's `limit`
+// and `limits` (docs/protocol.md 12.2).
+//
+// Not thread-safe: the daemon calls it with its mutex held.
+
+#include "net/control/value.h"
+#include "net/daemon/settings.h"
+#include "net/limits/machine.h"
+#include "net/limits/nvml.h"
+#include "net/limits/policy.h"
+#include "net/limits/throttle.h"
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+namespace crowdtrain::daemon {
+
+struct MachineProbes {
+    std::filesystem::path powerSupplies = "/sys/class/power_supply";
+    std::filesystem::path inputDir = "/dev/input";
+    std::filesystem::path proc = "/proc";
+    const char* nvmlLibrary = "libnvidia-ml.so.1";
+};
+
+class LimitsMonitor {
+public:
+    LimitsMonitor(std::filesystem::path dataDir, MachineProbes probes = {});
+
+    // Reads what is due and decides; `now` is the wall clock.
+    limits::Decision evaluate(const Settings& settings, std::chrono::system_clock::time_point now);
+    const limits::Decision& decision() const { return m_decision; }
+
+    // {busy_target, busy_measured, in_use, on_battery, idle_source, month,
+    //  month_bytes, month_cap_bytes, upload_limit_bytes_s, download_limit_bytes_s,
+    //  gpu: {available, why?, temperature_c?, temperature_limit_c?, power_w?, utilization?}}
+    control::Value report(double busyMeasured, const Settings& settings) const;
+
+    std::shared_ptr<limits::NetworkThrottle> throttle() const { return m_throttle; }
+    // The CUDA device the settings choose ("cuda:N"), or "" for the first.
+    static std::string cudaDevice(const Settings& settings);
+
+private:
+    void countTraffic(std::chrono::system_clock::time_point now);
+
+    std::filesystem::path m_usageFile;
+    MachineProbes m_probes;
+    std::unique_ptr<limits::Nvml> m_nvml;
+    std::string m_nvmlWhy;
+    std::shared_ptr<limits::NetworkThrottle> m_throttle = std::make_shared<limits::NetworkThrottle>();
+
+    limits::Readings m_readings;
+    std::string m_idleSource;
+    std::chrono::steady_clock::time_point m_nextMachineRead{};
+    limits::Decision m_decision;
+    limits::LimitSettings m_limits;
+
+    std::string m_month; // "2026-11", local time
+    uint64_t m_monthBytes = 0;
+    uint64_t m_countedTotal = 0; // of m_throttle->totalBytes()
+    uint64_t m_savedBytes = 0;
+};
+
+} // namespace crowdtrain::daemon

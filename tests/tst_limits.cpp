@@ -1,0 +1,523 @@
+// The volunteer's limits (net/limits and the daemon's PauseGate): the
+// busy-share governor against simulated step times, the policy against a
+// made-up clock and made-up readings, the Linux readers against made-up
+// trees, NVML absent, the network token bucket, presets, and real CPU
+// training held to a busy share and paused mid-task without losing a step.
+
+#include "engine/diloco/flat_params.h"
+#include "engine/gpt.h"
+#include "engine/token_shard.h"
+#include "net/daemon/project_runner.h"
+#include "net/daemon/settings.h"
+#include "net/limits/governor.h"
+#include "net/limits/machine.h"
+#include "net/limits/nvml.h"
+#include "net/limits/policy.h"
+#include "net/limits/throttle.h"
+#include "net/volunteer/inner_trainer.h"
+#include "net/volunteer/range_source.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
+
+using namespace crowdtrain;
+using limits::BusyGovernor;
+using limits::Decision;
+using limits::LimitSettings;
+using limits::PolicyMemory;
+using limits::Readings;
+using SystemClock = std::chrono::system_clock;
+
+namespace {
+
+std::filesystem::path dirOf(const QTemporaryDir& dir)
+{
+    return std::filesystem::path(dir.path().toStdString());
+}
+
+void writeText(const std::filesystem::path& file, const std::string& text)
+{
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text << "\n";
+}
+
+// A UTC instant.
+SystemClock::time_point utc(int year, int month, int day, int hour, int minute = 0)
+{
+    std::tm t{};
+    t.tm_year = year - 1900;
+    t.tm_mon = month - 1;
+    t.tm_mday = day;
+    t.tm_hour = hour;
+    t.tm_min = minute;
+    return SystemClock::from_time_t(timegm(&t));
+}
+
+// Sets the process's time zone (a POSIX TZ string: no tz database needed).
+class TimeZone {
+public:
+    explicit TimeZone(const char* tz)
+    {
+        if (const char* old = std::getenv("TZ"))
+            m_old = old;
+        ::setenv("TZ", tz, 1);
+        ::tzset();
+    }
+    ~TimeZone()
+    {
+        if (m_old)
+            ::setenv("TZ", m_old->c_str(), 1);
+        else
+            ::unsetenv("TZ");
+        ::tzset();
+    }
+
+private:
+    std::optional<std::string> m_old;
+};
+
+// Weekday d (Monday 0), hour h: on; everything else off.
+std::string onlyHours(std::initializer_list<std::pair<int, int>> cells)
+{
+    std::string grid(168, '0');
+    for (auto [d, h] : cells)
+        grid[std::size_t(d * 24 + h)] = '1';
+    return grid;
+}
+
+// Runs a simulated trainer: steps of `stepSeconds(i)`, `overhead` seconds
+// between a rest and the next step, for `steps` steps; returns the busy
+// share from `skip` steps on.
+double simulate(BusyGovernor& governor, int steps, const std::function<double(int)>& stepSeconds,
+    double overhead = 0, int skip = 0)
+{
+    using Clock = BusyGovernor::Clock;
+    auto now = Clock::time_point(std::chrono::hours(1));
+    auto from = now;
+    double busy = 0;
+    for (int i = 0; i < steps; ++i) {
+        if (i == skip) {
+            from = now;
+            busy = 0;
+        }
+        const double s = stepSeconds(i);
+        now += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+        busy += s;
+        const auto rest = governor.afterStep(BusyGovernor::Duration(s), now);
+        now += std::chrono::duration_cast<Clock::duration>(rest + BusyGovernor::Duration(overhead));
+    }
+    return busy / std::chrono::duration<double>(now - from).count();
+}
+
+} // namespace
+
+class TestLimits : public QObject {
+    Q_OBJECT
+
+private slots:
+    void governorHoldsTheTargetExactly()
+    {
+        for (double target : {0.25, 0.5, 0.75, 1.0}) {
+            BusyGovernor steady;
+            steady.setTarget(target);
+            QVERIFY(qAbs(simulate(steady, 400, [](int) { return 0.2; }, 0, 100) - target) < 1e-6);
+            // Uneven steps (0.05..0.5 s) and 30 ms of other work between steps.
+            std::mt19937 random(7);
+            std::uniform_real_distribution<double> uneven(0.05, 0.5);
+            BusyGovernor noisy;
+            noisy.setTarget(target);
+            const double share = simulate(noisy, 2000, [&](int) { return uneven(random); }, target < 1 ? 0.03 : 0, 200);
+            QVERIFY2(qAbs(share - target) < 0.005, qPrintable(QString::number(share)));
+        }
+    }
+
+    void governorRestsAsTheWindowSaysAndStartsAfreshAfterAPause()
+    {
+        using Clock = BusyGovernor::Clock;
+        BusyGovernor governor(std::chrono::seconds(10));
+        governor.setTarget(0.5);
+        auto t = Clock::time_point(std::chrono::hours(1));
+        // A first step of 1 s: rest 1 s.
+        t += std::chrono::seconds(1);
+        QCOMPARE(governor.afterStep(std::chrono::seconds(1), t).count(), 1.0);
+        // Resting only 0.2 s: the next 1 s step is followed by a longer rest (1.8 s).
+        t += std::chrono::milliseconds(1200);
+        QVERIFY(qAbs(governor.afterStep(std::chrono::seconds(1), t).count() - 1.8) < 1e-9);
+        QVERIFY(qAbs(governor.measured(t + std::chrono::milliseconds(1800)) - 0.5) < 1e-9);
+        // An hour's pause: no catching up at full speed, and no long rest either.
+        t += std::chrono::hours(1);
+        QCOMPARE(governor.afterStep(std::chrono::seconds(1), t).count(), 1.0);
+        // A raised target takes effect at once.
+        governor.setTarget(1.0);
+        t += std::chrono::seconds(2);
+        QCOMPARE(governor.afterStep(std::chrono::seconds(1), t).count(), 0.0);
+        governor.setTarget(0.0);
+        QCOMPARE(governor.target(), 0.01);
+    }
+
+    void scheduleAcrossMidnight()
+    {
+        TimeZone zone("UTC0");
+        // Monday 23:00 on, Tuesday 00:00 off, Wednesday 08:00 on.
+        const std::string grid = onlyHours({{0, 23}, {2, 8}});
+        LimitSettings settings;
+        settings.schedule = grid;
+        const auto monday = utc(2026, 11, 23, 23, 30); // a Monday
+        QVERIFY(limits::decide(settings, {}, monday, {}).run);
+        const Decision tuesday = limits::decide(settings, {}, monday + std::chrono::minutes(31), {});
+        QVERIFY(!tuesday.run);
+        QCOMPARE(QString::fromStdString(tuesday.limit), QStringLiteral("outside the schedule (resumes Wed 08:00)"));
+        QVERIFY(limits::decide(settings, {}, utc(2026, 11, 25, 8, 0), {}).run);
+        QVERIFY(!limits::decide(settings, {}, utc(2026, 11, 25, 9, 0), {}).run);
+        settings.schedule = std::string(168, '0');
+        QCOMPARE(QString::fromStdString(limits::decide(settings, {}, monday, {}).limit),
+            QStringLiteral("outside the schedule (no hours are on)"));
+    }
+
+    void scheduleAcrossDaylightSavingChanges()
+    {
+        // Central Europe: 29 March 2026 02:00 CET becomes 03:00 CEST; 25
+        // October 2026 03:00 CEST becomes 02:00 CET.
+        TimeZone zone("CET-1CEST,M3.5.0,M10.5.0/3");
+        // Sunday (6) 03:00 only: in spring it comes one real hour after 01:00 CET.
+        const std::string spring = onlyHours({{6, 3}});
+        const auto beforeChange = utc(2026, 3, 29, 0, 30); // 01:30 CET
+        QVERIFY(!limits::scheduleAllows(spring, SystemClock::to_time_t(beforeChange)));
+        const auto next = limits::nextAllowed(spring, SystemClock::to_time_t(beforeChange));
+        QVERIFY(next);
+        QCOMPARE(SystemClock::from_time_t(*next), utc(2026, 3, 29, 1, 0)); // 03:00 CEST
+        // Sunday 02:00 only: in autumn that hour happens twice, both allowed.
+        const std::string autumn = onlyHours({{6, 2}});
+        QVERIFY(limits::scheduleAllows(autumn, SystemClock::to_time_t(utc(2026, 10, 25, 0, 30)))); // 02:30 CEST
+        QVERIFY(limits::scheduleAllows(autumn, SystemClock::to_time_t(utc(2026, 10, 25, 1, 30)))); // 02:30 CET
+        QVERIFY(!limits::scheduleAllows(autumn, SystemClock::to_time_t(utc(2026, 10, 25, 2, 30)))); // 03:30 CET
+        LimitSettings settings;
+        settings.schedule = autumn;
+        QCOMPARE(QString::fromStdString(limits::decide(settings, {}, utc(2026, 10, 25, 2, 30), {}).limit),
+            QStringLiteral("outside the schedule (resumes Sun 02:00)"));
+    }
+
+    void temperatureHysteresisWithItsMinimumPause()
+    {
+        TimeZone zone("UTC0");
+        LimitSettings settings; // 83 C
+        Readings hot;
+        hot.gpu = limits::GpuReading{};
+        hot.gpu->slowdownC = 85; // the card's own threshold wins: 80 C
+        hot.gpu->temperatureC = 80;
+        const auto t0 = utc(2026, 11, 24, 12);
+        Decision d = limits::decide(settings, hot, t0, {});
+        QVERIFY(d.run); // at the limit, not above
+        hot.gpu->temperatureC = 81;
+        d = limits::decide(settings, hot, t0, d.memory);
+        QVERIFY(!d.run);
+        QCOMPARE(QString::fromStdString(d.limit), QStringLiteral("GPU at 81 \u00B0C (resumes at 70 \u00B0C)"));
+        // Cooled at once, but 5 minutes have not passed.
+        hot.gpu->temperatureC = 60;
+        d = limits::decide(settings, hot, t0 + std::chrono::minutes(1), d.memory);
+        QVERIFY(!d.run);
+        QCOMPARE(QString::fromStdString(d.limit), QStringLiteral("GPU cooling down (resumes in 4 minutes)"));
+        // 5 minutes on but only 5 C lower: still paused.
+        hot.gpu->temperatureC = 75;
+        d = limits::decide(settings, hot, t0 + std::chrono::minutes(6), d.memory);
+        QVERIFY(!d.run);
+        hot.gpu->temperatureC = 70;
+        d = limits::decide(settings, hot, t0 + std::chrono::minutes(7), d.memory);
+        QVERIFY(d.run);
+        QVERIFY(!d.memory.hotSinceMs);
+        // Without the card's threshold, the setting applies.
+        settings.maxGpuTemperatureC = 75;
+        hot.gpu->slowdownC.reset();
+        hot.gpu->temperatureC = 76;
+        QVERIFY(!limits::decide(settings, hot, t0, {}).run);
+    }
+
+    void powerCapPausesForFiveMinutes()
+    {
+        LimitSettings settings;
+        settings.maxGpuPowerW = 200;
+        Readings r;
+        r.gpu = limits::GpuReading{};
+        r.gpu->temperatureC = 50;
+        r.gpu->powerW = 250;
+        const auto t0 = utc(2026, 11, 24, 12);
+        Decision d = limits::decide(settings, r, t0, {});
+        QVERIFY(!d.run);
+        QVERIFY(QString::fromStdString(d.limit).startsWith(QStringLiteral("GPU power over 200 W")));
+        r.gpu->powerW = 30;
+        QVERIFY(!limits::decide(settings, r, t0 + std::chrono::minutes(4), d.memory).run);
+        QVERIFY(limits::decide(settings, r, t0 + std::chrono::minutes(5), d.memory).run);
+        settings.maxGpuPowerW = 0;
+        r.gpu->powerW = 900;
+        QVERIFY(limits::decide(settings, r, t0, {}).run);
+    }
+
+    void batteryProgramsAndDataCap()
+    {
+        const auto t = utc(2026, 11, 24, 12);
+        LimitSettings settings;
+        Readings r;
+        r.onBattery = true;
+        QCOMPARE(QString::fromStdString(limits::decide(settings, r, t, {}).limit), QStringLiteral("on battery"));
+        settings.pauseOnBattery = false;
+        QVERIFY(limits::decide(settings, r, t, {}).run);
+        r.onBattery = std::nullopt; // a desktop
+        settings.pauseOnBattery = true;
+        QVERIFY(limits::decide(settings, r, t, {}).run);
+
+        settings.pausePrograms = limits::splitList(" blender, steam ,");
+        QCOMPARE(settings.pausePrograms, (std::vector<std::string>{"blender", "steam"}));
+        r.programs = {"bash", "steam"};
+        QCOMPARE(QString::fromStdString(limits::decide(settings, r, t, {}).limit), QStringLiteral("steam is running"));
+        r.programs = {"bash", "steamwebhelper"};
+        QVERIFY(limits::decide(settings, r, t, {}).run);
+
+        settings.monthlyDataCapBytes = 1000;
+        r.monthBytes = 999;
+        QVERIFY(limits::decide(settings, r, t, {}).run);
+        r.monthBytes = 1000;
+        QCOMPARE(QString::fromStdString(limits::decide(settings, r, t, {}).limit),
+            QStringLiteral("this month's data cap is used up"));
+    }
+
+    void inUseRunsAtTheInUseShareOrPauses()
+    {
+        const auto t = utc(2026, 11, 24, 12);
+        LimitSettings settings; // 50 / 100, 3 minutes
+        Readings r;
+        r.idleSeconds = 30;
+        Decision d = limits::decide(settings, r, t, {});
+        QVERIFY(d.run && d.inUse);
+        QCOMPARE(d.busyTarget, 0.5);
+        QCOMPARE(QString::fromStdString(d.limit), QStringLiteral("busy share 50% (computer in use)"));
+        r.idleSeconds = 181;
+        d = limits::decide(settings, r, t, {});
+        QVERIFY(d.run && !d.inUse);
+        QCOMPARE(d.busyTarget, 1.0);
+        QVERIFY(d.limit.empty());
+        r.idleSeconds = std::nullopt; // no input devices: idle
+        QCOMPARE(limits::decide(settings, r, t, {}).busyTarget, 1.0);
+        r.idleSeconds = 10;
+        settings.pauseWhenInUse = true;
+        QCOMPARE(QString::fromStdString(limits::decide(settings, r, t, {}).limit), QStringLiteral("computer in use"));
+        settings.pauseWhenInUse = false;
+        settings.busyShareInUse = 0;
+        QVERIFY(!limits::decide(settings, r, t, {}).run);
+    }
+
+    void anotherProgramOnTheGpuHasAGracePeriod()
+    {
+        LimitSettings settings;
+        Readings r;
+        r.gpu = limits::GpuReading{};
+        r.gpu->temperatureC = 50;
+        r.gpu->othersBusy = true;
+        const auto t0 = utc(2026, 11, 24, 12);
+        Decision d = limits::decide(settings, r, t0, {});
+        QVERIFY(d.run); // a moment's use does not pause
+        d = limits::decide(settings, r, t0 + std::chrono::seconds(9), d.memory);
+        QVERIFY(d.run);
+        d = limits::decide(settings, r, t0 + std::chrono::seconds(10), d.memory);
+        QVERIFY(!d.run);
+        QCOMPARE(QString::fromStdString(d.limit), QStringLiteral("another program is using the GPU"));
+        // Quiet for under a minute: still paused (no flapping).
+        r.gpu->othersBusy = false;
+        d = limits::decide(settings, r, t0 + std::chrono::seconds(20), d.memory);
+        QVERIFY(!d.run);
+        d = limits::decide(settings, r, t0 + std::chrono::seconds(79), d.memory);
+        QVERIFY(!d.run);
+        d = limits::decide(settings, r, t0 + std::chrono::seconds(80), d.memory);
+        QVERIFY(d.run);
+        settings.pauseWhenGpuBusy = false;
+        r.gpu->othersBusy = true;
+        d = limits::decide(settings, r, t0, {});
+        QVERIFY(limits::decide(settings, r, t0 + std::chrono::minutes(5), d.memory).run);
+    }
+
+    void presetsSetTheirKeysAndAHandEditMakesCustom()
+    {
+        QTemporaryDir dir;
+        std::string notice;
+        auto settings = daemon::Settings::load(dirOf(dir) / "settings.json", notice);
+        QVERIFY(settings);
+        QCOMPARE(settings->text("preset"), std::string("balanced"));
+        QCOMPARE(settings->integer("busy_share_in_use"), int64_t(50));
+        QVERIFY(settings->set("preset", control::Value("quiet")));
+        QCOMPARE(settings->integer("busy_share_in_use"), int64_t(25));
+        QCOMPARE(settings->integer("busy_share_idle"), int64_t(50));
+        QCOMPARE(settings->integer("max_gpu_temperature_c"), int64_t(75));
+        QVERIFY(settings->set("busy_share_idle", control::Value(int64_t(60))));
+        QCOMPARE(settings->text("preset"), std::string("custom"));
+        QVERIFY(settings->set("preset", control::Value("maximum")));
+        QCOMPARE(settings->integer("busy_share_in_use"), int64_t(100));
+        // Setting a key to the value it has keeps the preset.
+        QVERIFY(settings->set("busy_share_idle", control::Value(int64_t(100))));
+        QCOMPARE(settings->text("preset"), std::string("maximum"));
+        // Bad values change nothing.
+        QCOMPARE(settings->set("schedule", control::Value(std::string(167, '1'))).error().code, std::string("bad_value"));
+        QCOMPARE(settings->set("schedule", control::Value(std::string(167, '1') + "x")).error().code,
+            std::string("bad_value"));
+        QCOMPARE(settings->set("gpu_devices", control::Value("0,,1")).error().code, std::string("bad_value"));
+        QVERIFY(settings->set("gpu_devices", control::Value("1, 0")));
+        QCOMPARE(settings->set("busy_share_idle", control::Value(int64_t(0))).error().code, std::string("bad_value"));
+        // All of it persisted.
+        auto again = daemon::Settings::load(dirOf(dir) / "settings.json", notice);
+        QVERIFY(again && notice.empty());
+        QCOMPARE(again->text("preset"), std::string("maximum"));
+        QCOMPARE(again->text("gpu_devices"), std::string("1, 0"));
+    }
+
+    void readersReadTheMachine()
+    {
+        QTemporaryDir dir;
+        const auto sys = dirOf(dir) / "power_supply";
+        QVERIFY(!limits::onBattery(sys)); // no battery at all: nullopt
+        writeText(sys / "BAT0" / "type", "Battery");
+        writeText(sys / "BAT0" / "status", "Discharging");
+        writeText(sys / "AC" / "type", "Mains");
+        writeText(sys / "AC" / "online", "0");
+        QCOMPARE(limits::onBattery(sys), std::optional<bool>(true));
+        writeText(sys / "AC" / "online", "1");
+        writeText(sys / "BAT0" / "status", "Charging");
+        QCOMPARE(limits::onBattery(sys), std::optional<bool>(false));
+
+        const auto input = dirOf(dir) / "input";
+        QVERIFY(!limits::inputIdle(SystemClock::now(), input));
+        writeText(input / "event0", "");
+        writeText(input / "event3", "");
+        writeText(input / "js0", ""); // not a keyboard or mouse
+        auto setAtime = [](const std::filesystem::path& file, SystemClock::time_point t) {
+            const timespec times[2] = {{SystemClock::to_time_t(t), 0}, {SystemClock::to_time_t(t), 0}};
+            QCOMPARE(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+        };
+        const auto now = utc(2026, 11, 24, 12);
+        setAtime(input / "event0", now - std::chrono::minutes(10));
+        setAtime(input / "event3", now - std::chrono::seconds(42));
+        setAtime(input / "js0", now);
+        const auto idle = limits::inputIdle(now, input);
+        QVERIFY(idle);
+        QCOMPARE(idle->seconds, 42.0);
+
+        // This very process is among the running programs.
+        const auto programs = limits::runningPrograms();
+        QVERIFY(std::find(programs.begin(), programs.end(), "tst_limits") != programs.end());
+    }
+
+    void nvmlAbsentSaysNotAvailable()
+    {
+        std::string why;
+        QVERIFY(!limits::Nvml::load(why, "libnvidia-ml-absent.so.1"));
+        QVERIFY2(why.find("not available on this machine") == 0, why.c_str());
+    }
+
+    void tokenBucketHoldsTheRate()
+    {
+        using Clock = limits::TokenBucket::Clock;
+        limits::TokenBucket bucket;
+        const auto t = Clock::time_point(std::chrono::hours(1));
+        QCOMPARE(bucket.take(1 << 30, t).count(), 0); // no limit
+        bucket.setRate(1000);
+        QCOMPARE(bucket.take(1000, t).count(), 0); // one second of burst
+        QCOMPARE(bucket.take(500, t).count(), 501); // then the rate
+        QCOMPARE(bucket.take(500, t + std::chrono::milliseconds(501)).count(), 500);
+        QCOMPARE(bucket.take(100, t + std::chrono::seconds(5)).count(), 0);
+        limits::NetworkThrottle throttle;
+        QVERIFY(throttle.pass(limits::NetworkThrottle::Direction::Up, 123, nullptr));
+        QVERIFY(throttle.pass(limits::NetworkThrottle::Direction::Down, 7, nullptr));
+        QCOMPARE(throttle.totalBytes(), uint64_t(130));
+    }
+
+    // Real training on Tiny Shakespeare's bytes: at a 25% busy share the same
+    // steps take clearly longer; a pause in the middle of the task keeps the
+    // weights, optimizer state and data position, so the result is the same
+    // bit for bit as an unpaused run.
+    void governedAndPausedTrainingLosesNothing()
+    {
+        const std::filesystem::path corpus = CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt";
+        if (!std::filesystem::exists(corpus))
+            QFAIL(qPrintable(QStringLiteral("missing test data: %1").arg(QString::fromStdString(corpus.string()))));
+        std::ifstream in(corpus, std::ios::binary);
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        text.resize(200000);
+        QTemporaryDir dir;
+        std::vector<uint16_t> tokens(text.begin(), text.end());
+        for (uint16_t& t : tokens)
+            t &= 0xff;
+        QVERIFY(engine::writeTokenShard(dirOf(dir) / "s_train.bin", tokens));
+        volunteer::ShardLibrary library(dirOf(dir));
+
+        const engine::GptConfig model{2, 2, 64, 64, 256, 0.0};
+        const net::InnerSettings inner{16, 8, 64, 3e-3, 3e-4, 0, 0, 0.9, 0.95, 0.1, 1.0};
+        torch::manual_seed(3);
+        engine::Gpt initial(model);
+        const std::vector<float> theta = diloco::flatten(initial);
+        const uint64_t steps = 16;
+
+        struct Run {
+            std::vector<float> local;
+            double seconds = 0;
+            double measured = 0;
+        };
+        auto train = [&](double share, int pauseAfter) -> Run {
+            volunteer::InnerTrainer trainer(model, inner, "cpu", 1);
+            auto source = volunteer::RangeBatchSource::create(
+                library, {{"s_train.bin", 0, uint64_t(tokens.size())}}, 64, 256, 8, steps * 8);
+            if (!source)
+                qFatal("%s", source.error().message.c_str());
+            daemon::PauseGate gate;
+            gate.setBusyTarget(share);
+            std::atomic<bool> abort{false};
+            const std::atomic<bool> noWrapUp{false};
+            std::atomic<int64_t> stepsDone{0};
+            std::thread resumer;
+            const auto start = std::chrono::steady_clock::now();
+            double pausedSeconds = 0;
+            auto outcome = trainer.run(theta, std::move(*source), steps, 0, abort, noWrapUp,
+                [&](const engine::StepReport& report) {
+                    stepsDone = report.step;
+                    if (report.step == pauseAfter) {
+                        gate.setPaused(true);
+                        // Resumes once the gate holds the trainer, having seen it take no step meanwhile.
+                        resumer = std::thread([&] {
+                            while (gate.held() == 0)
+                                std::this_thread::yield();
+                            if (stepsDone.load() != pauseAfter)
+                                qFatal("a step was taken while paused");
+                            gate.setPaused(false);
+                        });
+                        const auto pausedAt = std::chrono::steady_clock::now();
+                        gate.afterStep(report.stepMs, [] { return false; });
+                        pausedSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pausedAt).count();
+                        return;
+                    }
+                    gate.afterStep(report.stepMs, [] { return false; });
+                });
+            if (resumer.joinable())
+                resumer.join();
+            if (!outcome)
+                qFatal("%s", outcome.error().message.c_str());
+            Run run;
+            run.local = std::move(outcome->local);
+            run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - pausedSeconds;
+            run.measured = gate.measuredBusy();
+            return run;
+        };
+        const Run full = train(1.0, -1);
+        const Run governed = train(0.25, 7);
+        QCOMPARE(governed.local, full.local); // bit-exact, pause and rests included
+        QVERIFY2(governed.seconds > 2.0 * full.seconds,
+            qPrintable(QStringLiteral("%1 s at 25%, %2 s at 100%").arg(governed.seconds).arg(full.seconds)));
+        QVERIFY2(governed.measured < 0.4, qPrintable(QString::number(governed.measured)));
+    }
+};
+
+QTEST_MAIN(TestLimits)
+#include "tst_limits.moc"
