@@ -6,6 +6,7 @@
 //
 //   build/dev/bin/bench_limits [seconds per target = 60] [targets = 25,50,75,100]
 
+#include "engine/cpu_runtime.h"
 #include "engine/diloco/flat_params.h"
 #include "engine/gpt.h"
 #include "engine/token_shard.h"
@@ -25,6 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv)
 {
+    // As the daemon does: OpenBLAS's best kernels for this CPU, the cores to libtorch.
+    engine::prepareCpuRuntime(argv);
+    engine::configureCpuThreads(0);
     const double seconds = argc > 1 ? std::stod(argv[1]) : 60.0;
     std::vector<int> targets = {25, 50, 75, 100};
     if (argc > 2) {
@@ -56,8 +60,8 @@ int main(int argc, char** argv)
     const engine::GptConfig model{4, 4, 128, 128, 256, 0.0};
     const int64_t batch = 8;
     const uint64_t steps = uint64_t(tokens.size()) / uint64_t(batch * (model.blockSize + 1)) - 1;
-    const net::InnerSettings inner{steps, uint64_t(batch), uint64_t(model.blockSize), 1e-3, 1e-4, 0, 0, 0.9, 0.95,
-        0.1, 1.0};
+    const net::InnerSettings inner{
+        steps, uint64_t(batch), uint64_t(model.blockSize), 1e-3, 1e-4, 0, 0, 0.9, 0.95, 0.1, 1.0};
     torch::manual_seed(1);
     engine::Gpt initial(model);
     const std::vector<float> theta = diloco::flatten(initial);
@@ -81,18 +85,18 @@ int main(int argc, char** argv)
         // The first steps warm up libtorch; measure from the third.
         Clock::time_point from{};
         const auto start = Clock::now();
-        auto outcome = trainer.run(theta, std::move(*source), steps, 0, abort, wrapUp,
-            [&](const engine::StepReport& report) {
-                if (report.step == 2)
-                    from = Clock::now();
-                else if (report.step > 2) {
-                    busyMs += report.stepMs;
-                    ++done;
-                }
-                gate.afterStep(report.stepMs, [] { return false; });
-                if (Clock::now() - start > std::chrono::duration<double>(seconds))
-                    wrapUp = true;
-            });
+        auto outcome
+            = trainer.run(theta, std::move(*source), steps, 0, abort, wrapUp, [&](const engine::StepReport& report) {
+                  if (report.step == 2)
+                      from = Clock::now();
+                  else if (report.step > 2) {
+                      busyMs += report.stepMs;
+                      ++done;
+                  }
+                  gate.afterStep(report.stepMs, [] { return false; });
+                  if (Clock::now() - start > std::chrono::duration<double>(seconds))
+                      wrapUp = true;
+              });
         const double wall = std::chrono::duration<double>(Clock::now() - from).count();
         if (!outcome) {
             std::fprintf(stderr, "%s\n", outcome.error().message.c_str());

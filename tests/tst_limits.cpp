@@ -11,6 +11,7 @@
 #include "net/daemon/settings.h"
 #include "net/limits/governor.h"
 #include "net/limits/machine.h"
+#include "net/limits/memory.h"
 #include "net/limits/nvml.h"
 #include "net/limits/policy.h"
 #include "net/limits/throttle.h"
@@ -96,8 +97,8 @@ std::string onlyHours(std::initializer_list<std::pair<int, int>> cells)
 // Runs a simulated trainer: steps of `stepSeconds(i)`, `overhead` seconds
 // between a rest and the next step, for `steps` steps; returns the busy
 // share from `skip` steps on.
-double simulate(BusyGovernor& governor, int steps, const std::function<double(int)>& stepSeconds,
-    double overhead = 0, int skip = 0)
+double simulate(
+    BusyGovernor& governor, int steps, const std::function<double(int)>& stepSeconds, double overhead = 0, int skip = 0)
 {
     using Clock = BusyGovernor::Clock;
     auto now = Clock::time_point(std::chrono::hours(1));
@@ -128,13 +129,17 @@ private slots:
         for (double target : {0.25, 0.5, 0.75, 1.0}) {
             BusyGovernor steady;
             steady.setTarget(target);
-            QVERIFY(qAbs(simulate(steady, 400, [](int) { return 0.2; }, 0, 100) - target) < 1e-6);
+            QVERIFY(qAbs(simulate(
+                             steady, 400, [](int) { return 0.2; }, 0, 100)
+                        - target)
+                < 1e-6);
             // Uneven steps (0.05..0.5 s) and 30 ms of other work between steps.
             std::mt19937 random(7);
             std::uniform_real_distribution<double> uneven(0.05, 0.5);
             BusyGovernor noisy;
             noisy.setTarget(target);
-            const double share = simulate(noisy, 2000, [&](int) { return uneven(random); }, target < 1 ? 0.03 : 0, 200);
+            const double share = simulate(
+                noisy, 2000, [&](int) { return uneven(random); }, target < 1 ? 0.03 : 0, 200);
             QVERIFY2(qAbs(share - target) < 0.005, qPrintable(QString::number(share)));
         }
     }
@@ -362,7 +367,8 @@ private slots:
         QVERIFY(settings->set("busy_share_idle", control::Value(int64_t(100))));
         QCOMPARE(settings->text("preset"), std::string("maximum"));
         // Bad values change nothing.
-        QCOMPARE(settings->set("schedule", control::Value(std::string(167, '1'))).error().code, std::string("bad_value"));
+        QCOMPARE(
+            settings->set("schedule", control::Value(std::string(167, '1'))).error().code, std::string("bad_value"));
         QCOMPARE(settings->set("schedule", control::Value(std::string(167, '1') + "x")).error().code,
             std::string("bad_value"));
         QCOMPARE(settings->set("gpu_devices", control::Value("0,,1")).error().code, std::string("bad_value"));
@@ -435,6 +441,68 @@ private slots:
         QCOMPARE(throttle.totalBytes(), uint64_t(130));
     }
 
+    void memoryCapChoosesTheMicroBatch()
+    {
+        // GPT-2 small: 124M parameters, 1024 tokens, batch 16.
+        const limits::ModelShape gpt2{12, 12, 768, 1024, 50257, 124439808};
+        std::string why;
+        QCOMPARE(limits::fixedTrainingBytes(gpt2), uint64_t(124439808) * 16);
+        const uint64_t gib = uint64_t(1) << 30;
+        QCOMPARE(limits::chooseMicroBatch(gpt2, 16, 80 * gib, why), std::optional<int64_t>(16));
+        const auto small = limits::chooseMicroBatch(gpt2, 16, 8 * gib, why);
+        QVERIFY(small && *small < 16 && 16 % *small == 0);
+        // It fits: fixed + micro sequences within 90% of the budget.
+        QVERIFY(
+            limits::fixedTrainingBytes(gpt2) + uint64_t(*small) * limits::bytesPerSequence(gpt2) <= 8 * gib * 9 / 10);
+        // And twice as many would not.
+        QVERIFY(limits::fixedTrainingBytes(gpt2) + uint64_t(*small * 2) * limits::bytesPerSequence(gpt2)
+            > 8 * gib * 9 / 10);
+        QVERIFY(!limits::chooseMicroBatch(gpt2, 16, gib, why));
+        QVERIFY2(why.find("the model needs about") == 0, why.c_str());
+        // The budget: a cap, or all but what must stay free.
+        QCOMPARE(limits::memoryBudget(24 * gib, 0, 1024), 23 * gib);
+        QCOMPARE(limits::memoryBudget(24 * gib, 4096, 1024), 4 * gib);
+        QCOMPARE(limits::memoryBudget(gib / 2, 0, 1024), uint64_t(0));
+    }
+
+    // Gradient accumulation keeps the task's batch: micro-batches of 2
+    // train the same step as the batch of 8, up to float rounding.
+    void microBatchesKeepTheTasksBatch()
+    {
+        QTemporaryDir dir;
+        std::vector<uint16_t> tokens(20000);
+        for (std::size_t k = 0; k < tokens.size(); ++k)
+            tokens[k] = uint16_t((k * 7919) % 97);
+        QVERIFY(engine::writeTokenShard(dirOf(dir) / "m_train.bin", tokens));
+        volunteer::ShardLibrary library(dirOf(dir));
+        const engine::GptConfig model{1, 2, 32, 16, 97, 0.0};
+        const net::InnerSettings inner{3, 8, 16, 1e-2, 1e-3, 0, 0, 0.9, 0.95, 0.1, 1.0};
+        torch::manual_seed(5);
+        engine::Gpt initial(model);
+        const std::vector<float> theta = diloco::flatten(initial);
+        auto train = [&](int64_t micro) {
+            volunteer::InnerTrainer trainer(model, inner, "cpu", 1, micro);
+            auto source = volunteer::RangeBatchSource::create(library, {{"m_train.bin", 0, 20000}}, 16, 97, 8, 24);
+            std::atomic<bool> abort{false};
+            const std::atomic<bool> noWrapUp{false};
+            auto outcome = trainer.run(theta, std::move(*source), 3, 0, abort, noWrapUp, {});
+            if (!outcome)
+                qFatal("%s", outcome.error().message.c_str());
+            return std::make_pair(trainer.microBatch(), *outcome);
+        };
+        const auto [wholeMicro, whole] = train(0);
+        const auto [splitMicro, split] = train(2);
+        QCOMPARE(wholeMicro, int64_t(8));
+        QCOMPARE(splitMicro, int64_t(2));
+        QCOMPARE(split.tokens, whole.tokens);
+        QVERIFY(qAbs(split.meanLoss - whole.meanLoss) < 1e-4);
+        double worst = 0;
+        for (std::size_t i = 0; i < whole.local.size(); ++i)
+            worst = std::max(worst, double(std::abs(split.local[i] - whole.local[i])));
+        QVERIFY2(worst < 1e-4, qPrintable(QString::number(worst)));
+        QVERIFY(split.local != theta);
+    }
+
     // Real training on Tiny Shakespeare's bytes: at a 25% busy share the same
     // steps take clearly longer; a pause in the middle of the task keeps the
     // weights, optimizer state and data position, so the result is the same
@@ -480,8 +548,8 @@ private slots:
             std::thread resumer;
             const auto start = std::chrono::steady_clock::now();
             double pausedSeconds = 0;
-            auto outcome = trainer.run(theta, std::move(*source), steps, 0, abort, noWrapUp,
-                [&](const engine::StepReport& report) {
+            auto outcome = trainer.run(
+                theta, std::move(*source), steps, 0, abort, noWrapUp, [&](const engine::StepReport& report) {
                     stepsDone = report.step;
                     if (report.step == pauseAfter) {
                         gate.setPaused(true);
@@ -495,7 +563,8 @@ private slots:
                         });
                         const auto pausedAt = std::chrono::steady_clock::now();
                         gate.afterStep(report.stepMs, [] { return false; });
-                        pausedSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pausedAt).count();
+                        pausedSeconds
+                            = std::chrono::duration<double>(std::chrono::steady_clock::now() - pausedAt).count();
                         return;
                     }
                     gate.afterStep(report.stepMs, [] { return false; });
@@ -506,7 +575,8 @@ private slots:
                 qFatal("%s", outcome.error().message.c_str());
             Run run;
             run.local = std::move(outcome->local);
-            run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - pausedSeconds;
+            run.seconds
+                = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - pausedSeconds;
             run.measured = gate.measuredBusy();
             return run;
         };

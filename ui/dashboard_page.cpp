@@ -135,10 +135,23 @@ void DashboardPage::reload()
             m_lastMachineMs = t;
             m_machine->append(0, double(t) / 1e3, row["tokens_per_second"].toDouble());
             m_machine->append(1, double(t) / 1e3, 100.0 * row["busy_share"].toDouble());
+            addTemperature(double(t) / 1e3, row["gpu_temperature_c"]);
         }
     }
     m_dirty = true;
     flush();
+}
+
+void DashboardPage::addTemperature(double t, const control::Value& celsius)
+{
+    if (celsius.isNil())
+        return;
+    // Only machines with NVML have the series; it shares the right axis (0..105).
+    if (m_temperatureSeries < 0) {
+        m_temperatureSeries = m_machine->addSeries(tr("GPU temperature (\u00B0C)"), kRed, true);
+        m_machine->setRightAxisLabel(tr("Busy share (%), GPU \u00B0C"), 0, 105);
+    }
+    m_machine->append(m_temperatureSeries, t, celsius.toDouble());
 }
 
 void DashboardPage::onEvent(const QString& type, const control::Value& body)
@@ -148,8 +161,9 @@ void DashboardPage::onEvent(const QString& type, const control::Value& body)
         const uint64_t t = uint64_t(QDateTime::currentMSecsSinceEpoch());
         if (type == QLatin1String("progress") && t > m_lastMachineMs) {
             m_lastMachineMs = t;
-            m_machine->append(0, double(t) / 1e3, body["tokens_per_second"].toDouble());
+            m_machine->append(0, double(t) / 1e3, body["effective_tokens_per_second"].toDouble());
             m_machine->append(1, double(t) / 1e3, 100.0 * body["busy_share"].toDouble());
+            addTemperature(double(t) / 1e3, body["limits"]["gpu"]["temperature_c"]);
             m_dirty = true;
         }
     } else if (type == QLatin1String("metrics")) {

@@ -264,7 +264,8 @@ void SettingsPage::build(const control::Value& described)
             auto* shown = new QLabel(host);
             shown->setMinimumWidth(shown->fontMetrics().horizontalAdvance(QStringLiteral("100% ")));
             auto show = [shown](int v) {
-                shown->setText(v == 0 ? QCoreApplication::translate("Settings", "pause") : QStringLiteral("%1%").arg(v));
+                shown->setText(
+                    v == 0 ? QCoreApplication::translate("Settings", "pause") : QStringLiteral("%1%").arg(v));
             };
             show(slider->value());
             connect(slider, &QSlider::valueChanged, shown, show);

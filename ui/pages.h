@@ -67,6 +67,7 @@ public:
 private:
     void showStatus(const control::Value& status);
     void addMetricRows(const control::Value& rows);
+    void addTemperature(double t, const control::Value& celsius);
     void flush();
 
     QLabel* m_state;
@@ -84,6 +85,7 @@ private:
     uint64_t m_lastRound = 0;
     bool m_haveRows = false;
     uint64_t m_lastMachineMs = 0;
+    int m_temperatureSeries = -1; // added with the first GPU temperature
 };
 
 class ProjectsPage : public Page {

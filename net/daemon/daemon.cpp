@@ -296,6 +296,8 @@ Status Daemon::startRunner(const std::string& hubText, const HubLink& hub, const
     if (device == "cuda" && !LimitsMonitor::cudaDevice(m_settings).empty())
         options.device = LimitsMonitor::cudaDevice(m_settings);
     options.network = m_limits->throttle();
+    if (device != "cpu")
+        std::tie(options.gpuMemoryTotalBytes, options.gpuMemoryBudgetBytes) = m_limits->gpuMemory(m_settings);
     options.log = [this](const std::string& line) { log(line); };
     ProjectRunner::Target target{hub, hubText, project};
     m_runner = std::make_unique<ProjectRunner>(std::move(target), std::move(options), m_gate);
@@ -402,13 +404,18 @@ control::Value Daemon::status() const
     v.set("hub", m_joinedHub).set("project", m_joinedProject);
     v.set("paused", m_userPaused).set("snooze_until_ms", m_snoozeUntilMs);
     v.set("device", m_settings.text("device")).set("public_key", m_identity.publicKey);
-    v.set("limit", m_limits->decision().limit).set("limits", m_limits->report(m_gate.measuredBusy(), m_settings));
+    Value limits = m_limits->report(m_gate.measuredBusy(), m_settings);
+    if (summary && summary->microBatch > 0)
+        limits.set("micro_batch", summary->microBatch);
+    v.set("limit", m_limits->decision().limit).set("limits", std::move(limits));
     if (summary) {
         v.set("phase", summary->phase).set("round", summary->round).set("task", summary->taskId);
         v.set("step", summary->step).set("steps", summary->steps).set("loss", summary->loss);
         v.set("tokens_per_second", summary->tokensPerSecond).set("version", summary->version);
         v.set("tasks", summary->tasks).set("accepted", summary->accepted).set("rejected", summary->rejected);
-        v.set("tokens", summary->tokens).set("busy_share", summary->utilisation());
+        const double busy = m_gate.measuredBusy();
+        v.set("tokens", summary->tokens).set("busy_share", busy);
+        v.set("effective_tokens_per_second", busy * summary->tokensPerSecond);
         v.set("last_error", summary->lastError).set("piece_fetches", summary->pieceFetches);
     }
     Value notices = Value::array();
@@ -433,7 +440,8 @@ void Daemon::poll()
         const std::string limitBefore = m_limits->decision().run ? "" : m_limits->decision().limit;
         m_limits->evaluate(m_settings, std::chrono::system_clock::now());
         refreshPaused();
-        if (const auto& now = m_limits->decision(); (now.run ? "" : now.limit) != limitBefore && !m_joinedProject.empty())
+        if (const auto& now = m_limits->decision();
+            (now.run ? "" : now.limit) != limitBefore && !m_joinedProject.empty())
             log(now.run ? std::string("limits allow training again") : "limits pause training: " + now.limit);
         std::optional<volunteer::AgentSummary> summary;
         if (m_runner)
@@ -441,27 +449,22 @@ void Daemon::poll()
         std::string why;
         const std::string state = stateText(summary ? &*summary : nullptr, why);
         const std::string text = why.empty() ? state : state + ": " + why;
-        // This machine's history: tokens/s and busy share per sample.
-        const int64_t now = unixNowMs();
-        if (summary && m_lastSampleMs) {
-            const double seconds = double(now - m_lastSampleMs) / 1e3;
+        // This machine's history: the busy share over the governor's window
+        // and the tokens/s it gives (the steps' own rate times that share),
+        // so the curve is smooth across step and task boundaries.
+        if (summary) {
+            const double busy = m_gate.measuredBusy();
             Value row = Value::map();
-            row.set("time_ms", now);
-            row.set("tokens_per_second",
-                summary->tokens >= m_lastTokens && seconds > 0 ? double(summary->tokens - m_lastTokens) / seconds
-                                                               : 0.0);
-            row.set("busy_share",
-                seconds > 0 ? std::clamp((summary->computeMs - m_lastComputeMs) / (seconds * 1e3), 0.0, 1.0) : 0.0);
+            row.set("time_ms", unixNowMs());
+            row.set("tokens_per_second", busy * summary->tokensPerSecond);
+            row.set("busy_share", busy);
             row.set("step_tokens_per_second", summary->phase == "training" ? summary->tokensPerSecond : 0.0);
+            if (const Value& gpu = m_limits->report(busy, m_settings)["gpu"]; gpu["available"].toBool())
+                row.set("gpu_temperature_c", gpu["temperature_c"]);
             m_machineRows.push_back(row);
             if (m_machineRows.size() > kMaxMachineRows)
                 m_machineRows.pop_front();
         }
-        if (summary) {
-            m_lastTokens = summary->tokens;
-            m_lastComputeMs = summary->computeMs;
-        }
-        m_lastSampleMs = now;
         lock.unlock();
         Value progress = status();
         if (text != m_lastStateText) {

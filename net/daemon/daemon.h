@@ -125,9 +125,6 @@ private:
     std::deque<control::Value> m_machineRows;
     mutable std::mutex m_logMutex; // guards m_logLines only: log() is called with m_mutex held too
     std::deque<std::string> m_logLines;
-    uint64_t m_lastTokens = 0;
-    double m_lastComputeMs = 0;
-    int64_t m_lastSampleMs = 0;
 
     std::unique_ptr<Checkpoints> m_checkpoints;
     std::unique_ptr<control::ControlServer> m_server;

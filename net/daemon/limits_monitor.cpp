@@ -1,5 +1,6 @@
 #include "net/daemon/limits_monitor.h"
 
+#include "net/limits/memory.h"
 #include "net/transport/atomic_write.h"
 
 #include <nlohmann/json.hpp>
@@ -72,6 +73,18 @@ std::string LimitsMonitor::cudaDevice(const Settings& settings)
 {
     const std::string list = settings.text("gpu_devices");
     return list == "all" ? std::string() : "cuda:" + std::to_string(gpuIndex(settings));
+}
+
+std::pair<uint64_t, uint64_t> LimitsMonitor::gpuMemory(const Settings& settings) const
+{
+    if (!m_nvml)
+        return {0, 0};
+    const auto info = m_nvml->info(gpuIndex(settings));
+    if (!info || info->memoryTotalBytes == 0)
+        return {0, 0};
+    return {info->memoryTotalBytes,
+        limits::memoryBudget(info->memoryTotalBytes, uint64_t(settings.integer("gpu_memory_limit_mib")),
+            uint64_t(settings.integer("gpu_memory_free_mib")))};
 }
 
 void LimitsMonitor::countTraffic(std::chrono::system_clock::time_point now)

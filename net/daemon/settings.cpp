@@ -187,6 +187,19 @@ const std::vector<SettingSpec>& settingSpecs()
             .kind = Kind::Bool,
             .defaultValue = true,
             .description = "pause while another program uses the GPU heavily (a game, a renderer)"});
+        s.push_back({.key = "gpu_memory_limit_mib",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(0),
+            .min = 0,
+            .max = int64_t(1) << 30,
+            .description
+            = "GPU memory training may use, in MiB; 0: all but gpu_memory_free_mib (applies at the next join)"});
+        s.push_back({.key = "gpu_memory_free_mib",
+            .kind = Kind::Int,
+            .defaultValue = int64_t(1024),
+            .min = 0,
+            .max = int64_t(1) << 20,
+            .description = "with no limit set, leave this much GPU memory free for other programs"});
         s.push_back({.key = "max_gpu_temperature_c",
             .kind = Kind::Int,
             .defaultValue = int64_t(83),

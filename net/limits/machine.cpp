@@ -59,11 +59,11 @@ std::optional<IdleReading> inputIdle(std::chrono::system_clock::time_point now, 
         const std::string name = entry.path().filename().string();
         if (name.rfind("event", 0) != 0 && name != "mice")
             continue;
-        struct stat st {};
+        struct stat st { };
         if (::stat(entry.path().c_str(), &st) != 0)
             continue;
-        const auto atime = std::chrono::system_clock::time_point(
-            std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        const auto atime
+            = std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
                 std::chrono::seconds(st.st_atim.tv_sec) + std::chrono::nanoseconds(st.st_atim.tv_nsec)));
         if (!newest || atime > *newest)
             newest = atime;

@@ -29,8 +29,7 @@ constexpr int kTemperatureGpu = 0; // NVML_TEMPERATURE_GPU
 constexpr int kThresholdSlowdown = 1; // NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
 constexpr Result kInsufficientSize = 7; // NVML_ERROR_INSUFFICIENT_SIZE
 
-template <typename F>
-F symbol(void* handle, const char* name)
+template <typename F> F symbol(void* handle, const char* name)
 {
     return reinterpret_cast<F>(::dlsym(handle, name));
 }
@@ -82,8 +81,10 @@ std::unique_ptr<Nvml> Nvml::load(std::string& why, const char* library)
     api->utilization = symbol<decltype(api->utilization)>(handle, "nvmlDeviceGetUtilizationRates");
     api->computeProcesses = symbol<decltype(api->computeProcesses)>(handle, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (!api->computeProcesses)
-        api->computeProcesses = symbol<decltype(api->computeProcesses)>(handle, "nvmlDeviceGetComputeRunningProcesses_v2");
-    api->graphicsProcesses = symbol<decltype(api->graphicsProcesses)>(handle, "nvmlDeviceGetGraphicsRunningProcesses_v3");
+        api->computeProcesses
+            = symbol<decltype(api->computeProcesses)>(handle, "nvmlDeviceGetComputeRunningProcesses_v2");
+    api->graphicsProcesses
+        = symbol<decltype(api->graphicsProcesses)>(handle, "nvmlDeviceGetGraphicsRunningProcesses_v3");
     if (!api->graphicsProcesses)
         api->graphicsProcesses
             = symbol<decltype(api->graphicsProcesses)>(handle, "nvmlDeviceGetGraphicsRunningProcesses_v2");

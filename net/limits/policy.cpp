@@ -85,8 +85,7 @@ Decision decide(const LimitSettings& settings, const Readings& readings, std::ch
     const PolicyMemory& before)
 {
     PolicyMemory memory = before;
-    const int64_t nowMs
-        = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+    const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
     const std::time_t t = std::chrono::system_clock::to_time_t(now);
 
     // The GPU's state is remembered whatever pauses first, so that a
@@ -155,7 +154,8 @@ Decision decide(const LimitSettings& settings, const Readings& readings, std::ch
     if (settings.pauseOnBattery && readings.onBattery.value_or(false))
         return paused("on battery", memory);
     for (const std::string& program : settings.pausePrograms)
-        if (!program.empty() && std::find(readings.programs.begin(), readings.programs.end(), program) != readings.programs.end())
+        if (!program.empty()
+            && std::find(readings.programs.begin(), readings.programs.end(), program) != readings.programs.end())
             return paused(program + " is running", memory);
     if (!gpuLimit.empty())
         return paused(gpuLimit, memory);

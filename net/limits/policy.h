@@ -84,8 +84,8 @@ inline constexpr int64_t kGpuQuietMs = 60 * 1000;
 
 // `now`: wall-clock time (the schedule is read in local time, so TZ
 // applies, daylight-saving changes included).
-Decision decide(const LimitSettings& settings, const Readings& readings,
-    std::chrono::system_clock::time_point now, const PolicyMemory& memory);
+Decision decide(const LimitSettings& settings, const Readings& readings, std::chrono::system_clock::time_point now,
+    const PolicyMemory& memory);
 
 // The schedule's cell for `t` in local time, and the next time the grid
 // allows training at or after `t` (nullopt: never, an empty grid).

@@ -55,6 +55,11 @@ struct AgentOptions {
     // pause: the task's weights, optimizer state and data position stay in
     // memory, and heartbeats go on) and must return soon once `abort` is set.
     std::function<void(double stepMs, const std::atomic<bool>& abort)> betweenSteps;
+    // The GPU memory training may use (0: no cap) and the device's total:
+    // the micro-batch is chosen to fit (net/limits/memory.h) and libtorch's
+    // caching allocator is held to it where libtorch is built with CUDA.
+    uint64_t gpuMemoryBudgetBytes = 0;
+    uint64_t gpuMemoryTotalBytes = 0;
     // Bandwidth limits and the count of bytes moved; null: none.
     std::shared_ptr<limits::NetworkThrottle> network;
     // Called on run()'s thread before asking for a task; it may block (a
@@ -94,6 +99,7 @@ struct AgentSummary {
     double loss = 0; // of the last inner step
     double tokensPerSecond = 0; // of the last inner step
     uint64_t pieceFetches = 0; // data pieces fetched from the coordinator
+    int64_t microBatch = 0; // sequences per forward/backward pass (0 before the first task)
 
     // computeMs / wallMs
     double utilisation() const { return wallMs > 0 ? computeMs / wallMs : 0.0; }

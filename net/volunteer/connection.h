@@ -9,8 +9,8 @@
 // stopping agent never waits out a request. Used by the one thread that owns
 // the socket.
 
-#include "net/transfer/download.h"
 #include "net/limits/throttle.h"
+#include "net/transfer/download.h"
 #include "net/transport/client.h"
 
 #include <atomic>

@@ -9,14 +9,17 @@
 
 namespace crowdtrain::volunteer {
 
-InnerTrainer::InnerTrainer(engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads)
+InnerTrainer::InnerTrainer(
+    engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads, int64_t microBatch)
     : m_inner(inner)
     , m_torchThreads(torchThreads)
 {
     model.dropout = 0.0;
     m_options.model = model;
-    m_options.batchSize = int64_t(inner.batchSize);
-    m_options.gradAccumulationSteps = 1;
+    const int64_t batch = int64_t(inner.batchSize);
+    const bool split = microBatch > 0 && microBatch < batch && batch % microBatch == 0;
+    m_options.batchSize = split ? microBatch : batch;
+    m_options.gradAccumulationSteps = split ? batch / microBatch : 1;
     m_options.maxIters = int64_t(inner.steps);
     // Each step's rate comes from learningRate(); the trainer's own
     // schedule is not used.
@@ -129,7 +132,8 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
         if (onStep)
             onStep(report);
     }
-    outcome.tokens = outcome.steps * uint64_t(m_options.batchSize) * uint64_t(m_options.model.blockSize);
+    outcome.tokens = outcome.steps * uint64_t(m_options.batchSize * m_options.gradAccumulationSteps)
+        * uint64_t(m_options.model.blockSize);
     outcome.meanLoss = outcome.steps ? lossSum / double(outcome.steps) : 0.0;
     outcome.local = diloco::flatten(m_trainer->model());
     for (float v : outcome.local)

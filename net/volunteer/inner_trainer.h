@@ -39,7 +39,10 @@ struct TaskOutcome {
 class InnerTrainer {
 public:
     // torchThreads: the intra-op threads to use in the training thread (0 = leave as is).
-    InnerTrainer(engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads);
+    // microBatch: sequences per forward/backward pass, a divisor of the
+    // task's batch, which gradient accumulation keeps (0 = the whole batch).
+    InnerTrainer(engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads,
+        int64_t microBatch = 0);
     ~InnerTrainer();
 
     // The wire manifest of the model this trainer builds (names and shapes in
@@ -62,6 +65,7 @@ public:
         const std::function<void(const engine::StepReport&)>& onStep);
 
     int64_t innerStepsTaken() const;
+    int64_t microBatch() const { return m_options.batchSize; }
     bool sameSettings(const engine::GptConfig& model, const net::InnerSettings& inner) const;
 
 private:

@@ -1,6 +1,14 @@
 #include "net/volunteer/task_runner.h"
 
+#include "net/limits/memory.h"
 #include "net/wire/error_codes.h"
+
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>) && __has_include(<cuda_runtime_api.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define CROWDTRAIN_HAS_CUDA_ALLOCATOR 1
+#else
+#define CROWDTRAIN_HAS_CUDA_ALLOCATOR 0
+#endif
 
 #include <condition_variable>
 #include <thread>
@@ -73,6 +81,31 @@ private:
 
 } // namespace
 
+Result<int64_t> microBatchFor(
+    const AgentOptions& options, const engine::GptConfig& model, const net::InnerSettings& inner)
+{
+    const int64_t batch = int64_t(inner.batchSize);
+    if (options.gpuMemoryBudgetBytes == 0 || options.device == "cpu")
+        return batch;
+    limits::ModelShape shape{model.nLayer, model.nHead, model.nEmbd, model.blockSize, model.vocabSize,
+        int64_t(net::manifestElements(InnerTrainer::wireManifestOf(model)))};
+    std::string why;
+    const auto micro = limits::chooseMicroBatch(shape, batch, options.gpuMemoryBudgetBytes, why);
+    if (!micro)
+        return Error::make(net::errc::kBadOptions, why + " (gpu_memory_limit_mib / gpu_memory_free_mib)");
+#if CROWDTRAIN_HAS_CUDA_ALLOCATOR
+    if (options.gpuMemoryTotalBytes > 0) {
+        const double fraction
+            = std::min(1.0, double(options.gpuMemoryBudgetBytes) / double(options.gpuMemoryTotalBytes));
+        const std::string& d = options.device;
+        const auto colon = d.find(':');
+        const int index = colon == std::string::npos ? 0 : std::stoi(d.substr(colon + 1));
+        c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, c10::DeviceIndex(index));
+    }
+#endif
+    return *micro;
+}
+
 TaskRunner::TaskRunner(const AgentOptions& options, Session& session, Reporter& reporter, const std::atomic<bool>& stop)
     : m_options(options)
     , m_session(session)
@@ -92,8 +125,13 @@ Result<TaskOutcome> TaskRunner::run(
     const net::Task& task, std::shared_ptr<const Theta> theta, std::unique_ptr<engine::BatchSource> source)
 {
     const uint64_t steps = task.innerSteps > 0 ? task.innerSteps : m_inner.steps;
-    if (!m_trainer)
-        m_trainer = std::make_shared<InnerTrainer>(m_model, m_inner, m_options.device, m_options.threads);
+    if (!m_trainer) {
+        auto micro = microBatchFor(m_options, m_model, m_inner);
+        if (!micro)
+            return micro.error();
+        m_trainer = std::make_shared<InnerTrainer>(m_model, m_inner, m_options.device, m_options.threads, *micro);
+    }
+    m_reporter.summary().microBatch = m_trainer->microBatch();
     const uint64_t firstStep = uint64_t(m_trainer->innerStepsTaken());
     const uint64_t firstGlobalStep = task.version * m_inner.steps;
 

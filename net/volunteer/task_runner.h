@@ -20,6 +20,13 @@
 
 namespace crowdtrain::volunteer {
 
+// The micro-batch for the task's batch under the GPU memory budget (the
+// whole batch without one, or on the CPU); holds libtorch's CUDA caching
+// allocator to the budget where libtorch has CUDA. Error "bad_options" when
+// not even one sequence fits.
+Result<int64_t> microBatchFor(
+    const AgentOptions& options, const engine::GptConfig& model, const net::InnerSettings& inner);
+
 class TaskRunner {
 public:
     TaskRunner(const AgentOptions& options, Session& session, Reporter& reporter, const std::atomic<bool>& stop);
