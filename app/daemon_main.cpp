@@ -88,11 +88,15 @@ private:
     std::thread m_thread;
 };
 
+// A program of ours: beside this one (the build tree), else in the bin
+// folder of the prefix this one is installed under (PREFIX/libexec/crowdtrain).
 std::filesystem::path siblingProgram(const char* name)
 {
     std::error_code ec;
     const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    return self.parent_path() / name;
+    const auto beside = self.parent_path() / name;
+    const auto installed = self.parent_path().parent_path().parent_path() / "bin" / name;
+    return std::filesystem::exists(beside, ec) || !std::filesystem::exists(installed, ec) ? beside : installed;
 }
 
 std::string demoLine(const control::Value& s)

@@ -5,6 +5,7 @@
 #include "ui/daemon_link.h"
 #include "ui/main_window.h"
 #include "ui/pages.h"
+#include "ui/theme.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -20,7 +21,9 @@ int main(int argc, char** argv)
     QApplication::setApplicationDisplayName(QStringLiteral("Crowdtrain"));
     QApplication::setApplicationVersion(QString::fromLatin1(crowdtrain::kVersion));
     QApplication::setOrganizationName(QStringLiteral("Crowdtrain"));
-    QApplication::setDesktopFileName(QStringLiteral("crowdtrain"));
+    // The installed desktop entry's id (installer/package): window icons and
+    // Wayland's app id follow it.
+    QApplication::setDesktopFileName(QStringLiteral("io.github.crowdtrain.Crowdtrain"));
     // With a tray, closing the window hides it and the app lives on there.
     QApplication::setQuitOnLastWindowClosed(!QSystemTrayIcon::isSystemTrayAvailable());
 
@@ -36,11 +39,16 @@ int main(int argc, char** argv)
     QCommandLineOption page(QStringLiteral("page"),
         QStringLiteral("The page to open: dashboard, projects, checkpoints, contributions, settings, log."),
         QStringLiteral("name"));
+    QCommandLineOption dark(QStringLiteral("dark"),
+        QStringLiteral("Use a dark palette (for desktops that do not pass their dark mode on to Qt)."));
+    parser.addOption(dark);
     parser.addOption(quitAfter);
     parser.addOption(hidden);
     parser.addOption(screenshots);
     parser.addOption(page);
     parser.process(app);
+    if (parser.isSet(dark))
+        crowdtrain::ui::useDarkPalette(app);
 
     crowdtrain::ui::DaemonLink link;
     crowdtrain::ui::MainWindow window(link);

@@ -39,8 +39,10 @@ packages=(
     systemd
     # Screenshots and headless GUI runs.
     xvfb xauth
-    # `apt-get source` for QCustomPlot.
+    # `apt-get source` for QCustomPlot; dpkg-shlibdeps for the package's Depends.
     dpkg-dev
+    # The package (installer/package.sh): man pages from --help, its checks.
+    help2man lintian appstream desktop-file-utils
     # The PyTorch reference used by bench/ and the safetensors checks in tests/.
     python3-torch python3-numpy
 )

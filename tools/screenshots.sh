@@ -4,6 +4,7 @@
 # and once the dashboard has rounds to show and a checkpoint is downloaded
 # the app saves a PNG of each page.
 #   tools/screenshots.sh [BUILD_DIR] [OUT_DIR]
+# CROWDTRAIN_APP_ARGS adds options to the app (e.g. "--dark"; QT_SCALE_FACTOR=2 for high DPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/dev}
@@ -18,5 +19,5 @@ daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$home"' EXIT
 for _ in $(seq 50); do "$bin/crowdtrain-worker" status >/dev/null 2>&1 && break; sleep 0.2; done
 "$bin/crowdtrain-worker" join demo demo-fortunes >/dev/null
-timeout 240 xvfb-run -a -s "-screen 0 1280x860x24" "$bin/crowdtrain" --screenshot-dir "$(realpath "$out")"
+timeout 240 xvfb-run -a -s "-screen 0 1280x860x24" "$bin/crowdtrain" --screenshot-dir "$(realpath "$out")" ${CROWDTRAIN_APP_ARGS:-}
 ls -l "$out"

@@ -205,7 +205,9 @@ void CheckpointsPage::onEvent(const QString& type, const control::Value& body)
         }
     } else if (type == QLatin1String("download") || type == QLatin1String("checkpoint_published")
         || type == QLatin1String("samples")) {
-        if (isVisible() || type != QLatin1String("download"))
+        // Shown pages follow at once; a hidden one reloads when shown
+        // (MainWindow::showPage), the tray says what was published.
+        if (isVisible())
             reload();
     }
 }

@@ -3,6 +3,8 @@
 #include "ui/pages.h"
 #include "ui/series_chart.h"
 
+#include <algorithm>
+
 #include <QDateTime>
 #include <QGridLayout>
 #include <QHBoxLayout>
@@ -194,12 +196,19 @@ void DashboardPage::addMetricRows(const control::Value& rows)
 
 void DashboardPage::flush()
 {
-    if (!m_dirty)
+    // Points are kept while nobody looks (another page, the window in the
+    // tray or minimised); the charts redraw once they are seen again.
+    if (!m_dirty || !isVisible() || window()->isMinimized())
         return;
     m_dirty = false;
     m_loss->refresh();
     m_volunteers->refresh();
     m_machine->refresh();
+    // A budget, not a fixed rate: redraws take at most 1% of a core, so a
+    // long history (or a slow machine) redraws less often, never more
+    // often than once a second.
+    const double drawMs = m_loss->lastReplotMs() + m_volunteers->lastReplotMs() + m_machine->lastReplotMs();
+    m_cadence->setInterval(std::clamp(int(drawMs * 100), 1000, 10000));
 }
 
 void DashboardPage::showStatus(const control::Value& status)

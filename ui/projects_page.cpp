@@ -159,7 +159,8 @@ void ProjectsPage::reload()
 void ProjectsPage::onEvent(const QString& type, const control::Value& body)
 {
     (void)body;
-    if (type == QLatin1String("state"))
+    // The catalog is asked for again when the page is shown (MainWindow::showPage).
+    if (type == QLatin1String("state") && isVisible())
         reload();
 }
 

@@ -109,6 +109,11 @@ void SeriesChart::refresh()
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+double SeriesChart::lastReplotMs() const
+{
+    return m_plot->replotTime();
+}
+
 int SeriesChart::pointCount(int series) const
 {
     return series >= 0 && series < m_plot->graphCount() ? m_plot->graph(series)->dataCount() : 0;

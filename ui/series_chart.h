@@ -29,6 +29,8 @@ public:
     void clear();
     void refresh();
     int pointCount(int series) const;
+    // How long the last redraw took, in ms (QCustomPlot measures it).
+    double lastReplotMs() const;
     // The newest x of a series (NaN when empty).
     double lastX(int series) const;
     bool saveImage(const QString& file, int width = 0, int height = 0);
