@@ -225,7 +225,10 @@ QStringList MainWindow::saveScreenshots(const QString& dir)
     const int current = m_stack->currentIndex();
     for (int i = 0; i < kPages; ++i) {
         showPage(i);
-        QApplication::processEvents();
+        // A page built just now lays out in steps (its form, then the scroll
+        // area around it): let every step run before the grab.
+        for (int pass = 0; pass < 4; ++pass)
+            QApplication::processEvents();
         const QString file = QDir(dir).filePath(QStringLiteral("%1.png").arg(QLatin1String(names[i])));
         if (grab().save(file))
             files << file;

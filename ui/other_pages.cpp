@@ -124,6 +124,13 @@ bool setStartAtLogin(bool on)
 QString labelOf(const std::string& key)
 {
     static const std::map<std::string, const char*> labels = {
+        {"cpu_threads", QT_TRANSLATE_NOOP("Settings", "CPU threads (0: all cores)")},
+        {"auto_download", QT_TRANSLATE_NOOP("Settings", "Download new checkpoints")},
+        {"auto_download_max_bytes", QT_TRANSLATE_NOOP("Settings", "... up to this size (bytes)")},
+        {"piece_cache_bytes", QT_TRANSLATE_NOOP("Settings", "Disk for training data (bytes)")},
+        {"generate_pauses_training", QT_TRANSLATE_NOOP("Settings", "Pause training while generating text")},
+        {"gpu_memory_limit_mib", QT_TRANSLATE_NOOP("Settings", "GPU memory limit (MiB, 0: automatic)")},
+        {"gpu_memory_free_mib", QT_TRANSLATE_NOOP("Settings", "... else leave free (MiB)")},
         {"busy_share_in_use", QT_TRANSLATE_NOOP("Settings", "Work while I use the computer")},
         {"busy_share_idle", QT_TRANSLATE_NOOP("Settings", "Work while the computer is idle")},
         {"pause_when_in_use", QT_TRANSLATE_NOOP("Settings", "Pause while I use the computer")},
@@ -152,7 +159,7 @@ QString sectionBefore(const std::string& key)
         return QCoreApplication::translate("Settings", "How hard this computer works");
     if (key == "pause_on_battery")
         return QCoreApplication::translate("Settings", "When to pause");
-    if (key == "max_gpu_temperature_c")
+    if (key == "gpu_memory_limit_mib")
         return QCoreApplication::translate("Settings", "GPU");
     if (key == "schedule")
         return QCoreApplication::translate("Settings", "Weekly schedule");
@@ -164,7 +171,8 @@ QString sectionBefore(const std::string& key)
 // The settings that need NVML (an NVIDIA driver) to mean anything.
 bool needsNvml(const std::string& key)
 {
-    return key == "max_gpu_temperature_c" || key == "max_gpu_power_w" || key == "pause_when_gpu_busy";
+    return key == "max_gpu_temperature_c" || key == "max_gpu_power_w" || key == "pause_when_gpu_busy"
+        || key == "gpu_memory_limit_mib" || key == "gpu_memory_free_mib";
 }
 
 } // namespace
@@ -242,12 +250,24 @@ void SettingsPage::build(const control::Value& described)
         const control::Value& value = spec["value"];
         QWidget* editor = nullptr;
         if (const QString section = sectionBefore(key); !section.isEmpty()) {
+            if (m_form->rowCount() > 0) {
+                auto* gap = new QWidget(m_formHost);
+                gap->setFixedHeight(fontMetrics().height() / 2);
+                m_form->addRow(gap);
+            }
             auto* heading = new QLabel(section, m_formHost);
             QFont bold = heading->font();
             bold.setBold(true);
             heading->setFont(bold);
-            heading->setContentsMargins(0, m_form->rowCount() > 0 ? 12 : 0, 0, 0);
             m_form->addRow(heading);
+            if (key == "gpu_memory_limit_mib" && !m_gpuUnavailable.isEmpty()) {
+                // Said once, in words, above the greyed GPU limits.
+                auto* why = new QLabel(
+                    m_gpuUnavailable.left(1).toUpper() + m_gpuUnavailable.mid(1) + QLatin1Char('.'), m_formHost);
+                why->setWordWrap(true);
+                why->setEnabled(false);
+                m_form->addRow(why);
+            }
         }
         if (key.rfind("busy_share_", 0) == 0) {
             // A share of the time: a slider with its value beside it.

@@ -187,8 +187,11 @@ Result<TaskOutcome> TaskRunner::run(
         if (now >= nextSummary) {
             nextSummary = now + std::chrono::milliseconds(200);
             summary.step = done();
-            summary.loss = run->lastLoss.load();
-            summary.tokensPerSecond = run->tokensPerSecond.load();
+            // Until the task's first step is done, the last task's figures stand.
+            if (done() > 0) {
+                summary.loss = run->lastLoss.load();
+                summary.tokensPerSecond = run->tokensPerSecond.load();
+            }
             m_reporter.publish();
         }
         if (now >= nextProgress) {
