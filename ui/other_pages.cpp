@@ -8,6 +8,7 @@
 #include <QCheckBox>
 #include <QClipboard>
 #include <QComboBox>
+#include <QDesktopServices>
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
@@ -24,6 +25,7 @@
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTimer>
+#include <QUrl>
 #include <QVBoxLayout>
 
 namespace crowdtrain::ui {
@@ -382,6 +384,21 @@ void SettingsPage::build(const control::Value& described)
             emit message(tr("Could not change %1.").arg(autostartFile()));
     });
     m_form->addRow(tr("Start at login"), login);
+    // Where the service keeps this volunteer's identity, training data and
+    // checkpoints (XDG data folder; shown, not moved).
+    const QString data = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation)
+        + QStringLiteral("/crowdtrain");
+    auto* dataRow = new QWidget(m_formHost);
+    auto* dataLayout = new QHBoxLayout(dataRow);
+    dataLayout->setContentsMargins(0, 0, 0, 0);
+    auto* dataPath = new QLabel(data, dataRow);
+    dataPath->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* open = new QPushButton(tr("Open"), dataRow);
+    open->setAccessibleName(tr("Open the data folder"));
+    connect(open, &QPushButton::clicked, this, [data] { QDesktopServices::openUrl(QUrl::fromLocalFile(data)); });
+    dataLayout->addWidget(dataPath, 1);
+    dataLayout->addWidget(open);
+    m_form->addRow(tr("Data folder"), dataRow);
 }
 
 // ---- Log
