@@ -8,8 +8,8 @@
 #include <QCheckBox>
 #include <QClipboard>
 #include <QComboBox>
-#include <QDesktopServices>
 #include <QCoreApplication>
+#include <QDesktopServices>
 #include <QDir>
 #include <QFile>
 #include <QFormLayout>
@@ -386,8 +386,8 @@ void SettingsPage::build(const control::Value& described)
     m_form->addRow(tr("Start at login"), login);
     // Where the service keeps this volunteer's identity, training data and
     // checkpoints (XDG data folder; shown, not moved).
-    const QString data = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation)
-        + QStringLiteral("/crowdtrain");
+    const QString data
+        = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) + QStringLiteral("/crowdtrain");
     auto* dataRow = new QWidget(m_formHost);
     auto* dataLayout = new QHBoxLayout(dataRow);
     dataLayout->setContentsMargins(0, 0, 0, 0);
