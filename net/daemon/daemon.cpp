@@ -459,7 +459,8 @@ void Daemon::poll()
             row.set("tokens_per_second", busy * summary->tokensPerSecond);
             row.set("busy_share", busy);
             row.set("step_tokens_per_second", summary->phase == "training" ? summary->tokensPerSecond : 0.0);
-            if (const Value& gpu = m_limits->report(busy, m_settings)["gpu"]; gpu["available"].toBool())
+            const Value limits = m_limits->report(busy, m_settings); // keep: gpu refers into it
+            if (const Value& gpu = limits["gpu"]; gpu["available"].toBool())
                 row.set("gpu_temperature_c", gpu["temperature_c"]);
             m_machineRows.push_back(row);
             if (m_machineRows.size() > kMaxMachineRows)
