@@ -437,11 +437,12 @@ void Daemon::poll()
             m_snoozeUntilMs = 0;
             (void)saveState();
         }
-        const std::string limitBefore = m_limits->decision().run ? "" : m_limits->decision().limit;
+        // The log says when limits stop or release training (the status
+        // says which limit acts at every moment).
+        const bool ranBefore = m_limits->decision().run;
         m_limits->evaluate(m_settings, std::chrono::system_clock::now());
         refreshPaused();
-        if (const auto& now = m_limits->decision();
-            (now.run ? "" : now.limit) != limitBefore && !m_joinedProject.empty())
+        if (const auto& now = m_limits->decision(); now.run != ranBefore && !m_joinedProject.empty())
             log(now.run ? std::string("limits allow training again") : "limits pause training: " + now.limit);
         std::optional<volunteer::AgentSummary> summary;
         if (m_runner)
