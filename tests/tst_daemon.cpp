@@ -257,6 +257,9 @@ private slots:
         s = call(c, "status");
         QCOMPARE(s["project"].toString(), std::string("tiny"));
         QVERIFY(s["piece_fetches"].toUInt() >= 1);
+        // "auto" resolved to a real device.
+        QVERIFY2(s["device_in_use"].toString() == "cpu" || s["device_in_use"].toString().rfind("cuda:", 0) == 0,
+            s["device_in_use"].toString().c_str());
         QVERIFY(!std::filesystem::exists(h.data() / "data")); // no corpus on this machine
 
         // Pause, snooze, resume.

@@ -240,7 +240,8 @@ void DashboardPage::showStatus(const control::Value& status)
     m_tiles[kRound]->setText(status.has("round") ? QString::number(status["round"].toUInt()) : QStringLiteral("—"));
     m_tiles[kWork]->setText(
         QStringLiteral("%1 / %2").arg(status["accepted"].toUInt()).arg(status["rejected"].toUInt()));
-    m_tiles[kDevice]->setText(text(status["device"]).toUpper());
+    // Where it trains once known ("CPU", "CUDA:0"), else the setting.
+    m_tiles[kDevice]->setText(text(status.has("device_in_use") ? status["device_in_use"] : status["device"]).toUpper());
 }
 
 } // namespace crowdtrain::ui

@@ -21,6 +21,33 @@ namespace crowdtrain::daemon {
 namespace {
 
 using json = nlohmann::json;
+
+// A resource source whose chunks keep to the volunteer's download limit and
+// count toward the month (net/limits/throttle.h).
+class ThrottledSource : public net::ResourceSource {
+public:
+    ThrottledSource(net::ResourceSource& inner, limits::NetworkThrottle* throttle, const std::atomic<bool>* cancel)
+        : m_inner(inner)
+        , m_throttle(throttle)
+        , m_cancel(cancel)
+    { }
+    Result<net::ResourceDescription> describe(const std::string& resource) override
+    {
+        return m_inner.describe(resource);
+    }
+    Result<std::string> fetch(const std::string& resource, uint64_t index) override
+    {
+        auto chunk = m_inner.fetch(resource, index);
+        if (chunk && m_throttle)
+            m_throttle->pass(limits::NetworkThrottle::Direction::Down, chunk->size(), m_cancel);
+        return chunk;
+    }
+
+private:
+    net::ResourceSource& m_inner;
+    limits::NetworkThrottle* m_throttle;
+    const std::atomic<bool>* m_cancel;
+};
 constexpr const char* kJobFile = "job.json";
 
 bool temporary(const Error& error)
@@ -327,7 +354,8 @@ void Checkpoints::runSampleFetch(const SampleFetch& fetch)
     auto client = m_hubs.connect(fetch.hub);
     Status fetched = client ? Status::success() : Status(client.error());
     if (client) {
-        net::SocketSource source(**client, fetch.project, 10000);
+        net::SocketSource socket(**client, fetch.project, 10000);
+        ThrottledSource source(socket, m_options.throttle.get(), nullptr);
         net::DownloadOptions options;
         options.cancel = &m_cancel;
         const std::filesystem::path part = target.string() + ".part";
@@ -468,7 +496,8 @@ void Checkpoints::runDownload(Job job)
     const auto started = std::chrono::steady_clock::now();
     uint64_t before = 0;
     auto fetchFile = [&](const std::string& resource, const std::filesystem::path& target, uint64_t bytes) -> Status {
-        net::SocketSource source(**client, job.project, 30000);
+        net::SocketSource socket(**client, job.project, 30000);
+        ThrottledSource source(socket, m_options.throttle.get(), &m_cancel);
         net::DownloadOptions options;
         options.cancel = &m_cancel;
         options.progress = [&](uint64_t done, uint64_t) {

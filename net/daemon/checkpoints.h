@@ -29,6 +29,7 @@
 
 #include "net/control/value.h"
 #include "net/daemon/hub_directory.h"
+#include "net/limits/throttle.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -49,6 +50,8 @@ struct CheckpointsOptions {
     // Called with true before generation starts and false after (the
     // daemon pauses training when its setting says so).
     std::function<void(bool generating)> generating;
+    // The volunteer's download limit and the month's count (may be null).
+    std::shared_ptr<limits::NetworkThrottle> throttle;
     int64_t retryMinMs = 120'000;
     int64_t retryMaxMs = 6 * 3600 * 1000;
 };

@@ -163,6 +163,7 @@ Status Daemon::initialise()
 
     CheckpointsOptions checkpoints;
     checkpoints.root = m_options.dataDir / "checkpoints";
+    checkpoints.throttle = m_limits->throttle();
     checkpoints.publish = [this](std::string_view type, const Value& body) { publish(type, body); };
     checkpoints.log = [this](const std::string& line) { log(line); };
     checkpoints.generating = [this](bool on) {
@@ -417,6 +418,8 @@ control::Value Daemon::status() const
         v.set("tokens", summary->tokens).set("busy_share", busy);
         v.set("effective_tokens_per_second", busy * summary->tokensPerSecond);
         v.set("last_error", summary->lastError).set("piece_fetches", summary->pieceFetches);
+        if (!summary->deviceName.empty())
+            v.set("device_in_use", summary->deviceName);
     }
     Value notices = Value::array();
     for (const std::string& n : m_notices)

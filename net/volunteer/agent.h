@@ -100,6 +100,7 @@ struct AgentSummary {
     double tokensPerSecond = 0; // of the last inner step
     uint64_t pieceFetches = 0; // data pieces fetched from the coordinator
     int64_t microBatch = 0; // sequences per forward/backward pass (0 before the first task)
+    std::string deviceName; // where training runs ("cpu", "cuda:0"); "" before the first task
 
     // computeMs / wallMs
     double utilisation() const { return wallMs > 0 ? computeMs / wallMs : 0.0; }

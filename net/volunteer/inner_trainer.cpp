@@ -65,6 +65,11 @@ double InnerTrainer::learningRate(const net::InnerSettings& inner, uint64_t ownS
     return std::min(warm, scheduled);
 }
 
+std::string InnerTrainer::deviceName() const
+{
+    return m_trainer ? m_trainer->device().str() : std::string();
+}
+
 int64_t InnerTrainer::innerStepsTaken() const
 {
     return m_trainer ? m_trainer->stepCount() : 0;

@@ -66,6 +66,8 @@ public:
 
     int64_t innerStepsTaken() const;
     int64_t microBatch() const { return m_options.batchSize; }
+    // The device training runs on ("cpu", "cuda:0"); "" before the first run.
+    std::string deviceName() const;
     bool sameSettings(const engine::GptConfig& model, const net::InnerSettings& inner) const;
 
 private:

@@ -211,7 +211,9 @@ Result<TaskOutcome> TaskRunner::run(
             run->abort.store(true);
         }
     }
-    return thread.join();
+    auto outcome = thread.join();
+    summary.deviceName = m_trainer->deviceName();
+    return outcome;
 }
 
 } // namespace crowdtrain::volunteer
