@@ -37,6 +37,11 @@ public:
     // Reads what is due and decides; `now` is the wall clock.
     limits::Decision evaluate(const Settings& settings, std::chrono::system_clock::time_point now);
     const limits::Decision& decision() const { return m_decision; }
+    // The last GPU temperature read (nullopt without NVML).
+    std::optional<double> gpuTemperatureC() const
+    {
+        return m_readings.gpu ? std::optional<double>(m_readings.gpu->temperatureC) : std::nullopt;
+    }
 
     // {busy_target, busy_measured, in_use, on_battery, idle_source, month,
     //  month_bytes, month_cap_bytes, upload_limit_bytes_s, download_limit_bytes_s,
