@@ -176,8 +176,13 @@ Value Value::take(std::string_view key)
 {
     if (Entries* entries = std::get_if<Entries>(&m_data))
         for (auto& entry : *entries)
-            if (entry.first == key)
-                return std::exchange(entry.second, Value());
+            if (entry.first == key) {
+                // Moved out, then reset: std::exchange on the variant made
+                // GCC 12 at -O3 report a maybe-uninitialised read.
+                Value taken = std::move(entry.second);
+                entry.second = Value();
+                return taken;
+            }
     return Value();
 }
 
