@@ -6,3 +6,8 @@ crowdtrain_test(tst_control_api SOURCES tst_control_api.cpp LIBS crowdtrain::con
 crowdtrain_test(tst_daemon SOURCES tst_daemon.cpp coordinator_process.h
     LIBS crowdtrain::daemon crowdtrain::control Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 900)
 add_dependencies(tst_daemon crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)
+
+# A volunteer whose coordinator restarts mid-task with another model.
+crowdtrain_test(tst_rejoin SOURCES tst_rejoin.cpp coordinator_process.h free_port.h
+    LIBS crowdtrain::volunteer Qt6::Core nlohmann_json::nlohmann_json)
+add_dependencies(tst_rejoin crowdtrain-server crowdtrain-prepare)
