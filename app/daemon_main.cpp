@@ -139,13 +139,21 @@ int serve(app::Args& args, bool demo)
     signals.onStop([&] { d.stop(); });
     std::thread reporter;
     std::atomic<bool> done{false};
+    std::atomic<bool> demoFailed{false};
     if (demo) {
-        if (Status joined = d.join("demo", daemon::kDemoProject); !joined)
-            return fail("cannot start the demo: " + joined.error().message);
         std::cout << "Crowdtrain demo: training a small GPT on this computer (Ctrl-C stops it).\n"
                      "In another terminal, `crowdtrain-worker status` shows it too.\n"
                   << std::flush;
+        // The join waits for the demo hub to start (up to two minutes)
+        // while this thread serves the control API.
         reporter = std::thread([&] {
+            if (Status joined = d.join("demo", daemon::kDemoProject); !joined) {
+                if (!done)
+                    fail("cannot start the demo: " + joined.error().message);
+                demoFailed = true;
+                d.stop();
+                return;
+            }
             std::string last;
             while (!done) {
                 const std::string line = demoLine(d.status());
@@ -157,12 +165,16 @@ int serve(app::Args& args, bool demo)
             }
         });
     }
-    d.run();
+    const Status served = d.run();
     done = true;
+    if (!served)
+        d.stop(); // the demo's join returns (its queue stops) and its thread ends
     if (reporter.joinable())
         reporter.join();
     opened->reset();
-    return 0;
+    if (!served)
+        return fail("the control server failed: " + served.error().message);
+    return demoFailed ? 1 : 0;
 }
 
 int joinOne(app::Args& args)

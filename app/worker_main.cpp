@@ -7,12 +7,19 @@
 #include "net/control/control_client.h"
 #include "net/control/control_paths.h"
 
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <iostream>
+#include <optional>
+#include <set>
+#include <signal.h>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace {
@@ -40,6 +47,36 @@ int fail(const std::string& message, int code = 1)
     std::cerr << "crowdtrain-worker: " << message << "\n";
     return code;
 }
+
+// A command-line mistake: the message, exit status 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+template <typename T> T parseNumber(const std::string& text, const std::string& what)
+{
+    T value{};
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || error != std::errc() || end != text.data() + text.size())
+        throw UsageError(what + " takes a number, not \"" + text + "\"");
+    return value;
+}
+
+// Whether a daemon holds this control folder although it did not answer:
+// its socket file is there and the pid in its lock file is alive.
+std::optional<std::string> busyDaemon(const std::filesystem::path& dir)
+{
+    std::error_code ec;
+    if (!std::filesystem::exists(dir / control::kControlSocketName, ec))
+        return std::nullopt;
+    std::ifstream lock(dir / "daemon.lock");
+    long long pid = 0;
+    if (!(lock >> pid) || pid <= 0 || (::kill(pid_t(pid), 0) != 0 && errno != EPERM))
+        return std::nullopt;
+    return std::to_string(pid);
+}
+
+constexpr const char* kNoDaemon = "no daemon running (start it with `crowdtrain-worker run` or the Crowdtrain app)";
 
 std::filesystem::path siblingProgram(const char* name)
 {
@@ -148,9 +185,10 @@ int generate(control::ControlClient& client, app::Args& args)
         if (auto event = (*events)->next(100); event && event->type == "progress")
             break;
     Value body = Value::map();
-    body.set("round", std::stoll(p[1])).set("prompt", p[2]);
-    body.set("temperature", std::stod(args.value("temperature"))).set("top_k", args.integer("top-k"));
-    body.set("max_tokens", args.integer("max-tokens"));
+    body.set("round", parseNumber<uint64_t>(p[1], "ROUND")).set("prompt", p[2]);
+    body.set("temperature", parseNumber<double>(args.value("temperature"), "--temperature"));
+    body.set("top_k", parseNumber<int64_t>(args.value("top-k"), "--top-k"));
+    body.set("max_tokens", parseNumber<int64_t>(args.value("max-tokens"), "--max-tokens"));
     auto started = client.call("generate", body);
     if (!started)
         return fail(started.error().message);
@@ -174,7 +212,7 @@ int generate(control::ControlClient& client, app::Args& args)
 
 } // namespace
 
-int main(int argc, char** argv)
+int runCommand(int argc, char** argv)
 {
     app::Args args("crowdtrain-worker", "the Crowdtrain volunteer daemon and its command-line client", kUsage);
     args.option("control-dir", "folder of the daemon's control sockets", "$XDG_RUNTIME_DIR/crowdtrain");
@@ -209,6 +247,25 @@ int main(int argc, char** argv)
         return execDaemon(forwarded);
     }
 
+    // The command line is checked whole before the daemon is asked anything.
+    static const std::set<std::string> kCommands
+        = {"status", "catalog", "leave", "pause", "resume", "metrics", "contributions", "log", "checkpoints", "history",
+            "snooze", "follow", "unfollow", "join", "settings", "download", "cancel", "delete", "generate"};
+    if (!kCommands.contains(command))
+        return fail("unknown command \"" + command + "\" (see --help)", 2);
+    if (command == "snooze" && p.size() > 1)
+        (void)parseNumber<int64_t>(p[1], "snooze");
+    if ((command == "download" || command == "cancel" || command == "delete") && p.size() == 2)
+        (void)parseNumber<uint64_t>(p[1], command);
+    if (command == "generate") {
+        if (p.size() < 3)
+            return fail("generate takes ROUND and PROMPT", 2);
+        (void)parseNumber<uint64_t>(p[1], "ROUND");
+        (void)parseNumber<double>(args.value("temperature"), "--temperature");
+        (void)parseNumber<int64_t>(args.value("top-k"), "--top-k");
+        (void)parseNumber<int64_t>(args.value("max-tokens"), "--max-tokens");
+    }
+
     auto dir = args.has("control-dir") ? Result<std::filesystem::path>(args.value("control-dir"))
                                        : control::defaultControlDir();
     if (!dir)
@@ -216,17 +273,22 @@ int main(int argc, char** argv)
     auto client = control::ControlClient::connect(*dir);
     if (!client) {
         if (client.error().code == "no_daemon")
-            return fail("no daemon running (start it with `crowdtrain-worker run` or the Crowdtrain app)", 3);
+            return fail(kNoDaemon, 3);
         return fail(client.error().message);
     }
     control::ControlClient& c = **client;
     auto call = [&](const std::string& type, const Value& body = Value::map(), int timeoutMs = 5000) -> int {
         auto reply = c.call(type, body, timeoutMs);
+        if (!reply && reply.error().code == "no_daemon") {
+            // No answer in time: a daemon that is there but busy is not "no daemon".
+            if (const auto pid = busyDaemon(*dir))
+                return fail("the daemon (pid " + *pid + ") is running but did not answer \"" + type + "\" within "
+                        + std::to_string(timeoutMs / 1000) + " s; it is busy, try again",
+                    4);
+            return fail(kNoDaemon, 3);
+        }
         if (!reply)
-            return fail(reply.error().code == "no_daemon"
-                    ? "no daemon running (start it with `crowdtrain-worker run` or the Crowdtrain app)"
-                    : reply.error().message,
-                reply.error().code == "no_daemon" ? 3 : 1);
+            return fail(reply.error().message, reply.error().code == "bad_request" ? 2 : 1);
         if (args.isSet("json")) {
             std::cout << reply->toJson() << "\n";
             return 0;
@@ -278,8 +340,8 @@ int main(int argc, char** argv)
     }
     if (command == "history")
         return call("machine_history");
-    if (command == "snooze") {
-        body.set("seconds", p.size() > 1 ? std::stoll(p[1]) : 3600);
+    if (command == "snooze" && p.size() <= 2) {
+        body.set("seconds", p.size() > 1 ? parseNumber<int64_t>(p[1], "snooze") : 3600);
         return call("snooze", body);
     }
     if ((command == "follow" || command == "unfollow") && p.size() == 2) {
@@ -303,20 +365,20 @@ int main(int argc, char** argv)
                         type = spec["type"].toString();
             Value value(p[3]);
             const bool looksBool = p[3] == "true" || p[3] == "false";
-            const bool looksInt = !p[3].empty() && p[3].size() < 19
-                && (std::isdigit(static_cast<unsigned char>(p[3][0])) || p[3][0] == '-')
-                && p[3].find_first_not_of("-0123456789") == std::string::npos;
+            int64_t asInt = 0;
+            const auto [end, error] = std::from_chars(p[3].data(), p[3].data() + p[3].size(), asInt);
+            const bool looksInt = !p[3].empty() && error == std::errc() && end == p[3].data() + p[3].size();
             if (looksBool && (type == "bool" || type.empty()))
                 value = Value(p[3] == "true");
             else if (looksInt && (type == "int" || type.empty()))
-                value = Value(int64_t(std::stoll(p[3])));
+                value = Value(asInt);
             body.set("key", p[2]).set("value", value);
             return call("settings_set", body);
         }
         return fail("settings takes nothing, or set KEY VALUE", 2);
     }
     if ((command == "download" || command == "cancel" || command == "delete") && p.size() == 2) {
-        body.set("round", std::stoll(p[1]));
+        body.set("round", parseNumber<uint64_t>(p[1], command));
         return call(command == "download" ? "download"
                 : command == "cancel"     ? "download_cancel"
                                           : "checkpoint_delete",
@@ -324,5 +386,19 @@ int main(int argc, char** argv)
     }
     if (command == "generate")
         return generate(c, args);
-    return fail("unknown command \"" + command + "\" (see --help)", 2);
+    return fail("wrong arguments for \"" + command + "\" (see --help)", 2);
+}
+
+int main(int argc, char** argv)
+{
+    // Every mistake on the command line is exit status 2 with a message.
+    try {
+        return runCommand(argc, argv);
+    } catch (const UsageError& e) {
+        return fail(e.what(), 2);
+    } catch (const std::invalid_argument& e) {
+        return fail(e.what(), 2);
+    } catch (const std::out_of_range& e) {
+        return fail(std::string("a number is out of range: ") + e.what(), 2);
+    }
 }

@@ -3,6 +3,17 @@ crowdtrain_test(tst_control_api SOURCES tst_control_api.cpp LIBS crowdtrain::con
 
 # The volunteer daemon as a process (crowdtrain-worker run -> crowdtrain-daemon)
 # against a real coordinator, through the control API.
-crowdtrain_test(tst_daemon SOURCES tst_daemon.cpp coordinator_process.h
+crowdtrain_test(tst_daemon SOURCES tst_daemon.cpp coordinator_process.h daemon_process.h
     LIBS crowdtrain::daemon crowdtrain::control Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 900)
 add_dependencies(tst_daemon crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)
+
+# A volunteer whose coordinator restarts mid-task with another model.
+crowdtrain_test(tst_rejoin SOURCES tst_rejoin.cpp coordinator_process.h free_port.h
+    LIBS crowdtrain::volunteer Qt6::Core nlohmann_json::nlohmann_json)
+add_dependencies(tst_rejoin crowdtrain-server crowdtrain-prepare)
+
+# The daemon's edges: names and types, files it did not write, slow hubs,
+# the command line's errors (issue 24).
+crowdtrain_test(tst_daemon_edges SOURCES tst_daemon_edges.cpp coordinator_process.h daemon_process.h
+    LIBS crowdtrain::daemon crowdtrain::control Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 900)
+add_dependencies(tst_daemon_edges crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -77,13 +78,17 @@ class ServerThread {
 public:
     explicit ServerThread(const fs::path& dir, Handler handler = demoHandler)
     {
-        auto server = ControlServer::open(dir, std::move(handler));
+        start(ControlServer::open(dir, std::move(handler)));
+    }
+    ServerThread(const fs::path& dir, AsyncHandler handler) { start(ControlServer::open(dir, std::move(handler))); }
+    void start(Result<std::unique_ptr<ControlServer>> server)
+    {
         if (!server)
             qFatal("%s", server.error().message.c_str());
         m_server = std::move(*server);
         m_finished = m_done.get_future();
         m_thread = std::thread([this] {
-            m_server->run();
+            m_runStatus = m_server->run();
             m_done.set_value();
         });
     }
@@ -104,6 +109,7 @@ public:
 private:
     std::unique_ptr<ControlServer> m_server;
     std::promise<void> m_done;
+    Status m_runStatus = Status::success();
     std::future<void> m_finished;
     std::thread m_thread;
 };
@@ -601,6 +607,107 @@ private slots:
         QVERIFY(client->call("echo", Value::map().set("d", nestedArrays(6))).ok());
     }
 
+    // Ids and versions are uint64: 2^63 and above are read, echoed, and
+    // (for v) answered "unsupported_version", never "malformed".
+    void bigIdsAndVersions()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir);
+        RawClient raw(dir);
+        for (const uint64_t id : {uint64_t(1) << 63, UINT64_MAX}) {
+            raw.send({encode(Value::map().set("v", 1).set("type", "echo").set("id", id).set("body", Value::map()))});
+            const Value reply = raw.receive(5s);
+            QCOMPARE(reply["ok"], Value(true));
+            QCOMPARE(reply["id"].toUInt(), id);
+            QCOMPARE(reply["id"].kind(), Value::Kind::UInt);
+        }
+        raw.send({encode(
+            Value::map().set("v", UINT64_MAX).set("type", "echo").set("id", UINT64_MAX).set("body", Value::map()))});
+        const Value reply = raw.receive(5s);
+        QCOMPARE(reply["error"]["code"], Value("unsupported_version"));
+        QCOMPARE(reply["id"].toUInt(), UINT64_MAX);
+        auto decoded = decodeReply(encodeReply({"echo", UINT64_MAX}, Value::map()));
+        QVERIFY(decoded);
+        QCOMPARE(decoded->id, UINT64_MAX);
+    }
+
+    // A handler may answer later, from another thread: a quick request
+    // sent after a slow one is answered first, each reply with its id.
+    void answersOutOfOrder()
+    {
+        const fs::path dir = freshDir();
+        std::mutex heldMutex;
+        std::vector<Responder> held;
+        ServerThread server(dir, [&](const Request& request, Responder respond) {
+            if (request.type == "slow") {
+                std::lock_guard lock(heldMutex);
+                held.push_back(std::move(respond));
+                return;
+            }
+            respond(request.body);
+        });
+        RawClient raw(dir);
+        raw.send({encodeRequest("slow", 1, Value::map())});
+        raw.send({encodeRequest("echo", 2, Value::map())});
+        QCOMPARE(raw.receive(5s)["id"], Value(2));
+        QVERIFY(raw.receive(100ms).isNil()); // the slow one is still working
+        std::thread elsewhere([&] {
+            std::lock_guard lock(heldMutex);
+            held.front()(Value::map().set("done", true));
+        });
+        elsewhere.join();
+        const Value late = raw.receive(5s);
+        QCOMPARE(late["id"], Value(1));
+        QCOMPARE(late["type"], Value("slow"));
+        QCOMPARE(late["body"]["done"], Value(true));
+        // A second answer to the same request is ignored.
+        held.front()(Value::map());
+        QVERIFY(raw.receive(100ms).isNil());
+    }
+
+    // At most kMaxRequestsInFlight wait for answers; one more is "busy" at
+    // once. A request whose Responder is dropped unanswered is "internal".
+    void inFlightRequestsAreBounded()
+    {
+        const fs::path dir = freshDir();
+        std::mutex heldMutex;
+        std::vector<Responder> held;
+        ServerThread server(dir, [&](const Request& request, Responder respond) {
+            if (request.type == "drop")
+                return;
+            std::lock_guard lock(heldMutex);
+            held.push_back(std::move(respond));
+        });
+        std::vector<std::unique_ptr<RawClient>> clients;
+        for (std::size_t i = 0; i < kMaxRequestsInFlight; ++i) {
+            clients.push_back(std::make_unique<RawClient>(dir));
+            clients.back()->send({encodeRequest("hold", i + 1, Value::map())});
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                std::lock_guard lock(heldMutex);
+                return held.size() == kMaxRequestsInFlight;
+            }(),
+            10000);
+        RawClient extra(dir);
+        extra.send({encodeRequest("hold", 1000, Value::map())});
+        const Value refused = extra.receive(5s);
+        QCOMPARE(refused["error"]["code"], Value("busy"));
+        QCOMPARE(refused["id"], Value(1000));
+        {
+            std::lock_guard lock(heldMutex);
+            for (Responder& r : held)
+                r(Value::map());
+            held.clear();
+        }
+        for (auto& c : clients)
+            QCOMPARE(c->receive(5s)["ok"], Value(true));
+        extra.send({encodeRequest("drop", 1001, Value::map())});
+        const Value dropped = extra.receive(5s);
+        QCOMPARE(dropped["error"]["code"], Value("internal"));
+        QCOMPARE(dropped["id"], Value(1001));
+    }
+
     void unsupportedVersion()
     {
         const fs::path dir = freshDir();
@@ -750,8 +857,9 @@ private slots:
         auto idle = ControlServer::open(freshDir(), demoHandler);
         QVERIFY(idle.ok());
         (*idle)->stop();
-        auto finished = std::async(std::launch::async, [&] { (*idle)->run(); });
+        auto finished = std::async(std::launch::async, [&] { return (*idle)->run(); });
         QCOMPARE(finished.wait_for(2s), std::future_status::ready);
+        QVERIFY(finished.get().ok());
     }
 
     // ---- Events -------------------------------------------------------------

@@ -11,13 +11,19 @@ Error malformed(std::string message)
     return Error::make(errc::kMalformed, std::move(message));
 }
 
+// Any integer from 0 to 2^64-1 (msgpack's uint 64 included).
+bool isUnsigned(const Value& value)
+{
+    return value.kind() == Value::Kind::UInt || (value.kind() == Value::Kind::Int && value.toInt() >= 0);
+}
+
 // The envelope's common checks: a map whose "v" is this version.
 Status checkVersion(const Value& root)
 {
     if (!root.isMap())
         return malformed("the message is not a map");
     const Value& version = root["v"];
-    if (!version.isInt() || version.toInt(-1) < 0)
+    if (!isUnsigned(version))
         return malformed("v: expected an unsigned integer");
     if (version.toUInt() != kControlVersion)
         return Error::make(errc::kUnsupportedVersion,
@@ -35,8 +41,7 @@ Status checkType(const Value& root)
 
 Status checkUInt(const Value& root, std::string_view key)
 {
-    const Value& value = root[key];
-    if (!value.isInt() || value.toInt(-1) < 0)
+    if (!isUnsigned(root[key]))
         return malformed(std::string(key) + ": expected an unsigned integer");
     return Status::success();
 }

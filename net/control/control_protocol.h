@@ -48,6 +48,9 @@ inline constexpr std::size_t kMaxErrorMessageBytes = 4096;
 inline constexpr int kReplyQueueLength = 100;
 inline constexpr int kRequestQueueLength = 16;
 inline constexpr int kEventQueueLength = 1000;
+// Requests read but not answered yet, over all clients (the daemon answers
+// slow ones late, off its serving thread); one more is answered "busy".
+inline constexpr std::size_t kMaxRequestsInFlight = 64;
 
 // How long ControlClient::call waits by default.
 inline constexpr int kDefaultCallTimeoutMs = 5000;
@@ -60,6 +63,7 @@ inline constexpr std::string_view kMalformed = net::errc::kMalformed;
 inline constexpr std::string_view kUnsupportedVersion = net::errc::kUnsupportedVersion;
 inline constexpr std::string_view kTooLarge = net::errc::kTooLarge;
 inline constexpr std::string_view kInternal = net::errc::kInternal;
+inline constexpr std::string_view kBusy = "busy"; // kMaxRequestsInFlight requests are waiting for answers
 
 // Local: set-up and connection problems, never on the wire.
 inline constexpr std::string_view kNoDaemon = "no_daemon"; // no folder, no socket, or no answer in time

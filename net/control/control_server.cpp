@@ -3,9 +3,11 @@
 #include "net/control/control_paths.h"
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -46,7 +48,54 @@ Error bindFailed(const std::string& endpoint, const std::string& why)
 
 } // namespace
 
+// Replies made on any thread, sent by run()'s thread. `wake` is cleared
+// (under the mutex) when the server goes, so late answers go nowhere.
+struct ControlServer::Outbox {
+    std::mutex mutex;
+    std::deque<std::pair<std::string, std::string>> replies; // route, frame
+    std::function<void()> wake;
+    std::atomic<std::size_t> inFlight{0};
+
+    void post(std::string route, std::string frame)
+    {
+        std::lock_guard lock(mutex);
+        if (!wake)
+            return;
+        replies.emplace_back(std::move(route), std::move(frame));
+        wake();
+    }
+};
+
+struct Responder::State {
+    std::shared_ptr<ControlServer::Outbox> outbox;
+    std::string route;
+    RequestHeader header;
+    std::atomic<bool> answered{false};
+
+    void answer(Result<Value> outcome)
+    {
+        if (answered.exchange(true))
+            return;
+        outbox->post(route, encodeReply(header, std::move(outcome)));
+        outbox->inFlight.fetch_sub(1);
+    }
+    ~State() { answer(Error::make(errc::kInternal, "the daemon dropped the request \"" + header.type + "\"")); }
+};
+
+void Responder::operator()(Result<Value> outcome) const
+{
+    m_state->answer(std::move(outcome));
+}
+
 Result<std::unique_ptr<ControlServer>> ControlServer::open(const std::filesystem::path& dir, Handler handler)
+{
+    if (!handler)
+        return Error::make(net::errc::kInvalidArgument, "ControlServer::open needs a handler");
+    return open(
+        dir, [handler = std::move(handler)](const Request& request, Responder respond) { respond(handler(request)); });
+}
+
+Result<std::unique_ptr<ControlServer>> ControlServer::open(const std::filesystem::path& dir, AsyncHandler handler)
 {
     if (!handler)
         return Error::make(net::errc::kInvalidArgument, "ControlServer::open needs a handler");
@@ -67,9 +116,10 @@ Result<std::unique_ptr<ControlServer>> ControlServer::open(const std::filesystem
     return server;
 }
 
-ControlServer::ControlServer(std::filesystem::path dir, Handler handler)
+ControlServer::ControlServer(std::filesystem::path dir, AsyncHandler handler)
     : m_dir(std::move(dir))
     , m_handler(std::move(handler))
+    , m_outbox(std::make_shared<Outbox>())
 { }
 
 Status ControlServer::bind()
@@ -111,6 +161,14 @@ Status ControlServer::bind()
     } catch (const zmq::error_t& e) {
         return Error::make(errc::kBindFailed, std::string("cannot create the control sockets: ") + e.what());
     }
+    m_outbox->wake = [this] {
+        std::lock_guard lock(m_wakeMutex);
+        try {
+            m_wakeSender->send(zmq::str_buffer("reply"), zmq::send_flags::dontwait);
+        } catch (const zmq::error_t&) {
+            // The wake queue is full: run() is being woken already.
+        }
+    };
     if (Status bound = bindFile(*m_router, kControlSocketName, m_controlFile); !bound)
         return bound;
     return bindFile(*m_publisher, kEventsSocketName, m_eventsFile);
@@ -118,6 +176,11 @@ Status ControlServer::bind()
 
 ControlServer::~ControlServer()
 {
+    {
+        std::lock_guard lock(m_outbox->mutex);
+        m_outbox->wake = nullptr;
+        m_outbox->replies.clear();
+    }
     m_router.reset();
     m_publisher.reset();
     m_wakeReceiver.reset();
@@ -136,7 +199,7 @@ ControlServer::~ControlServer()
     removeOwn(kEventsSocketName, m_eventsFile);
 }
 
-void ControlServer::run()
+Status ControlServer::run()
 {
     while (!m_stopping.load()) {
         std::array<zmq::pollitem_t, 2> items{{
@@ -148,16 +211,24 @@ void ControlServer::run()
             if (items[1].revents & ZMQ_POLLIN) {
                 zmq::message_t wake;
                 while (m_wakeReceiver->recv(wake, zmq::recv_flags::dontwait)) { }
-                continue; // the loop condition sees m_stopping
             }
-            if (items[0].revents & ZMQ_POLLIN)
+            // A few requests at a time, so that answers made elsewhere
+            // are sent between them.
+            for (int i = 0; i < 16 && (items[0].revents & ZMQ_POLLIN) && !m_stopping.load(); ++i) {
                 serveOne();
+                if (!(m_router->get(zmq::sockopt::events) & ZMQ_POLLIN))
+                    break;
+            }
+            sendReplies();
         } catch (const zmq::error_t& e) {
             if (e.num() == EINTR)
                 continue; // a signal: the daemon's handler decides whether to stop()
-            return; // the context is gone: nothing can be served any more
+            if (m_stopping.load())
+                break;
+            return Error::make(errc::kZmqError, std::string("the control socket failed: ") + e.what());
         }
     }
+    return Status::success();
 }
 
 void ControlServer::stop()
@@ -188,31 +259,42 @@ void ControlServer::serveOne()
             break;
         more = extra.more();
     }
-    std::string reply;
-    if (frames > 1) {
-        reply = encodeReply(
-            {}, Error::make(errc::kMalformed, "a request is one frame; this one had " + std::to_string(frames)));
-    } else {
-        RequestHeader header;
-        auto request = decodeRequest(payload.to_string_view(), header);
-        reply = encodeReply(header, request ? callHandler(*request) : Result<Value>(request.error()));
+    auto state = std::make_shared<Responder::State>();
+    state->outbox = m_outbox;
+    state->route = route.to_string();
+    m_outbox->inFlight.fetch_add(1);
+    Responder respond(state);
+    if (frames > 1)
+        return respond(Error::make(errc::kMalformed, "a request is one frame; this one had " + std::to_string(frames)));
+    auto request = decodeRequest(payload.to_string_view(), state->header);
+    if (!request)
+        return respond(request.error());
+    if (m_outbox->inFlight.load() > kMaxRequestsInFlight)
+        return respond(Error::make(errc::kBusy,
+            std::to_string(kMaxRequestsInFlight) + " requests are waiting for answers; try again shortly"));
+    try {
+        m_handler(*request, respond);
+    } catch (const std::exception& e) {
+        respond(Error::make(errc::kInternal, "the daemon failed on \"" + request->type + "\": " + e.what()));
+    } catch (...) {
+        respond(Error::make(errc::kInternal, "the daemon failed on \"" + request->type + "\""));
+    }
+}
+
+void ControlServer::sendReplies()
+{
+    std::deque<std::pair<std::string, std::string>> replies;
+    {
+        std::lock_guard lock(m_outbox->mutex);
+        replies.swap(m_outbox->replies);
     }
     // Never blocks: with ROUTER_MANDATORY off a full or gone peer's reply
     // is dropped, and a failed send must not end the loop.
-    try {
-        m_router->send(route, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-        m_router->send(zmq::buffer(reply), zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) { }
-}
-
-Result<Value> ControlServer::callHandler(const Request& request)
-{
-    try {
-        return m_handler(request);
-    } catch (const std::exception& e) {
-        return Error::make(errc::kInternal, "the daemon failed on \"" + request.type + "\": " + e.what());
-    } catch (...) {
-        return Error::make(errc::kInternal, "the daemon failed on \"" + request.type + "\"");
+    for (const auto& [route, frame] : replies) {
+        try {
+            m_router->send(zmq::buffer(route), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+            m_router->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+        } catch (const zmq::error_t&) { }
     }
 }
 

@@ -4,10 +4,15 @@
 // ROUTER socket answering requests and a PUB socket sending events, both
 // ipc:// files in the private control folder (control_paths.h).
 //
-// Threads: run() serves requests on the thread that calls it, one at a
-// time, and the handler runs there. stop() and publish() may be called from
-// any thread, concurrently with run() and with each other. Construct and
-// destroy on one thread, after run() has returned.
+// Threads: run() reads requests on the thread that calls it and calls the
+// handler there. A handler answers at once or hands its Responder to
+// another thread and answers when its work is done (the zguide's
+// asynchronous broker), so replies may leave in another order than their
+// requests came; each carries its request's id. At most
+// kMaxRequestsInFlight requests wait for an answer at a time; one more is
+// answered "busy" at once. stop(), publish() and a Responder may be used
+// from any thread, concurrently with run() and with each other. Construct
+// and destroy on one thread, after run() has returned.
 
 #include "engine/result.h"
 #include "net/control/control_envelope.h"
@@ -32,6 +37,27 @@ namespace crowdtrain::control {
 // message; a nil Value an empty body. Exceptions become "internal".
 using Handler = std::function<Result<Value>(const Request&)>;
 
+// The answer to one request, to be given once, from any thread; later
+// answers are ignored. When every copy is gone unanswered, the request is
+// answered "internal" (so a client never waits on a dropped request). An
+// answer after the server is destroyed goes nowhere.
+class Responder {
+public:
+    void operator()(Result<Value> outcome) const;
+    struct State; // control_server.cpp
+
+private:
+    friend class ControlServer;
+    explicit Responder(std::shared_ptr<State> state)
+        : m_state(std::move(state))
+    { }
+    std::shared_ptr<State> m_state;
+};
+
+// Called on run()'s thread; answers through `respond`, now or later.
+// Exceptions it throws become "internal" replies.
+using AsyncHandler = std::function<void(const Request&, Responder respond)>;
+
 class ControlServer {
 public:
     // preparePrivateDir(dir), then binds the ROUTER on controlEndpoint(dir)
@@ -41,6 +67,7 @@ public:
     // that still accepts connections is not: "bind_failed". Errors:
     // "insecure_control_dir", "io_error", "bind_failed".
     static Result<std::unique_ptr<ControlServer>> open(const std::filesystem::path& dir, Handler handler);
+    static Result<std::unique_ptr<ControlServer>> open(const std::filesystem::path& dir, AsyncHandler handler);
 
     // Closes the sockets and removes the socket files it created.
     ~ControlServer();
@@ -50,9 +77,10 @@ public:
     // Serves requests until stop(). A request that cannot be decoded never
     // reaches the handler; it gets an ok:false reply ("malformed",
     // "too_large", "unsupported_version") echoing what could be read of
-    // its type and id (else "" and 0). Returns at once once stop() has
-    // been called, however often run() is called again.
-    void run();
+    // its type and id (else "" and 0). Returns success at once once stop()
+    // has been called, however often run() is called again; an error
+    // ("zmq_error") when the sockets fail and nothing more can be served.
+    Status run();
     // Makes run() return promptly (wakes it through an inproc socket).
     // Not async-signal-safe (it takes a mutex): a daemon's signal handler
     // sets a flag or writes a pipe that a thread turns into stop().
@@ -66,14 +94,17 @@ public:
 
     std::filesystem::path dir() const { return m_dir; }
 
+    struct Outbox; // replies waiting to be sent (control_server.cpp)
+
 private:
-    ControlServer(std::filesystem::path dir, Handler handler);
+    ControlServer(std::filesystem::path dir, AsyncHandler handler);
     Status bind();
     void serveOne();
-    Result<Value> callHandler(const Request& request);
+    void sendReplies();
 
     std::filesystem::path m_dir;
-    Handler m_handler;
+    AsyncHandler m_handler;
+    std::shared_ptr<Outbox> m_outbox;
     std::unique_ptr<zmq::context_t> m_context;
     std::unique_ptr<zmq::socket_t> m_router;
     std::unique_ptr<zmq::socket_t> m_wakeReceiver; // polled by run()

@@ -6,13 +6,16 @@
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
 #include "net/control/utf8_text.h"
+#include "net/daemon/state_file.h"
 #include "net/transfer/socket_source.h"
 #include "net/transport/atomic_write.h"
 #include "net/wire/error_codes.h"
+#include "net/wire/text_checks.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <sys/statvfs.h>
 
@@ -53,6 +56,28 @@ constexpr const char* kJobFile = "job.json";
 bool temporary(const Error& error)
 {
     return net::isConnectionError(error.code) || error.code == net::errc::kUnavailable;
+}
+
+Status checkName(const std::string& project)
+{
+    if (!net::isProjectName(project))
+        return Error::make("bad_request",
+            "not a project name (1 to 64 of a-z, 0-9 and -): \"" + control::toValidUtf8(project, 80) + "\"");
+    return Status::success();
+}
+
+// The job.json this class writes: {hub: text, project: name, round: uint, paused?: bool}.
+std::string jobProblem(const json& job)
+{
+    for (const std::string& why :
+        {expectString(job, "hub"), expectString(job, "project"), expectUnsigned(job, "round")})
+        if (!why.empty())
+            return why;
+    if (!net::isProjectName(job["project"].get<std::string>()))
+        return "\"project\" is not a project name";
+    if (job.contains("paused") && !job["paused"].is_boolean())
+        return "\"paused\" is not true or false";
+    return "";
 }
 
 uint64_t freeBytes(const std::filesystem::path& dir)
@@ -101,28 +126,92 @@ std::filesystem::path Checkpoints::partOf(const std::string& project, uint64_t r
     return m_options.root / project / (".round-" + std::to_string(round) + ".part");
 }
 
+void Checkpoints::notice(const std::string& text) const
+{
+    if (m_options.notice)
+        m_options.notice(text);
+    else if (m_options.log)
+        m_options.log(text);
+}
+
+std::optional<uint64_t> Checkpoints::roundOf(
+    const std::filesystem::path& path, std::string_view prefix, std::string_view suffix) const
+{
+    const std::string name = path.filename().string();
+    std::optional<uint64_t> round;
+    if (name.size() > prefix.size() + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix)) {
+        const std::string_view digits
+            = std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+        uint64_t value = 0;
+        const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+        // Exactly as std::to_string writes it: digits only, no leading zero.
+        if (error == std::errc() && end == digits.data() + digits.size() && (digits.size() == 1 || digits[0] != '0'))
+            round = value;
+    }
+    if (!round) {
+        std::lock_guard lock(m_noticedMutex);
+        if (m_noticed.insert(path.string()).second)
+            notice("skipped " + path.string() + ": not a name the daemon writes (" + std::string(prefix) + "<round>"
+                + std::string(suffix) + ")");
+    }
+    return round;
+}
+
+Status Checkpoints::contained(const std::filesystem::path& path) const
+{
+    std::error_code ec;
+    const std::filesystem::path root = std::filesystem::weakly_canonical(m_options.root, ec);
+    const std::filesystem::path resolved = ec ? path : std::filesystem::weakly_canonical(path, ec);
+    if (!ec) {
+        auto r = root.begin();
+        auto p = resolved.begin();
+        for (; r != root.end() && p != resolved.end() && *r == *p; ++r, ++p) { }
+        if (r == root.end() && p != resolved.end())
+            return Status::success();
+    }
+    return Error::make(net::errc::kIoError,
+        path.string() + " resolves outside the checkpoints folder " + m_options.root.string() + "; refused");
+}
+
 void Checkpoints::resumeJobs()
 {
     std::error_code ec;
     for (const auto& project : std::filesystem::directory_iterator(m_options.root, ec)) {
+        const std::string projectName = project.path().filename().string();
+        if (!project.is_directory(ec) || !net::isProjectName(projectName)) {
+            std::lock_guard lock(m_noticedMutex);
+            if (m_noticed.insert(project.path().string()).second)
+                notice("skipped " + project.path().string() + ": not a project folder the daemon writes");
+            continue;
+        }
         std::error_code inner;
         for (const auto& entry : std::filesystem::directory_iterator(project.path(), inner)) {
             const std::string name = entry.path().filename().string();
             if (!name.starts_with(".round-") || !name.ends_with(".part"))
                 continue;
-            auto text = net::readSmallFile(entry.path() / kJobFile, 1 << 16);
-            const json job = text ? json::parse(*text, nullptr, false) : json();
-            if (!job.is_object() || !job.contains("hub") || !job.contains("project") || !job.contains("round"))
+            const auto round = roundOf(entry.path(), ".round-", ".part");
+            if (!round)
                 continue;
-            auto hub = parseHubLink(job["hub"].get<std::string>());
-            if (!hub)
+            std::string why;
+            const auto job = readStateFile(
+                entry.path() / kJobFile, 1 << 16,
+                [&](const json& root) {
+                    if (std::string problem = jobProblem(root); !problem.empty())
+                        return problem;
+                    if (root["project"].get<std::string>() != projectName || root["round"].get<uint64_t>() != *round)
+                        return std::string("it names another checkpoint than its folder");
+                    return std::string();
+                },
+                why);
+            if (!why.empty())
+                notice(why);
+            if (!job)
                 continue;
             Job j;
-            j.link = formatHubLink(*hub);
-            j.hub = *hub;
-            j.project = job["project"].get<std::string>();
-            j.round = job["round"].get<uint64_t>();
-            j.paused = job.value("paused", false);
+            j.link = (*job)["hub"].get<std::string>();
+            j.project = projectName;
+            j.round = *round;
+            j.paused = job->value("paused", false);
             j.state = j.paused ? "paused" : "queued";
             m_jobs[key(j.project, j.round)] = j;
         }
@@ -133,12 +222,14 @@ std::optional<uint64_t> Checkpoints::newestLocal(const std::string& project) con
 {
     std::optional<uint64_t> newest;
     std::error_code ec;
+    if (!net::isProjectName(project))
+        return newest;
     for (const auto& entry : std::filesystem::directory_iterator(m_options.root / project, ec)) {
         const std::string name = entry.path().filename().string();
         if (!name.starts_with("round-") || !std::filesystem::exists(entry.path() / "model.safetensors", ec))
             continue;
-        const uint64_t round = std::stoull(name.substr(6));
-        if (!newest || round > *newest)
+        const auto round = roundOf(entry.path(), "round-", "");
+        if (round && (!newest || *round > *newest))
             newest = round;
     }
     return newest;
@@ -149,14 +240,19 @@ control::Value Checkpoints::local() const
     control::Value list = control::Value::array();
     std::error_code ec;
     for (const auto& project : std::filesystem::directory_iterator(m_options.root, ec)) {
+        if (!net::isProjectName(project.path().filename().string()))
+            continue; // resumeJobs() gave the notice
         std::error_code inner;
         for (const auto& entry : std::filesystem::directory_iterator(project.path(), inner)) {
             const std::string name = entry.path().filename().string();
             if (!name.starts_with("round-"))
                 continue;
+            const auto round = roundOf(entry.path(), "round-", "");
+            if (!round)
+                continue;
             control::Value item = control::Value::map();
             item.set("project", project.path().filename().string());
-            item.set("round", std::stoull(name.substr(6)));
+            item.set("round", *round);
             item.set("folder", entry.path().string());
             list.push(std::move(item));
         }
@@ -166,6 +262,8 @@ control::Value Checkpoints::local() const
 
 Result<control::Value> Checkpoints::list(const HubLink& hub, const std::string& project)
 {
+    if (Status named = checkName(project); !named)
+        return named.error();
     auto reply = m_hubs.call<net::ListCheckpointsReply>(hub, net::ListCheckpointsRequest{project}, 5000);
     std::vector<net::CheckpointInfo> remote;
     if (reply)
@@ -211,16 +309,20 @@ Result<control::Value> Checkpoints::list(const HubLink& hub, const std::string& 
     return list;
 }
 
-Status Checkpoints::download(const HubLink& hub, const std::string& project, uint64_t round)
+Status Checkpoints::download(const std::string& hub, const std::string& project, uint64_t round)
 {
+    if (Status named = checkName(project); !named)
+        return named;
     std::error_code ec;
     if (std::filesystem::exists(folderOf(project, round), ec))
         return Status::success();
     const std::filesystem::path part = partOf(project, round);
+    if (Status inside = contained(part); !inside)
+        return inside;
     std::filesystem::create_directories(part, ec);
     if (ec)
         return Error::make(net::errc::kIoError, part.string() + ": " + ec.message());
-    const json job = {{"hub", formatHubLink(hub)}, {"project", project}, {"round", round}};
+    const json job = {{"hub", hub}, {"project", project}, {"round", round}};
     if (Status s = net::writeFileAtomic(part / kJobFile, job.dump()); !s)
         return s;
     {
@@ -228,8 +330,7 @@ Status Checkpoints::download(const HubLink& hub, const std::string& project, uin
         Job& j = m_jobs[key(project, round)];
         if (j.state == "downloading")
             return Status::success();
-        j.link = formatHubLink(hub);
-        j.hub = hub;
+        j.link = hub;
         j.project = project;
         j.round = round;
         j.state = "queued";
@@ -242,8 +343,23 @@ Status Checkpoints::download(const HubLink& hub, const std::string& project, uin
     return Status::success();
 }
 
+void Checkpoints::retryNow(const std::string& hub)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        for (auto& [k, job] : m_jobs)
+            if (job.link == hub && job.state == "waiting")
+                job.retryAtMs = 0;
+    }
+    m_wake.notify_all();
+}
+
 Status Checkpoints::pauseDownload(const std::string& project, uint64_t round, bool paused)
 {
+    if (Status named = checkName(project); !named)
+        return named;
+    if (Status inside = contained(partOf(project, round)); !inside)
+        return inside;
     std::lock_guard lock(m_mutex);
     auto it = m_jobs.find(key(project, round));
     if (it == m_jobs.end())
@@ -262,6 +378,10 @@ Status Checkpoints::pauseDownload(const std::string& project, uint64_t round, bo
 
 Status Checkpoints::cancel(const std::string& project, uint64_t round)
 {
+    if (Status named = checkName(project); !named)
+        return named;
+    if (Status inside = contained(partOf(project, round)); !inside)
+        return inside;
     {
         std::lock_guard lock(m_mutex);
         auto it = m_jobs.find(key(project, round));
@@ -284,9 +404,13 @@ Status Checkpoints::cancel(const std::string& project, uint64_t round)
 
 Status Checkpoints::remove(const std::string& project, uint64_t round)
 {
+    if (Status named = checkName(project); !named)
+        return named;
     std::error_code ec;
     if (!std::filesystem::exists(folderOf(project, round), ec))
         return Error::make("not_found", project + " round " + std::to_string(round) + " is not downloaded");
+    if (Status inside = contained(folderOf(project, round)); !inside)
+        return inside;
     std::filesystem::remove_all(folderOf(project, round), ec);
     if (ec)
         return Error::make(net::errc::kIoError, folderOf(project, round).string() + ": " + ec.message());
@@ -295,6 +419,10 @@ Status Checkpoints::remove(const std::string& project, uint64_t round)
 
 Result<uint64_t> Checkpoints::generate(GenerateRequest request)
 {
+    if (Status named = checkName(request.project); !named)
+        return named.error();
+    if (Status inside = contained(folderOf(request.project, request.round)); !inside)
+        return inside.error();
     std::error_code ec;
     if (!std::filesystem::exists(folderOf(request.project, request.round) / "model.safetensors", ec))
         return Error::make("not_downloaded",
@@ -467,7 +595,11 @@ void Checkpoints::runDownload(Job job)
             m_jobs.erase(it);
     };
 
-    auto list = m_hubs.call<net::ListCheckpointsReply>(job.hub, net::ListCheckpointsRequest{job.project}, 10000);
+    // The hub as it is now: the demo hub's port changes at each start.
+    Result<HubLink> hub = m_options.resolve ? m_options.resolve(job.link) : parseHubLink(job.link);
+    if (!hub)
+        return finish("retry", hub.error().message);
+    auto list = m_hubs.call<net::ListCheckpointsReply>(*hub, net::ListCheckpointsRequest{job.project}, 10000);
     if (!list)
         return finish(temporary(list.error()) ? "retry" : "failed", list.error().message);
     const net::CheckpointInfo* info = nullptr;
@@ -486,11 +618,11 @@ void Checkpoints::runDownload(Job job)
 
     // The tokenizer, so the folder can generate text on its own.
     std::optional<net::ProjectInfo> project;
-    if (auto entry = m_hubs.find(job.link))
+    if (auto entry = m_hubs.find(formatHubLink(*hub)))
         for (const net::ProjectInfo& p : entry->projects)
             if (p.name == job.project)
                 project = p;
-    auto client = m_hubs.connect(job.hub);
+    auto client = m_hubs.connect(*hub);
     if (!client)
         return finish("retry", client.error().message);
     const auto started = std::chrono::steady_clock::now();
@@ -530,6 +662,8 @@ void Checkpoints::runDownload(Job job)
                 return finish(temporary(s.error()) ? "retry" : "failed", s.error().message);
     }
     std::error_code ec;
+    if (Status inside = contained(folderOf(job.project, job.round)); !inside)
+        return finish("failed", inside.error().message);
     std::filesystem::remove(part / kJobFile, ec);
     std::filesystem::rename(part, folderOf(job.project, job.round), ec);
     if (ec)

@@ -20,6 +20,17 @@
 // announces it, so the app can show how the writing changed round by round
 // without downloading any model.
 //
+// Names: every public function takes only a project name by the wire's
+// rule (net::isProjectName; "bad_request" otherwise), and every path it
+// creates, writes or deletes must still lie under the root once symbolic
+// links are resolved ("io_error" otherwise). A folder or file found on disk
+// with a name this class did not write (round-best, round-, a round number
+// past uint64, a job.json of the wrong shape) is skipped, with a notice.
+// A download records the hub as the daemon names it ("demo" for the
+// built-in demo hub, whose port changes at each start) and resolves it at
+// each attempt, so an interrupted demo download resumes against the demo
+// hub as it is now.
+//
 // Generation loads the model and tokenizer from a downloaded folder and
 // streams whole UTF-8 characters as "generated" events.
 //
@@ -47,6 +58,11 @@ struct CheckpointsOptions {
     std::filesystem::path root; // <dataDir>/checkpoints
     std::function<void(std::string_view type, const control::Value& body)> publish;
     std::function<void(const std::string&)> log;
+    // Something on disk was skipped or set aside (shown in status "notices").
+    std::function<void(const std::string&)> notice;
+    // The hub a download names ("demo" or a link), as it is now; an error
+    // (the demo hub not running) is retried like a dropped connection.
+    std::function<Result<HubLink>(const std::string& hub)> resolve;
     // Called with true before generation starts and false after (the
     // daemon pauses training when its setting says so).
     std::function<void(bool generating)> generating;
@@ -79,7 +95,10 @@ public:
     Result<control::Value> list(const HubLink& hub, const std::string& project);
     // Checkpoints downloaded here, for every project (no network).
     control::Value local() const;
-    Status download(const HubLink& hub, const std::string& project, uint64_t round);
+    // `hub` as the daemon names it: "demo" or a hub link (resolved at each attempt).
+    Status download(const std::string& hub, const std::string& project, uint64_t round);
+    // Downloads of `hub` waiting for a retry try again now (the hub is back).
+    void retryNow(const std::string& hub);
     Status pauseDownload(const std::string& project, uint64_t round, bool paused);
     Status cancel(const std::string& project, uint64_t round); // removes the partial folder
     Status remove(const std::string& project, uint64_t round); // a downloaded checkpoint
@@ -91,8 +110,7 @@ public:
 
 private:
     struct Job {
-        std::string link;
-        HubLink hub;
+        std::string link; // "demo" or a hub link, as stored in job.json
         std::string project;
         uint64_t round = 0;
         std::string state = "queued";
@@ -105,6 +123,13 @@ private:
         bool paused = false;
     };
     static std::string key(const std::string& project, uint64_t round);
+    // Whether `path` lies under the root with links resolved ("io_error" if not).
+    Status contained(const std::filesystem::path& path) const;
+    // The round of a folder named <prefix><R><suffix> that this class writes;
+    // anything else gets a notice (once per path) and nullopt.
+    std::optional<uint64_t> roundOf(
+        const std::filesystem::path& path, std::string_view prefix, std::string_view suffix) const;
+    void notice(const std::string& text) const;
     std::filesystem::path partOf(const std::string& project, uint64_t round) const;
     void work();
     void resumeJobs();
@@ -132,6 +157,8 @@ private:
     std::deque<std::pair<uint64_t, GenerateRequest>> m_generations;
     std::deque<SampleFetch> m_sampleFetches;
     std::set<std::string> m_samplesQueued; // key()s fetched or being fetched this run
+    mutable std::mutex m_noticedMutex;
+    mutable std::set<std::string> m_noticed; // paths already reported as skipped
     uint64_t m_nextGeneration = 1;
     std::thread m_worker;
 };

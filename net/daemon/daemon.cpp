@@ -1,9 +1,12 @@
 #include "net/daemon/daemon.h"
 
 #include "net/control/control_paths.h"
+#include "net/daemon/request_fields.h"
+#include "net/daemon/state_file.h"
 #include "net/transport/atomic_write.h"
 #include "net/volunteer/local_store.h"
 #include "net/wire/error_codes.h"
+#include "net/wire/text_checks.h"
 
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
@@ -11,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <future>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -25,6 +29,30 @@ constexpr std::size_t kMaxMetricRows = 100'000;
 constexpr std::size_t kMaxMachineRows = 3'600; // an hour of one-second samples
 constexpr std::size_t kMaxLogLines = 1'000;
 constexpr const char* kStateFile = "daemon.json";
+constexpr std::size_t kMaxNotices = 50;
+constexpr std::size_t kMaxQueuedChanges = 32;
+constexpr std::size_t kMaxQueuedReads = 16;
+
+// daemon.json as stateSnapshot() writes it; "" when it is.
+std::string stateProblem(const json& state)
+{
+    for (const std::string& why : {expectString(state, "joined_hub"), expectString(state, "joined_project"),
+             expectBool(state, "paused"), expectInteger(state, "snooze_until_ms")})
+        if (!why.empty())
+            return why;
+    if (!state.contains("hubs") || !state["hubs"].is_array())
+        return "\"hubs\" is not a list";
+    for (const json& link : state["hubs"])
+        if (!link.is_string() || !parseHubLink(link.get<std::string>()))
+            return "\"hubs\" holds something that is not a hub link";
+    const std::string project = state["joined_project"].get<std::string>();
+    const std::string hub = state["joined_hub"].get<std::string>();
+    if (!project.empty() && !net::isProjectName(project))
+        return "\"joined_project\" is not a project name";
+    if (project.empty() != hub.empty() || (!hub.empty() && hub != kDemoLabel && !parseHubLink(hub)))
+        return "\"joined_hub\" is not \"demo\" or a hub link";
+    return "";
+}
 
 Value metricValue(const net::MetricRow& row)
 {
@@ -34,34 +62,6 @@ Value metricValue(const net::MetricRow& row)
     v.set("val_loss", row.valLoss ? Value(*row.valLoss) : Value());
     v.set("volunteers", row.volunteers).set("time_ms", row.timeMs);
     return v;
-}
-
-Error badRequest(const std::string& message)
-{
-    return Error::make("bad_request", message);
-}
-
-Result<std::string> requiredText(const Value& body, std::string_view key)
-{
-    if (!body[key].isString() || body[key].toString().empty())
-        return badRequest("\"" + std::string(key) + "\" is required (text)");
-    return body[key].toString();
-}
-
-// The hub link in body.link.
-Result<HubLink> hubOf(const Value& body)
-{
-    auto link = requiredText(body, "link");
-    if (!link)
-        return link.error();
-    return parseHubLink(*link);
-}
-
-Result<uint64_t> requiredRound(const Value& body)
-{
-    if (!body["round"].isInt() || body["round"].toInt() < 0)
-        return badRequest("\"round\" is required (a round number)");
-    return body["round"].toUInt();
 }
 
 } // namespace
@@ -101,15 +101,13 @@ Status Daemon::initialise()
     std::filesystem::create_directories(m_options.dataDir, ec);
     if (ec)
         return Error::make("io_error", m_options.dataDir.string() + ": " + ec.message());
-    std::string notice;
-    auto settings = Settings::load(m_options.configDir / "settings.json", notice);
+    std::string settingsNotice;
+    auto settings = Settings::load(m_options.configDir / "settings.json", settingsNotice);
     if (!settings)
         return settings.error();
     m_settings = std::move(*settings);
-    if (!notice.empty()) {
-        m_notices.push_back(notice);
-        log(notice);
-    }
+    if (!settingsNotice.empty())
+        notice(settingsNotice);
     auto identity = net::loadOrCreateKeyPair(m_options.dataDir / "identity.key");
     if (!identity)
         return identity.error();
@@ -117,30 +115,19 @@ Status Daemon::initialise()
     m_context = std::make_unique<zmq::context_t>();
     m_hubs = std::make_unique<HubDirectory>(*m_context, m_identity);
 
-    // What this daemon was doing when it last stopped.
-    auto text = net::readSmallFile(m_options.dataDir / kStateFile, 1 << 20);
-    const json state = text ? json::parse(*text, nullptr, false) : json::object();
-    if (state.is_discarded() || !state.is_object()) {
-        m_notices.push_back("the daemon's state file " + (m_options.dataDir / kStateFile).string()
-            + " could not be read; starting with no project joined");
-    } else {
-        for (const auto& link : state.value("hubs", json::array()))
-            if (link.is_string())
-                if (auto hub = parseHubLink(link.get<std::string>()))
-                    m_hubs->follow(*hub);
-        m_joinedHub = state.value("joined_hub", "");
-        m_joinedProject = state.value("joined_project", "");
-        m_userPaused = state.value("paused", false);
-        m_snoozeUntilMs = state.value("snooze_until_ms", int64_t(0));
-    }
+    loadState();
 
     m_limits = std::make_unique<LimitsMonitor>(m_options.dataDir, m_options.probes);
+    if (!m_limits->startNotice().empty())
+        notice(m_limits->startNotice());
 
     CheckpointsOptions checkpoints;
     checkpoints.root = m_options.dataDir / "checkpoints";
     checkpoints.throttle = m_limits->throttle();
     checkpoints.publish = [this](std::string_view type, const Value& body) { publish(type, body); };
     checkpoints.log = [this](const std::string& line) { log(line); };
+    checkpoints.notice = [this](const std::string& line) { notice(line); };
+    checkpoints.resolve = [this](const std::string& hub) { return currentHub(hub); };
     checkpoints.generating = [this](bool on) {
         std::lock_guard lock(m_mutex);
         m_generating = on && m_settings.boolean("generate_pauses_training");
@@ -148,25 +135,22 @@ Status Daemon::initialise()
     };
     m_checkpoints = std::make_unique<Checkpoints>(*m_hubs, std::move(checkpoints));
 
-    auto server = control::ControlServer::open(
-        m_options.controlDir, [this](const control::Request& request) { return handle(request); });
+    m_changes = std::make_unique<WorkQueue>(kMaxQueuedChanges);
+    m_reads = std::make_unique<WorkQueue>(kMaxQueuedReads);
+    auto server = control::ControlServer::open(m_options.controlDir,
+        [this](const control::Request& request, control::Responder respond) { handle(request, std::move(respond)); });
     if (!server)
         return server.error();
     m_server = std::move(*server);
 
-    if (!m_joinedProject.empty()) {
+    {
         std::lock_guard lock(m_mutex);
         m_limits->evaluate(m_settings, std::chrono::system_clock::now());
         refreshPaused();
-        auto hub = resolveHub(m_joinedHub);
-        if (!hub) {
-            log("cannot resume " + m_joinedProject + ": " + hub.error().message);
-        } else if (Status s = startRunner(m_joinedHub, *hub, m_joinedProject); !s) {
-            log("cannot resume " + m_joinedProject + ": " + s.error().message);
-        } else {
-            log("resumed " + m_joinedProject + (m_gate.paused() ? " (paused)" : ""));
-        }
     }
+    // Starting the demo hub can take minutes: the control thread answers meanwhile.
+    if (!m_joinedProject.empty())
+        (void)m_changes->post([this] { resumeJoined(); });
     m_poller = std::thread([this] { poll(); });
     log("daemon " + pid + " serving " + control::controlEndpoint(m_options.controlDir));
     return Status::success();
@@ -175,12 +159,17 @@ Status Daemon::initialise()
 Daemon::~Daemon()
 {
     stop();
+    // The queues first: their jobs use everything below.
+    m_changes.reset();
+    m_reads.reset();
     if (m_poller.joinable())
         m_poller.join();
+    std::unique_ptr<ProjectRunner> runner;
     {
         std::lock_guard lock(m_mutex);
-        stopRunner();
+        runner = std::move(m_runner);
     }
+    runner.reset(); // stops the agent at a step boundary
     m_checkpoints.reset();
     m_server.reset();
     m_demo.reset();
@@ -188,9 +177,27 @@ Daemon::~Daemon()
         ::close(m_lockFd);
 }
 
-void Daemon::run()
+void Daemon::loadState()
 {
-    m_server->run();
+    // What this daemon was doing when it last stopped.
+    std::string why;
+    const auto state = readStateFile(m_options.dataDir / kStateFile, 1 << 20, stateProblem, why);
+    if (!why.empty())
+        notice(why + "; starting with no project joined");
+    if (!state)
+        return;
+    for (const auto& link : (*state)["hubs"])
+        if (auto hub = parseHubLink(link.get<std::string>()))
+            m_hubs->follow(*hub);
+    m_joinedHub = (*state)["joined_hub"].get<std::string>();
+    m_joinedProject = (*state)["joined_project"].get<std::string>();
+    m_userPaused = (*state)["paused"].get<bool>();
+    m_snoozeUntilMs = (*state)["snooze_until_ms"].get<int64_t>();
+}
+
+Status Daemon::run()
+{
+    return m_server->run();
 }
 
 void Daemon::stop()
@@ -202,6 +209,12 @@ void Daemon::stop()
     m_wake.notify_all();
     if (m_server)
         m_server->stop();
+    // Lets a running job finish (a demo hub starting) and drops the rest:
+    // their requests are answered "internal", a waiting join() returns.
+    if (m_changes)
+        m_changes->stop();
+    if (m_reads)
+        m_reads->stop();
 }
 
 void Daemon::log(const std::string& line)
@@ -219,13 +232,24 @@ void Daemon::log(const std::string& line)
     publish("log", body);
 }
 
+void Daemon::notice(const std::string& line)
+{
+    {
+        std::lock_guard lock(m_noticeMutex);
+        m_notices.push_back(line);
+        if (m_notices.size() > kMaxNotices)
+            m_notices.pop_front();
+    }
+    log(line);
+}
+
 void Daemon::publish(std::string_view type, const Value& body)
 {
     if (m_server)
         m_server->publish(type, body);
 }
 
-Status Daemon::saveState()
+Daemon::StateSnapshot Daemon::stateSnapshot()
 {
     json hubs = json::array();
     for (const HubEntry& entry : m_hubs->entries())
@@ -233,31 +257,55 @@ Status Daemon::saveState()
             hubs.push_back(entry.link);
     const json state = {{"version", 1}, {"hubs", hubs}, {"joined_hub", m_joinedHub},
         {"joined_project", m_joinedProject}, {"paused", m_userPaused}, {"snooze_until_ms", m_snoozeUntilMs}};
-    return net::writeFileAtomic(m_options.dataDir / kStateFile, state.dump(2) + "\n", 0600);
+    return {++m_stateSeq, state.dump(2) + "\n"};
+}
+
+Status Daemon::writeState(const StateSnapshot& snapshot)
+{
+    std::lock_guard lock(m_stateFileMutex);
+    if (snapshot.seq <= m_writtenSeq)
+        return Status::success(); // a newer state is on disk already
+    m_writtenSeq = snapshot.seq;
+    return net::writeFileAtomic(m_options.dataDir / kStateFile, snapshot.text, 0600);
 }
 
 Result<HubLink> Daemon::resolveHub(const std::string& hub)
 {
-    if (hub == kDemoLabel) {
-        if (!m_demo || !m_demo->alive()) {
-            m_demo.reset();
-            DemoOptions demo;
-            demo.dataDir = m_options.dataDir;
-            demo.serverBinary = m_options.serverBinary;
-            demo.corpusDir = m_options.demoCorpusDir;
-            demo.log = [this](const std::string& line) {
-                if (m_options.log)
-                    m_options.log(line);
-            };
-            auto started = DemoHub::start(demo);
-            if (!started)
-                return started.error();
-            m_demo = std::move(*started);
-            m_hubs->follow(m_demo->link(), kDemoLabel);
+    if (hub != kDemoLabel)
+        return parseHubLink(hub);
+    std::lock_guard demoLock(m_demoMutex);
+    if (!m_demo || !m_demo->alive()) {
+        m_demo.reset();
+        DemoOptions demo;
+        demo.dataDir = m_options.dataDir;
+        demo.serverBinary = m_options.serverBinary;
+        demo.corpusDir = m_options.demoCorpusDir;
+        demo.log = [this](const std::string& line) {
+            if (m_options.log)
+                m_options.log(line);
+        };
+        auto started = DemoHub::start(demo);
+        if (!started)
+            return started.error();
+        m_demo = std::move(*started);
+        m_hubs->follow(m_demo->link(), kDemoLabel);
+        {
+            std::lock_guard lock(m_demoLinkMutex);
+            m_demoLink = m_demo->link();
         }
-        return m_demo->link();
+        m_checkpoints->retryNow(kDemoLabel); // downloads that waited for it
     }
-    return parseHubLink(hub);
+    return m_demo->link();
+}
+
+Result<HubLink> Daemon::currentHub(const std::string& hub) const
+{
+    if (hub != kDemoLabel)
+        return parseHubLink(hub);
+    std::lock_guard lock(m_demoLinkMutex);
+    if (!m_demoLink)
+        return Error::make(net::errc::kUnavailable, "the demo hub is not running (it starts when demo is joined)");
+    return *m_demoLink;
 }
 
 Status Daemon::startRunner(const std::string& hubText, const HubLink& hub, const std::string& project)
@@ -282,14 +330,6 @@ Status Daemon::startRunner(const std::string& hubText, const HubLink& hub, const
     return Status::success();
 }
 
-void Daemon::stopRunner()
-{
-    // The runner's destructor stops the agent at a step boundary and joins
-    // it; the gate must not hold it meanwhile.
-    std::unique_ptr<ProjectRunner> runner = std::move(m_runner);
-    runner.reset();
-}
-
 void Daemon::refreshPaused()
 {
     const limits::Decision& limit = m_limits->decision();
@@ -297,27 +337,82 @@ void Daemon::refreshPaused()
     m_gate.setPaused(m_userPaused || m_snoozeUntilMs > unixNowMs() || m_generating || !limit.run);
 }
 
-Status Daemon::join(const std::string& hubText, const std::string& project)
+Status Daemon::join(const std::string& hub, const std::string& project)
 {
-    std::lock_guard lock(m_mutex);
-    if (project.empty())
-        return badRequest("the project's name is required");
-    auto hub = resolveHub(hubText);
+    auto done = std::make_shared<std::promise<Status>>();
+    auto result = done->get_future();
+    if (!m_changes->post([this, hub, project, done] { done->set_value(joinNow(hub, project)); }))
+        return Error::make("busy", "too many requests are waiting; try again shortly");
+    try {
+        return result.get();
+    } catch (const std::future_error&) {
+        return Error::make("stopping", "the daemon is stopping");
+    }
+}
+
+Status Daemon::joinNow(const std::string& hubText, const std::string& project)
+{
+    if (std::string why = nameProblem("project", project); !why.empty())
+        return badRequest(why);
+    std::string link = kDemoLabel;
+    if (hubText != kDemoLabel) {
+        auto parsed = parseHubLink(hubText);
+        if (!parsed)
+            return parsed.error();
+        link = formatHubLink(*parsed);
+    }
+    // May start the demo hub (minutes): without m_mutex, so status answers.
+    auto hub = resolveHub(link);
     if (!hub)
         return hub.error();
-    if (hubText != kDemoLabel)
-        m_hubs->follow(*hub);
-    stopRunner();
-    const std::string link = hubText == kDemoLabel ? std::string(kDemoLabel) : formatHubLink(*hub);
-    m_joinedHub = link;
-    m_joinedProject = project;
-    refreshPaused();
-    if (Status s = startRunner(link, *hub, project); !s)
-        return s;
-    if (Status s = saveState(); !s)
-        return s;
-    log("joined " + project + " at " + (hubText == kDemoLabel ? "the local demo hub" : link));
+    std::unique_ptr<ProjectRunner> old;
+    StateSnapshot state;
+    {
+        std::lock_guard lock(m_mutex);
+        if (link != kDemoLabel)
+            m_hubs->follow(*hub);
+        old = std::move(m_runner);
+        m_joinedHub = link;
+        m_joinedProject = project;
+        refreshPaused();
+        state = stateSnapshot();
+    }
+    const Status saved = writeState(state);
+    // The old agent stops at a step boundary; its thread is joined here,
+    // not under m_mutex.
+    old.reset();
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_joinedHub == link && m_joinedProject == project && !m_runner)
+            if (Status s = startRunner(link, *hub, project); !s)
+                return s;
+    }
+    if (!saved)
+        return saved;
+    log("joined " + project + " at " + (link == kDemoLabel ? std::string("the local demo hub") : link));
     return Status::success();
+}
+
+void Daemon::resumeJoined()
+{
+    std::string hubText;
+    std::string project;
+    {
+        std::lock_guard lock(m_mutex);
+        hubText = m_joinedHub;
+        project = m_joinedProject;
+    }
+    auto hub = resolveHub(hubText);
+    std::lock_guard lock(m_mutex);
+    if (m_joinedHub != hubText || m_joinedProject != project || m_runner)
+        return; // joined or left meanwhile
+    if (!hub) {
+        log("cannot resume " + project + ": " + hub.error().message);
+    } else if (Status s = startRunner(hubText, *hub, project); !s) {
+        log("cannot resume " + project + ": " + s.error().message);
+    } else {
+        log("resumed " + project + (m_gate.paused() ? " (paused)" : ""));
+    }
 }
 
 std::string Daemon::stateText(const volunteer::AgentSummary* summary, std::string& why) const
@@ -397,8 +492,11 @@ control::Value Daemon::status() const
             v.set("device_in_use", summary->deviceName);
     }
     Value notices = Value::array();
-    for (const std::string& n : m_notices)
-        notices.push(n);
+    {
+        std::lock_guard noticeLock(m_noticeMutex);
+        for (const std::string& n : m_notices)
+            notices.push(n);
+    }
     v.set("notices", std::move(notices));
     return v;
 }
@@ -413,7 +511,10 @@ void Daemon::poll()
             break;
         if (m_snoozeUntilMs && m_snoozeUntilMs <= unixNowMs()) {
             m_snoozeUntilMs = 0;
-            (void)saveState();
+            const StateSnapshot state = stateSnapshot();
+            lock.unlock();
+            (void)writeState(state);
+            lock.lock();
         }
         // The log says when limits stop or release training (the status
         // says which limit acts at every moment).
@@ -458,8 +559,11 @@ void Daemon::poll()
             lock.lock();
             const std::string project = m_joinedProject;
             std::optional<HubLink> hub;
-            if (m_runner)
+            std::string hubText;
+            if (m_runner) {
                 hub = m_runner->target().hub;
+                hubText = m_runner->target().hubLink;
+            }
             const uint64_t since = m_nextMetricRound;
             const bool autoDownload = m_settings.boolean("auto_download");
             const uint64_t autoMax = uint64_t(m_settings.integer("auto_download_max_bytes"));
@@ -495,208 +599,13 @@ void Daemon::poll()
                         body.set("val_loss", newest.valLoss ? Value(*newest.valLoss) : Value());
                         publish("checkpoint_published", body);
                         if (autoDownload && bytes <= autoMax)
-                            (void)m_checkpoints->download(*hub, project, newest.round);
+                            (void)m_checkpoints->download(hubText, project, newest.round);
                     }
                 }
             }
         }
         lock.lock();
     }
-}
-
-Result<Value> Daemon::handle(const control::Request& request)
-{
-    const std::string& type = request.type;
-    const Value& body = request.body;
-    if (type == "status")
-        return status();
-    if (type == "settings_get") {
-        std::lock_guard lock(m_mutex);
-        Value v = Value::map();
-        v.set("settings", m_settings.values()).set("described", m_settings.described());
-        return v;
-    }
-    if (type == "settings_set")
-        return settingsSet(body);
-    if (type == "follow")
-        return follow(body);
-    if (type == "unfollow")
-        return unfollow(body);
-    if (type == "catalog")
-        return catalog(body);
-    if (type == "join") {
-        auto hub = requiredText(body, "hub");
-        if (!hub)
-            return hub.error();
-        auto project = requiredText(body, "project");
-        if (!project)
-            return project.error();
-        if (Status s = join(*hub, *project); !s)
-            return s.error();
-        return status();
-    }
-    if (type == "leave") {
-        std::lock_guard lock(m_mutex);
-        if (m_joinedProject.empty())
-            return Error::make("not_joined", "no project is joined");
-        const std::string left = m_joinedProject;
-        stopRunner();
-        m_joinedHub.clear();
-        m_joinedProject.clear();
-        if (Status s = saveState(); !s)
-            return s.error();
-        log("left " + left);
-        return Value::map();
-    }
-    if (type == "pause")
-        return pause(body, true);
-    if (type == "resume")
-        return pause(body, false);
-    if (type == "snooze")
-        return snooze(body);
-    if (type == "metrics")
-        return metrics(body);
-    if (type == "machine_history")
-        return machineHistory();
-    if (type == "contributions")
-        return contributions();
-    if (type == "log")
-        return logLines();
-    if (type == "checkpoints" || type == "download" || type == "download_pause" || type == "download_resume"
-        || type == "download_cancel" || type == "checkpoint_delete" || type == "generate") {
-        std::optional<HubLink> hub;
-        std::string project;
-        {
-            std::lock_guard lock(m_mutex);
-            project = body["project"].isString() ? body["project"].toString() : m_joinedProject;
-            if (m_runner && m_runner->target().project == project)
-                hub = m_runner->target().hub;
-        }
-        if (type == "checkpoints") {
-            if (project.empty() || !hub) {
-                Value v = Value::map();
-                v.set("project", project).set("checkpoints", Value::array()).set("local", m_checkpoints->local());
-                return v;
-            }
-            auto list = m_checkpoints->list(*hub, project);
-            if (!list)
-                return list.error();
-            Value v = Value::map();
-            v.set("project", project).set("checkpoints", std::move(*list)).set("local", m_checkpoints->local());
-            return v;
-        }
-        auto round = requiredRound(body);
-        if (!round)
-            return round.error();
-        Status done = Status::success();
-        if (type == "download") {
-            if (!hub)
-                return Error::make("not_joined", "join " + project + " to download its checkpoints");
-            done = m_checkpoints->download(*hub, project, *round);
-        } else if (type == "download_pause" || type == "download_resume") {
-            done = m_checkpoints->pauseDownload(project, *round, type == "download_pause");
-        } else if (type == "download_cancel") {
-            done = m_checkpoints->cancel(project, *round);
-        } else if (type == "checkpoint_delete") {
-            done = m_checkpoints->remove(project, *round);
-        } else {
-            GenerateRequest g;
-            g.project = project;
-            g.round = *round;
-            g.prompt = body["prompt"].toString();
-            g.temperature = body.has("temperature") ? body["temperature"].toDouble() : 0.8;
-            g.topK = body.has("top_k") ? body["top_k"].toInt() : 200;
-            g.maxTokens = body.has("max_tokens") ? body["max_tokens"].toInt() : 200;
-            if (!(g.temperature >= 0 && g.temperature <= 10) || g.topK < 0 || g.maxTokens < 1 || g.maxTokens > 4096)
-                return badRequest("temperature takes 0 to 10, top_k >= 0, max_tokens 1 to 4096");
-            auto id = m_checkpoints->generate(std::move(g));
-            if (!id)
-                return id.error();
-            Value v = Value::map();
-            v.set("id", *id).set("folder", m_checkpoints->folderOf(project, *round).string());
-            return v;
-        }
-        if (!done)
-            return done.error();
-        Value v = Value::map();
-        v.set("folder", m_checkpoints->folderOf(project, *round).string());
-        return v;
-    }
-    return Error::make("unknown_type", "the daemon has no request \"" + type + "\"");
-}
-
-Result<Value> Daemon::settingsSet(const Value& body)
-{
-    auto key = requiredText(body, "key");
-    if (!key)
-        return key.error();
-    std::lock_guard lock(m_mutex);
-    if (Status s = m_settings.set(*key, body["value"]); !s)
-        return s.error();
-    log("setting " + *key + " = " + body["value"].toJson());
-    Value v = Value::map();
-    v.set("settings", m_settings.values());
-    return v;
-}
-
-Result<Value> Daemon::follow(const Value& body)
-{
-    auto hub = hubOf(body);
-    if (!hub)
-        return hub.error();
-    {
-        std::lock_guard lock(m_mutex);
-        m_hubs->follow(*hub);
-        if (Status s = saveState(); !s)
-            return s.error();
-    }
-    m_hubs->refreshOne(formatHubLink(*hub), 2000);
-    Value v = Value::map();
-    v.set("link", formatHubLink(*hub));
-    return v;
-}
-
-Result<Value> Daemon::unfollow(const Value& body)
-{
-    auto hub = hubOf(body);
-    if (!hub)
-        return hub.error();
-    std::lock_guard lock(m_mutex);
-    if (!m_hubs->unfollow(formatHubLink(*hub)))
-        return Error::make("not_found", "this hub is not followed: " + body["link"].toString());
-    if (Status s = saveState(); !s)
-        return s.error();
-    return Value::map();
-}
-
-Result<Value> Daemon::pause(const Value&, bool paused)
-{
-    std::lock_guard lock(m_mutex);
-    m_userPaused = paused;
-    if (!paused)
-        m_snoozeUntilMs = 0;
-    refreshPaused();
-    if (Status s = saveState(); !s)
-        return s.error();
-    log(paused ? "paused by the volunteer" : "resumed by the volunteer");
-    Value v = Value::map();
-    v.set("paused", m_userPaused);
-    return v;
-}
-
-Result<Value> Daemon::snooze(const Value& body)
-{
-    const int64_t seconds = body.has("seconds") ? body["seconds"].toInt(-1) : 3600;
-    if (seconds < 1 || seconds > 7 * 24 * 3600)
-        return badRequest("seconds takes 1 to 604800 (a week)");
-    std::lock_guard lock(m_mutex);
-    m_snoozeUntilMs = unixNowMs() + seconds * 1000;
-    refreshPaused();
-    if (Status s = saveState(); !s)
-        return s.error();
-    Value v = Value::map();
-    v.set("snooze_until_ms", m_snoozeUntilMs);
-    return v;
 }
 
 } // namespace crowdtrain::daemon

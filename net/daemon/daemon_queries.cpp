@@ -36,9 +36,9 @@ Value contributorValue(const net::ContributorRow& row)
 
 } // namespace
 
-Result<Value> Daemon::catalog(const Value& body)
+Result<Value> Daemon::catalog(bool refresh)
 {
-    if (body["refresh"].toBool())
+    if (refresh)
         m_hubs->refresh(2000);
     Value hubs = Value::array();
     bool demoListed = false;
@@ -79,9 +79,8 @@ Result<Value> Daemon::catalog(const Value& body)
     return v;
 }
 
-Result<Value> Daemon::metrics(const Value& body) const
+Result<Value> Daemon::metrics(uint64_t since) const
 {
-    const uint64_t since = body["since_round"].toUInt(0);
     std::lock_guard lock(m_mutex);
     Value rows = Value::array();
     for (const Value& row : m_metricRows)

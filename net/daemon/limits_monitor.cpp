@@ -1,5 +1,6 @@
 #include "net/daemon/limits_monitor.h"
 
+#include "net/daemon/state_file.h"
 #include "net/limits/memory.h"
 #include "net/transport/atomic_write.h"
 
@@ -59,13 +60,20 @@ LimitsMonitor::LimitsMonitor(std::filesystem::path dataDir, MachineProbes probes
     , m_probes(std::move(probes))
 {
     m_nvml = limits::Nvml::load(m_nvmlWhy, m_probes.nvmlLibrary);
-    if (auto text = net::readSmallFile(m_usageFile, 4096)) {
-        const json usage = json::parse(*text, nullptr, false);
-        if (usage.is_object() && usage.value("month", "").size() == 7) {
-            m_month = usage.value("month", "");
-            m_monthBytes = usage.value("bytes", uint64_t(0));
-            m_savedBytes = m_monthBytes;
-        }
+    const auto usage = readStateFile(
+        m_usageFile, 4096,
+        [](const json& root) {
+            for (const std::string& why : {expectString(root, "month"), expectUnsigned(root, "bytes")})
+                if (!why.empty())
+                    return why;
+            return root["month"].get<std::string>().size() == 7 ? std::string()
+                                                                : std::string("\"month\" is not YYYY-MM");
+        },
+        m_startNotice);
+    if (usage) {
+        m_month = (*usage)["month"].get<std::string>();
+        m_monthBytes = (*usage)["bytes"].get<uint64_t>();
+        m_savedBytes = m_monthBytes;
     }
 }
 

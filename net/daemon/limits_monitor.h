@@ -33,6 +33,8 @@ struct MachineProbes {
 class LimitsMonitor {
 public:
     LimitsMonitor(std::filesystem::path dataDir, MachineProbes probes = {});
+    // What was done about an unusable data_usage.json at start ("" if nothing).
+    const std::string& startNotice() const { return m_startNotice; }
 
     // Reads what is due and decides; `now` is the wall clock.
     limits::Decision evaluate(const Settings& settings, std::chrono::system_clock::time_point now);
@@ -62,6 +64,7 @@ private:
     MachineProbes m_probes;
     std::unique_ptr<limits::Nvml> m_nvml;
     std::string m_nvmlWhy;
+    std::string m_startNotice;
     std::shared_ptr<limits::NetworkThrottle> m_throttle = std::make_shared<limits::NetworkThrottle>();
 
     limits::Readings m_readings;

@@ -74,18 +74,27 @@ std::string scheduleRule(const std::string& value)
 
 std::string devicesRule(const std::string& value)
 {
+    static const std::string kWhy = "gpu_devices takes \"all\" or GPU numbers 0 to 1023 separated by commas (0,1)";
     if (value == "all")
         return "";
-    bool digit = false;
+    // Each item: spaces, 1 to 4 digits at most 1023, spaces.
+    int digits = 0;
+    int number = 0;
+    bool any = false;
     for (char c : value) {
-        if (c >= '0' && c <= '9')
-            digit = true;
-        else if (c == ',' && digit)
-            digit = false;
-        else if (c != ' ')
-            return "gpu_devices takes \"all\" or GPU numbers separated by commas (0,1)";
+        if (c >= '0' && c <= '9') {
+            number = number * 10 + (c - '0');
+            if (++digits > 4 || number > 1023)
+                return kWhy;
+            any = true;
+        } else if (c == ',' && digits > 0) {
+            digits = 0;
+            number = 0;
+        } else if (c != ' ') {
+            return kWhy;
+        }
     }
-    return digit ? "" : "gpu_devices takes \"all\" or GPU numbers separated by commas (0,1)";
+    return any && digits > 0 ? "" : kWhy;
 }
 
 } // namespace

@@ -131,8 +131,11 @@ Result<TaskOutcome> TaskRunner::run(
             return micro.error();
         m_trainer = std::make_shared<InnerTrainer>(m_model, m_inner, m_options.device, m_options.threads, *micro);
     }
-    m_reporter.summary().microBatch = m_trainer->microBatch();
-    const uint64_t firstStep = uint64_t(m_trainer->innerStepsTaken());
+    // This task's trainer: a re-join below may reset m_trainer (the project
+    // came back with another model or inner settings), never this share.
+    const std::shared_ptr<InnerTrainer> trainer = m_trainer;
+    m_reporter.summary().microBatch = trainer->microBatch();
+    const uint64_t firstStep = uint64_t(trainer->innerStepsTaken());
     const uint64_t firstGlobalStep = task.version * m_inner.steps;
 
     auto run = std::make_shared<TrainingRun>();
@@ -150,7 +153,7 @@ Result<TaskOutcome> TaskRunner::run(
     // The thread's own shares: a re-join below may replace the trainer or
     // theta_v of the agent, never these.
     TrainingThread thread(run,
-        [run, trainer = m_trainer, theta = std::move(theta), source = std::move(source), steps, firstGlobalStep,
+        [run, trainer, theta = std::move(theta), source = std::move(source), steps, firstGlobalStep,
             betweenSteps = m_options.betweenSteps]() mutable {
             return trainer->run(theta->values, std::move(source), steps, firstGlobalStep, run->abort, run->wrapUp,
                 [&](const engine::StepReport& report) {
@@ -201,6 +204,11 @@ Result<TaskOutcome> TaskRunner::run(
                 static_cast<unsigned long long>(steps), run->lastLoss.load(), run->tokensPerSecond.load());
         }
         auto beat = m_session.keepAlive(task.version);
+        if (m_trainer != trainer && !run->abort.load()) {
+            m_reporter.log("the project's model or inner settings changed while training task %llu; dropping it",
+                static_cast<unsigned long long>(task.taskId));
+            run->abort.store(true);
+        }
         if (!beat)
             continue;
         if (beat->wrapUp && beat->version == task.version)
@@ -212,7 +220,9 @@ Result<TaskOutcome> TaskRunner::run(
         }
     }
     auto outcome = thread.join();
-    summary.deviceName = m_trainer->deviceName();
+    summary.deviceName = trainer->deviceName();
+    if (m_trainer != trainer)
+        return Error::make(net::errc::kCancelled, "the project changed its model or inner settings during the task");
     return outcome;
 }
 

@@ -1,0 +1,94 @@
+// A volunteer whose coordinator comes back, mid-task, with another model and
+// other inner settings (issue 24): the session re-joins while the task
+// trains, the task is dropped, and the volunteer trains the new model, with
+// a real crowdtrain-server on a fixed loopback port restarted under it.
+#include "coordinator_process.h"
+#include "free_port.h"
+#include "net/volunteer/agent.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+using namespace crowdtrain;
+
+class TestRejoin : public QObject {
+    Q_OBJECT
+
+private slots:
+    void changedModelWhileTrainingDropsTheTask();
+};
+
+void TestRejoin::changedModelWhileTrainingDropsTheTask()
+{
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    const std::filesystem::path root = tmp.path().toStdString();
+    const auto data = testing::preparedShakespeare(root / "prepared");
+    const std::string bind = "tcp://127.0.0.1:" + std::to_string(testing::freePort());
+
+    // Tasks long enough that the restart lands inside one.
+    testing::SpecOptions first;
+    first.innerSteps = 20000; // with batch 1 as much as the data allows for one task
+    first.batchSize = 1;
+    first.deadlineSeconds = 3600;
+    testing::ServerProcess before;
+    QVERIFY(before.start(testing::writeSpec(root / "a", data, first), root / "state-a", 300, bind));
+
+    std::mutex linesMutex;
+    std::vector<std::string> lines;
+    const auto logged = [&](const std::string& text) {
+        std::lock_guard lock(linesMutex);
+        return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != l.npos; });
+    };
+    volunteer::AgentOptions options;
+    options.endpoint = bind;
+    options.serverKey = before.publicKey;
+    options.project = "tiny";
+    options.dataDir = root / "volunteer";
+    options.threads = 1;
+    options.log = [&](const std::string& line) {
+        std::lock_guard lock(linesMutex);
+        lines.push_back(line);
+    };
+    volunteer::VolunteerAgent agent(options);
+    Status ran = Status::success();
+    std::thread runner([&] { ran = agent.run(); });
+    struct Joiner {
+        volunteer::VolunteerAgent& agent;
+        std::thread& thread;
+        ~Joiner()
+        {
+            agent.stop();
+            if (thread.joinable())
+                thread.join();
+        }
+    } joiner{agent, runner};
+
+    QTRY_VERIFY_WITH_TIMEOUT(agent.summary().phase == "training" && agent.summary().step >= 3, 120000);
+    const uint64_t tasksBefore = agent.summary().accepted;
+    before.kill();
+
+    // Same key and port, another model (wider) and other inner settings.
+    std::filesystem::create_directories(root / "state-b");
+    std::filesystem::copy_file(root / "state-a" / "server.key", root / "state-b" / "server.key");
+    testing::SpecOptions second;
+    second.innerSteps = 4;
+    second.embd = 48;
+    second.tasksPerRound = 1;
+    testing::ServerProcess after;
+    QVERIFY(after.start(testing::writeSpec(root / "b", data, second), root / "state-b", 300, bind));
+
+    QTRY_VERIFY_WITH_TIMEOUT(logged("changed while training task"), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(agent.summary().accepted > tasksBefore, 120000);
+    QVERIFY(agent.summary().dropped >= 1);
+    agent.stop();
+    runner.join();
+    QVERIFY2(ran, ran ? "" : ran.error().message.c_str());
+}
+
+QTEST_GUILESS_MAIN(TestRejoin)
+#include "tst_rejoin.moc"
