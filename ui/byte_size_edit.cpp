@@ -30,8 +30,10 @@ ByteSizeEdit::ByteSizeEdit(QWidget* parent)
     m_number->setAccessibleName(tr("Size"));
     m_unit->addItems({tr("MiB"), tr("GiB"), tr("TiB")});
     m_unit->setAccessibleName(tr("Unit"));
-    layout->addWidget(m_number, 1);
+    m_number->setMinimumWidth(m_number->fontMetrics().horizontalAdvance(QStringLiteral("000000.00")) + 40);
+    layout->addWidget(m_number);
     layout->addWidget(m_unit);
+    layout->addStretch(1);
     connect(m_unit, &QComboBox::currentIndexChanged, this, [this](int index) { showIn(index); });
     connect(m_number, &QDoubleSpinBox::editingFinished, this, [this] {
         const qint64 typed = qint64(std::llround(m_number->value() * unitBytes()));

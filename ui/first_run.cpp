@@ -27,6 +27,10 @@ ProjectChoicePage::ProjectChoicePage(QWidget* parent)
     m_waiting->setAccessibleName(tr("Service state"));
     m_list = new QListWidget(this);
     m_list->setAccessibleName(tr("Projects"));
+    m_list->setWordWrap(true);
+    m_list->setTextElideMode(Qt::ElideNone);
+    m_list->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_list->setSpacing(3);
     m_notNow = new QCheckBox(tr("Not now: I will choose a project later on the Projects page"), this);
     m_notNow->setAccessibleName(tr("Choose no project now"));
     layout->addWidget(m_waiting);
@@ -57,8 +61,9 @@ void ProjectChoicePage::setCatalog(const control::Value& catalog)
     for (const control::Value& hub : catalog["hubs"].items()) {
         const bool demo = hub["link"].toString() == "demo";
         for (const control::Value& project : hub["projects"].items()) {
+            // The name, then what it trains on its own line.
             auto* item = new QListWidgetItem((demo ? tr("Local demo: ") : QString()) + text(project["name"])
-                    + QStringLiteral(" \u2014 ") + text(project["description"]),
+                    + QLatin1Char('\n') + text(project["description"]),
                 m_list);
             item->setData(Qt::UserRole, text(hub["link"]));
             item->setData(Qt::UserRole + 1, text(project["name"]));

@@ -85,6 +85,12 @@ QString deviceWords(const QString& device)
     return device;
 }
 
+QString formatHours(double hours)
+{
+    const int decimals = hours >= 10 ? 1 : hours >= 0.1 ? 2 : 3;
+    return QLocale().toString(hours, 'f', decimals);
+}
+
 QString computeHoursName(const QString& device)
 {
     const QString d = device.trimmed().toLower();

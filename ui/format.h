@@ -31,6 +31,8 @@ QString volunteerName(const QString& displayName, const QString& publicKey);
 // A device as the daemon names it ("auto", "cpu", "cuda", "cuda:1") in
 // words: "Automatic", "CPU", "GPU (CUDA)", "GPU 1 (CUDA)".
 QString deviceWords(const QString& device);
+// Hours of training: "12.5", "0.42", "0.003" (a minute's work is not 0.00).
+QString formatHours(double hours);
 // What an hour of training on that device is called: "CPU-hours",
 // "GPU-hours", or "compute-hours" when unknown.
 QString computeHoursName(const QString& device);

@@ -88,8 +88,8 @@ void ContributionsPage::showReply(const DaemonReply& reply)
            "<b>%5</b> rejected</p><p>Your share of the project: <b>%6%</b> · rank <b>%7</b> of %8 "
            "volunteers</p>")
             .arg(text(b["project"]).toHtmlEscaped(), formatCount(double(mine["tokens"].toUInt())),
-                QLocale().toString(mine["gpu_hours"].toDouble(), 'f', 2),
-                QString::number(mine["rounds_accepted"].toUInt()), QString::number(mine["rounds_rejected"].toUInt()),
+                formatHours(mine["gpu_hours"].toDouble()), QString::number(mine["rounds_accepted"].toUInt()),
+                QString::number(mine["rounds_rejected"].toUInt()),
                 QLocale().toString(100.0 * b["share"].toDouble(), 'f', 2), QString::number(b["rank"].toUInt()),
                 QString::number(b["contributors"].toUInt()), computeHoursName(m_device).toHtmlEscaped()));
     const auto& board = b["leaderboard"].items();
@@ -101,7 +101,7 @@ void ContributionsPage::showReply(const DaemonReply& reply)
         if (c["public_key"].toString() == me)
             name += tr(" (you)");
         const QString cells[] = {QString::number(i + 1), name, formatCount(double(c["tokens"].toUInt())),
-            QLocale().toString(c["gpu_hours"].toDouble(), 'f', 2), QString::number(c["rounds_accepted"].toUInt()),
+            formatHours(c["gpu_hours"].toDouble()), QString::number(c["rounds_accepted"].toUInt()),
             QString::number(c["rounds_rejected"].toUInt())};
         for (int col = 0; col < 6; ++col)
             m_board->setItem(int(i), col, new QTableWidgetItem(cells[col]));
@@ -180,6 +180,14 @@ QString sectionBefore(const std::string& key)
     if (key == "upload_limit_kib_s")
         return QCoreApplication::translate("Settings", "Network");
     return {};
+}
+
+// A choice as people read it: "auto" -> "Automatic", "balanced" -> "Balanced".
+QString choiceWords(const std::string& key, const QString& choice)
+{
+    if (key == "device")
+        return deviceWords(choice);
+    return choice.left(1).toUpper() + choice.mid(1);
 }
 
 // The settings that need NVML (an NVIDIA driver) to mean anything.
@@ -366,12 +374,14 @@ void SettingsPage::build(const control::Value& described)
                 [this, qkey, spin] { apply(qkey, control::Value(int64_t(spin->value()))); });
             editor = spin;
         } else if (type == "choice") {
+            // Shown in words ("Automatic", "Balanced"), sent as the daemon's value.
             auto* combo = new QComboBox(m_formHost);
             for (const control::Value& c : spec["choices"].items())
-                combo->addItem(text(c));
-            combo->setCurrentText(text(value));
-            connect(combo, &QComboBox::textActivated, this,
-                [this, qkey](const QString& v) { apply(qkey, control::Value(v.toStdString())); });
+                combo->addItem(choiceWords(key, text(c)), text(c));
+            combo->setCurrentIndex(std::max(0, combo->findData(text(value))));
+            connect(combo, &QComboBox::activated, this, [this, qkey, combo](int index) {
+                apply(qkey, control::Value(combo->itemData(index).toString().toStdString()));
+            });
             editor = combo;
         } else {
             auto* line = new QLineEdit(m_formHost);

@@ -34,8 +34,16 @@ void ScreenshotTour::start()
     if (m_step == Step::Welcome) {
         m_window.maybeRunFirstRun();
         m_wizard = m_window.findChild<FirstRunWizard*>();
-        if (!m_wizard)
+        if (!m_wizard) {
             m_step = Step::Training;
+        } else {
+            connect(m_wizard, &QWizard::accepted, this, [this] { m_step = Step::Training; });
+            connect(m_wizard, &FirstRunWizard::failed, this, [this] {
+                std::fprintf(stderr, "the wizard's Finish failed: %s\n", qPrintable(m_wizard->error()));
+                m_step = Step::Done;
+                QApplication::exit(1);
+            });
+        }
     }
     m_timer->start();
 }
@@ -57,6 +65,10 @@ void ScreenshotTour::saveWizard(const QString& name)
 
 void ScreenshotTour::tick()
 {
+    if (m_step < Step::Finishing && !m_wizard) {
+        m_step = Step::Training; // closed by hand
+        return;
+    }
     switch (m_step) {
     case Step::Welcome:
         saveWizard(QStringLiteral("wizard-1-welcome"));
@@ -79,6 +91,10 @@ void ScreenshotTour::tick()
         if (!m_wizard->projectPage()->loaded() || !m_wizard->projectPage()->isComplete())
             return;
         saveWizard(QStringLiteral("wizard-3-project"));
+        // Behind the wizard: the dashboard before anything is joined.
+        if (const QString file = QDir(m_dir).filePath(QStringLiteral("dashboard-empty.png"));
+            m_window.grab().save(file))
+            save(file);
         m_wizard->next();
         m_step = Step::Preset;
         return;
@@ -88,14 +104,7 @@ void ScreenshotTour::tick()
         m_step = Step::Finishing;
         return;
     case Step::Finishing:
-        if (!m_wizard->error().isEmpty()) {
-            std::fprintf(stderr, "the wizard's Finish failed: %s\n", qPrintable(m_wizard->error()));
-            QApplication::exit(1);
-            m_step = Step::Done;
-        } else if (m_wizard->result() == QDialog::Accepted) {
-            m_step = Step::Training;
-        }
-        return;
+        return; // until the wizard's accepted() or failed()
     case Step::Training: {
         if (m_asking)
             return;

@@ -8,6 +8,7 @@
 // GUI thread only.
 
 #include <QObject>
+#include <QPointer>
 #include <QString>
 
 class QTimer;
@@ -34,7 +35,7 @@ private:
     MainWindow& m_window;
     DaemonLink& m_link;
     QString m_dir;
-    FirstRunWizard* m_wizard = nullptr;
+    QPointer<FirstRunWizard> m_wizard; // deleted once it closes
     QTimer* m_timer;
     Step m_step;
     bool m_asking = false;
