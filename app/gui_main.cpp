@@ -5,14 +5,13 @@
 #include "ui/daemon_link.h"
 #include "ui/main_window.h"
 #include "ui/pages.h"
+#include "ui/screenshot_tour.h"
 #include "ui/theme.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QSystemTrayIcon>
 #include <QTimer>
-
-#include <cstdio>
 
 int main(int argc, char** argv)
 {
@@ -36,6 +35,8 @@ int main(int argc, char** argv)
     QCommandLineOption hidden(QStringLiteral("hidden"), QStringLiteral("Start in the tray (at login)."));
     QCommandLineOption screenshots(QStringLiteral("screenshot-dir"),
         QStringLiteral("Once the service trains, save a PNG of each page into DIR and quit."), QStringLiteral("dir"));
+    QCommandLineOption walkFirstRun(QStringLiteral("walk-first-run"),
+        QStringLiteral("With --screenshot-dir: walk the first-run wizard (demo project), saving its pages."));
     QCommandLineOption page(QStringLiteral("page"),
         QStringLiteral("The page to open: dashboard, projects, checkpoints, contributions, settings, log."),
         QStringLiteral("name"));
@@ -45,6 +46,7 @@ int main(int argc, char** argv)
     parser.addOption(quitAfter);
     parser.addOption(hidden);
     parser.addOption(screenshots);
+    parser.addOption(walkFirstRun);
     parser.addOption(page);
     parser.process(app);
     if (parser.isSet(dark))
@@ -59,31 +61,14 @@ int main(int argc, char** argv)
         QStringLiteral("contributions"), QStringLiteral("settings"), QStringLiteral("log")};
     if (parser.isSet(page))
         window.showPage(int(pages.indexOf(parser.value(page))));
-    if (!parser.isSet(screenshots))
-        QTimer::singleShot(0, &window, [&window] { window.maybeRunFirstRun(); });
-
     if (parser.isSet(screenshots)) {
-        // Waits until the dashboard has a few rounds to show, then grabs each page.
-        auto* poll = new QTimer(&window);
-        const QString dir = parser.value(screenshots);
-        QObject::connect(poll, &QTimer::timeout, &window, [&window, &link, dir, poll] {
-            auto reply = link.call(QStringLiteral("metrics"));
-            auto checkpoints = link.call(QStringLiteral("checkpoints"));
-            bool ready = false;
-            for (const auto& c : checkpoints.body["checkpoints"].items())
-                ready = ready || c["state"].toString() == "ready";
-            if (!reply.ok || reply.body["rows"].size() < 6 || !ready)
-                return;
-            poll->stop();
-            window.checkpoints()->reload();
-            window.checkpoints()->generate();
-            QTimer::singleShot(4000, &window, [&window, dir] {
-                for (const QString& file : window.saveScreenshots(dir))
-                    std::printf("%s\n", qPrintable(file));
-                QApplication::quit();
-            });
-        });
-        poll->start(1000);
+        auto* tour
+            = new crowdtrain::ui::ScreenshotTour(window, link, parser.value(screenshots), parser.isSet(walkFirstRun));
+        QTimer::singleShot(0, tour, &crowdtrain::ui::ScreenshotTour::start);
+    } else {
+        // At once, while the service may still be starting: the wizard
+        // fills its project list when the service answers.
+        QTimer::singleShot(0, &window, [&window] { window.maybeRunFirstRun(); });
     }
     if (parser.isSet(quitAfter))
         QTimer::singleShot(parser.value(quitAfter).toInt(), &app, &QApplication::quit);

@@ -1,3 +1,6 @@
 # The desktop app (ui/) against a real daemon and the real demo project.
-crowdtrain_test(tst_app SOURCES tst_app.cpp LIBS crowdtrain::ui crowdtrain::control TIMEOUT 900)
+crowdtrain_test(tst_app SOURCES tst_app.cpp LIBS crowdtrain::ui crowdtrain::control qcustomplot TIMEOUT 900)
 add_dependencies(tst_app crowdtrain-worker crowdtrain-daemon crowdtrain-server)
+# The app's parts: DaemonLink's asynchronous requests against a real
+# ControlServer, the byte-size editor, the words shown for volunteers and devices.
+crowdtrain_test(tst_app_parts SOURCES tst_app_parts.cpp LIBS crowdtrain::ui crowdtrain::control)

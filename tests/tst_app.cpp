@@ -1,10 +1,13 @@
 // The desktop app against a real daemon and the real demo project on
-// loopback (fresh XDG folders): the first-run flow joins the demo and the
+// loopback (fresh XDG folders): the first start as a new user has it (no
+// service running: the app starts it while the wizard is open; the project
+// list fills once it answers, the demo preselected) joins the demo and the
 // dashboard's charts fill as rounds close; a setting changed in the UI
 // reaches the daemon and survives a restart of both; a bad value shows the
 // daemon's message; a checkpoint downloads and "Try it" streams text; the
 // app survives the daemon being SIGKILLed; the schedule grid's drag edits
 // the right cells. Each page is saved as a PNG under the build folder.
+#include "ui/byte_size_edit.h"
 #include "ui/daemon_link.h"
 #include "ui/first_run.h"
 #include "ui/main_window.h"
@@ -12,19 +15,26 @@
 #include "ui/schedule_grid.h"
 #include "ui/series_chart.h"
 
+#include <QAbstractButton>
 #include <QCheckBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QLocale>
 #include <QPlainTextEdit>
+#include <QPointer>
+#include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <qcustomplot.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 using namespace crowdtrain;
@@ -78,6 +88,30 @@ class TestApp : public QObject {
         QTRY_VERIFY_WITH_TIMEOUT(m_link->attached(), 30000);
     }
 
+    // A request through the app's own link, waiting here (the test's
+    // event loop runs meanwhile; the app never waits like this).
+    DaemonReply ask(const QString& type, const control::Value& body = control::Value::map())
+    {
+        std::optional<DaemonReply> got;
+        m_link->request(type, body, this, [&](const DaemonReply& reply) { got = reply; });
+        if (!QTest::qWaitFor([&] { return got.has_value(); }, 30000))
+            return {};
+        return *got;
+    }
+
+    static QLabel* labelNamed(QWidget* parent, const QString& accessibleName)
+    {
+        for (QLabel* label : parent->findChildren<QLabel*>())
+            if (label->accessibleName() == accessibleName)
+                return label;
+        return nullptr;
+    }
+
+    QString settingText(const char* key)
+    {
+        return QString::fromStdString(ask(QStringLiteral("settings_get")).body["settings"][key].toString());
+    }
+
     void closeApp()
     {
         m_window.reset();
@@ -113,24 +147,74 @@ private slots:
         qputenv("XDG_CACHE_HOME", home + "/cache");
         QCoreApplication::setOrganizationName(QStringLiteral("Crowdtrain"));
         QCoreApplication::setApplicationName(QStringLiteral("crowdtrain-test"));
-        openApp();
-        QCOMPARE(m_link->daemonsStarted(), 1); // nothing ran: the app started the service
     }
 
-    void firstRunJoinsTheDemoAndChartsFill()
+    void firstStartWithNoServiceWalksTheWizardToTraining()
     {
+        // A new machine: no service, no control folder.
+        QVERIFY(daemonsOf(runtimeDir()).empty());
+        QVERIFY(!std::filesystem::exists(runtimeDir() + "/crowdtrain"));
+        // What gui_main does: the link starts (and starts the service), the
+        // wizard opens at once.
+        m_link = std::make_unique<DaemonLink>(
+            std::filesystem::path(), QStringLiteral(CROWDTRAIN_BIN_DIR "/crowdtrain-worker"));
+        m_window = std::make_unique<MainWindow>(*m_link);
+        m_window->show();
+        m_link->start();
         QVERIFY(m_window->maybeRunFirstRun());
-        auto* wizard = m_window->findChild<FirstRunWizard*>();
+        QPointer<FirstRunWizard> wizard = m_window->findChild<FirstRunWizard*>();
         QVERIFY(wizard);
-        QVERIFY(wizard->projectList()->currentItem());
-        QCOMPARE(
-            wizard->projectList()->currentItem()->data(Qt::UserRole + 1).toString(), QStringLiteral("demo-fortunes"));
+        ProjectChoicePage* choice = wizard->projectPage();
+        QVERIFY(!choice->loaded());
+        QCOMPARE(wizard->projectList()->count(), 0);
+        QVERIFY(choice->waitingLabel()->text().contains(QStringLiteral("Starting the Crowdtrain service")));
         wizard->nameEdit()->setText(QStringLiteral("Ada"));
-        wizard->accept();
-        QCOMPARE(wizard->error(), QString());
-        QCOMPARE(QString::fromStdString(
-                     m_link->call(QStringLiteral("settings_get")).body["settings"]["display_name"].toString()),
-            QStringLiteral("Ada"));
+        wizard->next();
+        wizard->next();
+        QCOMPARE(wizard->currentId(), int(FirstRunWizard::kProject));
+        // Nothing chosen yet: no way on.
+        QVERIFY(!choice->isComplete());
+        QVERIFY(!wizard->button(QWizard::NextButton)->isEnabled());
+        // The service comes up; the list fills with the demo selected.
+        QTRY_VERIFY_WITH_TIMEOUT(choice->loaded(), 60000);
+        QVERIFY(m_link->attached());
+        QVERIFY(choice->waitingLabel()->isHidden());
+        QCOMPARE(wizard->projectList()->selectedItems().size(), 1);
+        QCOMPARE(wizard->projectList()->selectedItems().first()->data(Qt::UserRole + 1).toString(),
+            QStringLiteral("demo-fortunes"));
+        QVERIFY(wizard->button(QWizard::NextButton)->isEnabled());
+        // Unselected, only "not now" lets the volunteer on.
+        wizard->projectList()->clearSelection();
+        QVERIFY(!choice->isComplete());
+        QVERIFY(!wizard->button(QWizard::NextButton)->isEnabled());
+        choice->notNowBox()->setChecked(true);
+        QVERIFY(choice->isComplete());
+        choice->notNowBox()->setChecked(false);
+        QVERIFY(!choice->isComplete());
+        for (int row = 0; row < wizard->projectList()->count(); ++row)
+            wizard->projectList()->item(row)->setSelected(
+                wizard->projectList()->item(row)->data(Qt::UserRole + 1).toString() == QLatin1String("demo-fortunes"));
+        QVERIFY(choice->isComplete());
+        // Behind the wizard, the dashboard's empty charts say why, at a fixed range.
+        SeriesChart* volunteers = m_window->dashboard()->volunteersChart();
+        QTRY_COMPARE(volunteers->emptyText(), QStringLiteral("No points yet: join a project"));
+        QVERIFY(volunteers->showsEmptyText());
+        QCOMPARE(volunteers->plot()->yAxis->range().upper, 2.0);
+        wizard->next();
+        QCOMPARE(wizard->currentId(), int(FirstRunWizard::kHow));
+        QSignalSpy accepted(wizard.data(), &QWizard::accepted);
+        wizard->button(QWizard::FinishButton)->click();
+        // Accepted, it closes and is deleted (the wizard pointer turns null).
+        auto error = [&] { return wizard ? wizard->error() : QString(); };
+        QTRY_VERIFY_WITH_TIMEOUT(accepted.count() == 1 || !error().isEmpty(), 60000);
+        QVERIFY2(accepted.count() == 1, qPrintable(error()));
+        QCOMPARE(m_link->daemonsStarted(), 1); // nothing ran: the app started the service, once
+        QCOMPARE(settingText("display_name"), QStringLiteral("Ada"));
+        // A training dashboard, in words.
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->dashboard()->stateText().startsWith(QStringLiteral("Training")), kLongMs);
+        QLabel* device = labelNamed(m_window->dashboard(), QStringLiteral("Device"));
+        QVERIFY(device);
+        QTRY_COMPARE(device->text(), QStringLiteral("CPU"));
         // Validation points arrive as rounds close; the state speaks plain words.
         SeriesChart* loss = m_window->dashboard()->lossChart();
         QTRY_VERIFY_WITH_TIMEOUT(loss->pointCount(1) >= 3, kLongMs);
@@ -145,11 +229,15 @@ private slots:
     {
         m_window->showPage(MainWindow::kSettings);
         SettingsPage* settings = m_window->settings();
+        QTRY_VERIFY(!settings->loading() && settings->editorFor(QStringLiteral("cpu_threads")));
         auto* threads = qobject_cast<QSpinBox*>(settings->editorFor(QStringLiteral("cpu_threads")));
         QVERIFY(threads);
+        QSignalSpy applied(settings, &SettingsPage::applied);
         threads->setValue(1);
         emit threads->editingFinished();
-        QCOMPARE(m_link->call(QStringLiteral("settings_get")).body["settings"]["cpu_threads"].toInt(), int64_t(1));
+        QTRY_COMPARE(applied.count(), 1);
+        QCOMPARE(applied.first().at(1).toBool(), true);
+        QCOMPARE(ask(QStringLiteral("settings_get")).body["settings"]["cpu_threads"].toInt(), int64_t(1));
         QVERIFY(settings->errorLabel()->isHidden());
 
         auto* name = qobject_cast<QLineEdit*>(settings->editorFor(QStringLiteral("display_name")));
@@ -157,12 +245,26 @@ private slots:
         name->setText(QString(70, QLatin1Char('x'))); // over 64 bytes
         name->setModified(true);
         emit name->editingFinished();
+        QTRY_COMPARE(applied.count(), 2);
+        QCOMPARE(applied.last().at(1).toBool(), false);
         QVERIFY(!settings->errorLabel()->isHidden());
         QVERIFY2(
             settings->errorLabel()->text().contains(QStringLiteral("64")), qPrintable(settings->errorLabel()->text()));
-        QCOMPARE(QString::fromStdString(
-                     m_link->call(QStringLiteral("settings_get")).body["settings"]["display_name"].toString()),
-            QStringLiteral("Ada"));
+        QCOMPARE(settingText("display_name"), QStringLiteral("Ada"));
+
+        // Sizes in human units, sent in bytes (the form as rebuilt after the refusal).
+        QTRY_VERIFY(!settings->loading());
+        auto* cache = qobject_cast<ByteSizeEdit*>(settings->editorFor(QStringLiteral("piece_cache_bytes")));
+        QVERIFY(cache);
+        QCOMPARE(cache->shownText(), QLocale().toString(2.0, 'f', 2) + QStringLiteral(" GiB"));
+        auto* autoMax = qobject_cast<ByteSizeEdit*>(settings->editorFor(QStringLiteral("auto_download_max_bytes")));
+        QVERIFY(autoMax);
+        QCOMPARE(autoMax->shownText(), QLocale().toString(953.67, 'f', 2) + QStringLiteral(" MiB"));
+        cache->number()->setValue(3);
+        emit cache->number()->editingFinished();
+        QTRY_COMPARE(applied.count(), 3);
+        QCOMPARE(applied.last().at(1).toBool(), true);
+        QCOMPARE(ask(QStringLiteral("settings_get")).body["settings"]["piece_cache_bytes"].toInt(), int64_t(3) << 30);
     }
 
     void aCheckpointDownloadsAndTryItStreams()
@@ -189,6 +291,11 @@ private slots:
         QCOMPARE(files.size(), int(MainWindow::kPages));
         for (const QString& file : files)
             QVERIFY(QImage(file).width() > 500);
+        // This machine trains on its CPU: its hours are CPU-hours, and an
+        // anonymous volunteer is named by a tag of its key.
+        QLabel* summary = labelNamed(m_window->page(MainWindow::kContributions), QStringLiteral("Your contribution"));
+        QVERIFY(summary);
+        QTRY_VERIFY2(summary->text().contains(QStringLiteral("CPU-hours")), qPrintable(summary->text()));
     }
 
     void survivesTheDaemonBeingKilled()
@@ -220,8 +327,9 @@ private slots:
         closeApp();
         stopDaemons();
         openApp();
-        QCOMPARE(m_link->call(QStringLiteral("settings_get")).body["settings"]["cpu_threads"].toInt(), int64_t(1));
+        QCOMPARE(ask(QStringLiteral("settings_get")).body["settings"]["cpu_threads"].toInt(), int64_t(1));
         m_window->showPage(MainWindow::kSettings);
+        QTRY_VERIFY(m_window->settings()->editorFor(QStringLiteral("cpu_threads")));
         auto* threads = qobject_cast<QSpinBox*>(m_window->settings()->editorFor(QStringLiteral("cpu_threads")));
         QVERIFY(threads);
         QCOMPARE(threads->value(), 1);

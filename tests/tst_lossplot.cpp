@@ -1,13 +1,20 @@
 // The loss chart (QCustomPlot built against Qt 6 here) renders offscreen with
-// the expected pixels, and its history stays bounded.
+// the expected pixels, and its history stays bounded. The dashboard's
+// SeriesChart keeps a fixed range and says why while it has no point
+// (refreshes once a second must not widen it), gives a flat line a range
+// of its own, and ticks count axes at whole numbers only.
 #include "ui/lossplot.h"
+#include "ui/series_chart.h"
 
 #include <QImage>
 #include <QTest>
 #include <cmath>
 #include <limits>
+#include <qcustomplot.h>
+#include <vector>
 
 using crowdtrain::ui::LossPlot;
+using crowdtrain::ui::SeriesChart;
 
 namespace {
 
@@ -86,6 +93,58 @@ private slots:
         plot.appendTrain(1.0, std::numeric_limits<double>::quiet_NaN());
         plot.appendTrain(std::numeric_limits<double>::infinity(), 1.0);
         QCOMPARE(plot.trainPointCount(), 0);
+    }
+
+    void anEmptyChartKeepsItsRangeAndSaysWhy()
+    {
+        for (SeriesChart::XAxis x : {SeriesChart::XAxis::Number, SeriesChart::XAxis::Time}) {
+            SeriesChart chart(QStringLiteral("Volunteers"), x, QStringLiteral("Time"), QStringLiteral("Volunteers"));
+            chart.addSeries(QStringLiteral("Volunteers"), Qt::green);
+            chart.setEmptyRange(0, 2);
+            chart.setEmptyText(QStringLiteral("No points yet: join a project"));
+            chart.resize(600, 300);
+            // A minute of refreshes at the dashboard's cadence.
+            for (int i = 0; i < 60; ++i)
+                chart.refresh();
+            QCOMPARE(chart.plot()->yAxis->range().lower, 0.0);
+            QCOMPARE(chart.plot()->yAxis->range().upper, 2.0);
+            QVERIFY(chart.showsEmptyText());
+            QCOMPARE(chart.emptyText(), QStringLiteral("No points yet: join a project"));
+            // The first point: the line, not the words, and a range around it.
+            chart.append(0, 1000.0, 3.0);
+            chart.refresh();
+            QVERIFY(!chart.showsEmptyText());
+            const QCPRange y = chart.plot()->yAxis->range();
+            QVERIFY2(y.lower <= 3.0 && y.upper >= 3.0 && y.size() >= 0.5,
+                qPrintable(QStringLiteral("%1..%2").arg(y.lower).arg(y.upper)));
+            QVERIFY(y.lower >= 0); // counts never go below zero
+            for (int i = 0; i < 60; ++i)
+                chart.refresh();
+            QCOMPARE(chart.plot()->yAxis->range(), y);
+            chart.clear();
+            QVERIFY(chart.showsEmptyText());
+            QCOMPARE(chart.plot()->yAxis->range().upper, 2.0);
+        }
+    }
+
+    void countAxesTickAtWholeNumbers()
+    {
+        SeriesChart chart(QStringLiteral("Volunteers"), SeriesChart::XAxis::Time, QStringLiteral("Time"),
+            QStringLiteral("Volunteers"));
+        chart.addSeries(QStringLiteral("Volunteers"), Qt::green);
+        chart.setIntegerTicks(true);
+        chart.resize(600, 300);
+        for (const std::vector<double>& values : {std::vector<double>{1, 1, 1}, {1, 2, 1, 2}, {0, 7, 3, 12}}) {
+            chart.clear();
+            for (std::size_t i = 0; i < values.size(); ++i)
+                chart.append(0, 1.7e9 + double(i) * 10, values[i]);
+            chart.refresh();
+            chart.plot()->replot(QCustomPlot::rpImmediateRefresh);
+            const QVector<double> ticks = chart.plot()->yAxis->tickVector();
+            QVERIFY(ticks.size() >= 2);
+            for (double tick : ticks)
+                QVERIFY2(tick == std::round(tick), qPrintable(QString::number(tick)));
+        }
     }
 
     void historyIsBounded()

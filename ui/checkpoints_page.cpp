@@ -122,11 +122,18 @@ CheckpointsPage::CheckpointsPage(DaemonLink& link, QWidget* parent)
     connect(m_buttons[kCancel], &QPushButton::clicked, this, [this] { act(QStringLiteral("download_cancel")); });
     connect(m_buttons[kDelete], &QPushButton::clicked, this, [this] { act(QStringLiteral("checkpoint_delete")); });
     connect(m_buttons[kOpen], &QPushButton::clicked, this, [this] {
-        for (const control::Value& c : m_list["checkpoints"].items())
+        for (const control::Value& c : m_items)
             if (c["round"].toUInt() == selectedRound() && c.has("folder"))
                 QDesktopServices::openUrl(QUrl::fromLocalFile(text(c["folder"])));
     });
     connect(m_generate, &QPushButton::clicked, this, &CheckpointsPage::generate);
+    // A service that dies mid-generation sends no last piece.
+    connect(&m_link, &DaemonLink::attachedChanged, this, [this](bool attached) {
+        if (!attached && m_generating && !m_awaitingId) {
+            m_generating = false;
+            showSelection();
+        }
+    });
     connect(m_prompt, &QLineEdit::returnPressed, this, &CheckpointsPage::generate);
 }
 
@@ -138,14 +145,23 @@ uint64_t CheckpointsPage::selectedRound() const
     return m_table->item(rows.first().row(), kRound)->data(Qt::UserRole).toULongLong();
 }
 
-void CheckpointsPage::reload()
+void CheckpointsPage::load()
 {
-    auto reply = m_link.call(QStringLiteral("checkpoints"), control::Value::map(), 10000);
-    if (!reply.ok)
-        return;
-    m_list = reply.body;
+    fetch(
+        QStringLiteral("checkpoints"), control::Value::map(),
+        [this](const DaemonReply& reply) {
+            if (reply.ok)
+                showList(reply.body);
+        },
+        15000);
+}
+
+void CheckpointsPage::showList(const control::Value& list)
+{
+    m_project = text(list["project"]);
+    m_items = list["checkpoints"].items();
     const uint64_t selected = selectedRound();
-    const auto& items = m_list["checkpoints"].items();
+    const auto& items = m_items;
     m_table->setRowCount(int(items.size()));
     int selectRow = -1;
     // Newest first.
@@ -159,19 +175,7 @@ void CheckpointsPage::reload()
         m_table->setItem(row, kValLoss, new QTableWidgetItem(formatLoss(c["val_loss"])));
         m_table->setItem(row, kSize, new QTableWidgetItem(formatBytes(double(c["bytes"].toUInt()))));
         m_table->setItem(row, kDate, new QTableWidgetItem(formatTime(c["created_ms"].toUInt())));
-        const std::string state = c["state"].toString();
-        if (state == "downloading" || state == "paused" || state == "queued") {
-            auto* bar = new QProgressBar(m_table);
-            bar->setRange(0, 1000);
-            const double total = std::max(1.0, double(c["bytes"].toUInt()));
-            bar->setValue(int(1000.0 * double(c["done_bytes"].toUInt()) / total));
-            bar->setFormat(stateWords(c) + QStringLiteral(" %p%"));
-            m_table->setItem(row, kState, new QTableWidgetItem);
-            m_table->setCellWidget(row, kState, bar);
-        } else {
-            m_table->removeCellWidget(row, kState);
-            m_table->setItem(row, kState, new QTableWidgetItem(stateWords(c)));
-        }
+        showState(row, c);
         if (c["round"].toUInt() == selected)
             selectRow = row;
     }
@@ -191,20 +195,78 @@ void CheckpointsPage::reload()
     showSelection();
 }
 
+void CheckpointsPage::showState(int row, const control::Value& c)
+{
+    const std::string state = c["state"].toString();
+    if (state == "downloading" || state == "paused" || state == "queued") {
+        auto* bar = qobject_cast<QProgressBar*>(m_table->cellWidget(row, kState));
+        if (!bar) {
+            bar = new QProgressBar(m_table);
+            bar->setRange(0, 1000);
+            m_table->setItem(row, kState, new QTableWidgetItem);
+            m_table->setCellWidget(row, kState, bar);
+        }
+        const double total = std::max(1.0, double(c["bytes"].toUInt()));
+        bar->setValue(int(1000.0 * double(c["done_bytes"].toUInt()) / total));
+        bar->setFormat(stateWords(c) + QStringLiteral(" %p%"));
+    } else {
+        m_table->removeCellWidget(row, kState);
+        m_table->setItem(row, kState, new QTableWidgetItem(stateWords(c)));
+    }
+}
+
+void CheckpointsPage::showProgress(const control::Value& event)
+{
+    // One row changes: its progress in place; a new state (done, failed)
+    // changes what the buttons allow, and the list is asked for again.
+    const uint64_t round = event["round"].toUInt();
+    if (text(event["project"]) != m_project)
+        return;
+    control::Value* entry = nullptr;
+    for (control::Value& c : m_items)
+        if (c["round"].toUInt() == round)
+            entry = &c;
+    int row = -1;
+    for (int r = 0; r < m_table->rowCount(); ++r)
+        if (m_table->item(r, kRound) && m_table->item(r, kRound)->data(Qt::UserRole).toULongLong() == round)
+            row = r;
+    if (!entry || row < 0) {
+        reload();
+        return;
+    }
+    const bool stateChanged = (*entry)["state"].toString() != event["state"].toString();
+    for (const char* key : {"state", "done_bytes", "bytes_per_second", "error"})
+        if (event.has(key))
+            entry->set(key, event[key]);
+    showState(row, *entry);
+    if (stateChanged) {
+        showSelection();
+        reload();
+    }
+}
+
 void CheckpointsPage::onEvent(const QString& type, const control::Value& body)
 {
     if (type == QLatin1String("generated")) {
+        if (m_awaitingId) {
+            // The reply with the id is still on its way: keep the pieces.
+            m_early.push_back(body);
+            return;
+        }
         if (body["id"].toUInt() != m_generation)
             return;
         m_output->moveCursor(QTextCursor::End);
         m_output->insertPlainText(text(body["text"]));
         if (body["done"].toBool()) {
-            m_generate->setEnabled(true);
+            m_generating = false;
+            showSelection();
             if (!text(body["error"]).isEmpty())
                 emit message(text(body["error"]));
         }
-    } else if (type == QLatin1String("download") || type == QLatin1String("checkpoint_published")
-        || type == QLatin1String("samples")) {
+    } else if (type == QLatin1String("download")) {
+        if (isVisible())
+            showProgress(body);
+    } else if (type == QLatin1String("checkpoint_published") || type == QLatin1String("samples")) {
         // Shown pages follow at once; a hidden one reloads when shown
         // (MainWindow::showPage), the tray says what was published.
         if (isVisible())
@@ -216,7 +278,7 @@ void CheckpointsPage::showSelection()
 {
     const uint64_t round = selectedRound();
     const control::Value* chosen = nullptr;
-    for (const control::Value& c : m_list["checkpoints"].items())
+    for (const control::Value& c : m_items)
         if (c["round"].toUInt() == round)
             chosen = &c;
     const std::string state = chosen ? (*chosen)["state"].toString() : std::string();
@@ -226,7 +288,14 @@ void CheckpointsPage::showSelection()
     m_buttons[kCancel]->setEnabled(state == "downloading" || state == "paused" || state == "waiting");
     m_buttons[kDelete]->setEnabled(state == "ready");
     m_buttons[kOpen]->setEnabled(state == "ready");
-    m_generate->setEnabled(state == "ready");
+    m_generate->setEnabled(state == "ready" && !m_generating);
+    bool anyReady = false;
+    for (const control::Value& c : m_items)
+        anyReady = anyReady || c["state"].toString() == "ready";
+    m_output->setPlaceholderText(state == "ready"
+            ? tr("Write the start of a text above and press Generate: this checkpoint continues it.")
+            : anyReady ? tr("Select a downloaded checkpoint to generate text from it.")
+                       : tr("Download a checkpoint, then generate text from it here."));
     if (!chosen) {
         m_samples->setHtml(tr("<p>No checkpoint yet: the project publishes one every few rounds.</p>"));
         return;
@@ -251,10 +320,11 @@ void CheckpointsPage::act(const QString& request)
         return;
     control::Value body = control::Value::map();
     body.set("round", round);
-    auto reply = m_link.call(request, body);
-    if (!reply.ok)
-        emit message(reply.message);
-    reload();
+    send(request, body, [this](const DaemonReply& reply) {
+        if (!reply.ok)
+            emit message(reply.message);
+        reload();
+    });
 }
 
 void CheckpointsPage::generate()
@@ -264,14 +334,27 @@ void CheckpointsPage::generate()
     body.set("prompt", m_prompt->text().toStdString());
     body.set("temperature", m_temperature->value());
     body.set("max_tokens", m_length->value());
-    auto reply = m_link.call(QStringLiteral("generate"), body);
-    if (!reply.ok) {
-        emit message(reply.message);
+    if (m_generating)
         return;
-    }
-    m_generation = reply.body["id"].toUInt();
+    m_generating = true;
+    m_awaitingId = true;
+    m_early.clear();
     m_generate->setEnabled(false);
     m_output->setPlainText(m_prompt->text());
+    send(QStringLiteral("generate"), body, [this](const DaemonReply& reply) {
+        m_awaitingId = false;
+        if (!reply.ok) {
+            m_generating = false;
+            m_generate->setEnabled(true);
+            emit message(reply.message);
+            return;
+        }
+        m_generation = reply.body["id"].toUInt();
+        std::vector<control::Value> early = std::move(m_early);
+        m_early.clear();
+        for (const control::Value& piece : early)
+            onEvent(QStringLiteral("generated"), piece);
+    });
 }
 
 } // namespace crowdtrain::ui

@@ -7,10 +7,14 @@
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
+#include <QLocale>
+#include <QPointer>
 #include <QProcess>
 #include <QSocketNotifier>
 #include <QStandardPaths>
 #include <QTimer>
+
+#include <csignal>
 
 namespace crowdtrain::ui {
 namespace {
@@ -18,6 +22,8 @@ namespace {
 // The daemon publishes progress every 500 ms: this long without an event
 // means it is gone (or stuck), and a status request decides which.
 constexpr qint64 kSilenceMs = 3000;
+// How long the watchdog's status request may take.
+constexpr int kPingTimeoutMs = 2000;
 // Never start daemons faster than this (a daemon that dies at once).
 constexpr qint64 kRestartGapMs = 5000;
 
@@ -26,7 +32,34 @@ qint64 nowMs()
     return QDateTime::currentMSecsSinceEpoch();
 }
 
+DaemonReply failure(const Error& error)
+{
+    DaemonReply reply;
+    reply.code = QString::fromStdString(error.code);
+    reply.message = QString::fromStdString(error.message);
+    return reply;
+}
+
 } // namespace
+
+DaemonRequest::DaemonRequest(const QString& type, QObject* parent)
+    : QObject(parent)
+    , m_type(type)
+    , m_timeout(new QTimer(this))
+{
+    m_timeout->setSingleShot(true);
+}
+
+void DaemonRequest::finish(DaemonReply reply)
+{
+    if (m_finished)
+        return;
+    m_finished = true;
+    m_timeout->stop();
+    m_reply = std::move(reply);
+    emit finished(m_reply);
+    deleteLater();
+}
 
 DaemonLink::DaemonLink(std::filesystem::path controlDir, QString workerProgram, QObject* parent)
     : QObject(parent)
@@ -45,31 +78,168 @@ DaemonLink::DaemonLink(std::filesystem::path controlDir, QString workerProgram, 
     connect(m_watchdog, &QTimer::timeout, this, &DaemonLink::watchdog);
 }
 
-DaemonLink::~DaemonLink() = default;
+DaemonLink::~DaemonLink()
+{
+    // Jobs still in flight die with the link, unanswered: their receivers
+    // are going away too.
+    for (auto& [id, request] : m_requests)
+        request->disconnect();
+    delete m_replyNotifier;
+    delete m_eventNotifier;
+}
 
 void DaemonLink::start()
 {
-    connectSockets();
-    if (!call(QStringLiteral("status"), control::Value::map(), 1000).ok)
-        startDaemon();
+    ensureClient();
+    connectEvents();
+    watchdog();
     m_watchdog->start();
 }
 
-void DaemonLink::connectSockets()
+bool DaemonLink::ensureClient()
 {
-    delete m_notifier;
-    m_notifier = nullptr;
-    m_events.reset();
-    m_client.reset();
+    if (m_client)
+        return true;
+    // The folder exists only once a daemon made it: until then this fails
+    // (no_daemon) and is tried again by the next request.
     auto client = control::ControlClient::connect(m_dir);
-    if (client)
-        m_client = std::move(*client);
+    if (!client)
+        return false;
+    m_client = std::move(*client);
+    watchRequests();
+    return true;
+}
+
+void DaemonLink::watchRequests()
+{
+    if (m_replyNotifier && m_replyFdGeneration == m_client->fdGeneration())
+        return;
+    // A reopened socket (Lazy Pirate) has a new descriptor. The old
+    // notifier may be the one whose signal runs now: retired, not deleted.
+    retire(m_replyNotifier);
+    m_replyFdGeneration = m_client->fdGeneration();
+    m_replyNotifier = new QSocketNotifier(qintptr(m_client->fd()), QSocketNotifier::Read, this);
+    connect(m_replyNotifier, &QSocketNotifier::activated, this, &DaemonLink::drainReplies);
+    // Edge-triggered: whatever is queued already would never signal.
+    scheduleDrain();
+}
+
+void DaemonLink::retire(QSocketNotifier*& notifier)
+{
+    if (!notifier)
+        return;
+    notifier->setEnabled(false);
+    notifier->disconnect(this);
+    notifier->deleteLater();
+    notifier = nullptr;
+}
+
+DaemonRequest* DaemonLink::request(const QString& type, const control::Value& body, int timeoutMs)
+{
+    auto* job = new DaemonRequest(type, this);
+    QPointer<DaemonRequest> guard(job);
+    auto failLater = [guard](DaemonReply reply) {
+        QTimer::singleShot(0, guard, [guard, reply = std::move(reply)]() mutable {
+            if (guard)
+                guard->finish(std::move(reply));
+        });
+    };
+    if (!ensureClient()) {
+        DaemonReply reply;
+        reply.code = QStringLiteral("no_daemon");
+        reply.message = tr("The Crowdtrain service is not running yet.");
+        failLater(std::move(reply));
+        return job;
+    }
+    auto sent = m_client->send(type.toStdString(), body);
+    watchRequests();
+    if (!sent) {
+        failLater(failure(sent.error()));
+        return job;
+    }
+    job->m_id = *sent;
+    m_requests[job->m_id] = job;
+    connect(job->m_timeout, &QTimer::timeout, this, [this, job, timeoutMs] { timedOut(job, timeoutMs); });
+    job->m_timeout->start(std::max(timeoutMs, 0));
+    // A send may take the descriptor's edge; look for replies once the
+    // caller has connected to the job.
+    scheduleDrain();
+    return job;
+}
+
+DaemonRequest* DaemonLink::request(
+    const QString& type, const control::Value& body, QObject* context, Handler done, int timeoutMs)
+{
+    DaemonRequest* job = request(type, body, timeoutMs);
+    connect(job, &DaemonRequest::finished, context, std::move(done));
+    return job;
+}
+
+void DaemonLink::scheduleDrain()
+{
+    if (m_drainScheduled)
+        return;
+    m_drainScheduled = true;
+    QTimer::singleShot(0, this, &DaemonLink::drainReplies);
+}
+
+void DaemonLink::drainReplies()
+{
+    m_drainScheduled = false;
+    if (!m_client)
+        return;
+    auto replies = m_client->takeReplies();
+    watchRequests();
+    for (control::Reply& r : replies) {
+        auto it = m_requests.find(r.id);
+        if (it == m_requests.end())
+            continue;
+        DaemonRequest* job = it->second;
+        m_requests.erase(it);
+        DaemonReply reply;
+        if (r.type != job->type().toStdString()) {
+            reply.code = QStringLiteral("malformed");
+            reply.message = tr("The service answered a \"%1\" request as \"%2\".")
+                                .arg(job->type(), QString::fromStdString(r.type));
+        } else if (r.ok) {
+            reply.ok = true;
+            reply.body = std::move(r.body);
+        } else {
+            reply = failure(r.error);
+        }
+        if (reply.ok && !m_attached) {
+            m_lastEventMs = nowMs();
+            setAttached(true);
+        }
+        job->finish(std::move(reply));
+    }
+}
+
+void DaemonLink::timedOut(DaemonRequest* job, int timeoutMs)
+{
+    m_requests.erase(job->id());
+    if (m_client) {
+        m_client->abandon(job->id());
+        watchRequests();
+    }
+    DaemonReply reply;
+    reply.code = QStringLiteral("no_daemon");
+    reply.message = tr("The Crowdtrain service did not answer \"%1\" within %2 s.")
+                        .arg(job->type())
+                        .arg(QLocale().toString(timeoutMs / 1000.0, 'g', 3));
+    job->finish(std::move(reply));
+}
+
+void DaemonLink::connectEvents()
+{
+    retire(m_eventNotifier);
+    m_events.reset();
     auto events = control::EventSubscriber::connect(m_dir);
     if (!events)
         return;
     m_events = std::move(*events);
-    m_notifier = new QSocketNotifier(qintptr(m_events->fd()), QSocketNotifier::Read, this);
-    connect(m_notifier, &QSocketNotifier::activated, this, &DaemonLink::drainEvents);
+    m_eventNotifier = new QSocketNotifier(qintptr(m_events->fd()), QSocketNotifier::Read, this);
+    connect(m_eventNotifier, &QSocketNotifier::activated, this, &DaemonLink::drainEvents);
     // Events may be queued already; the notifier is edge-triggered.
     QTimer::singleShot(0, this, &DaemonLink::drainEvents);
 }
@@ -80,71 +250,59 @@ void DaemonLink::drainEvents()
         return;
     while (auto event = m_events->next(0)) {
         m_lastEventMs = nowMs();
-        if (!m_attached) {
-            m_attached = true;
-            emit attachedChanged(true);
-        }
+        if (!m_attached)
+            setAttached(true);
         emit this->event(QString::fromStdString(event->type), event->body);
         if (!m_events)
             return; // a handler reconnected
     }
 }
 
-DaemonLink::Reply DaemonLink::call(const QString& type, const control::Value& body, int timeoutMs)
+void DaemonLink::setAttached(bool attached)
 {
-    Reply reply;
-    if (!m_client) {
-        // The folder did not exist at connect time (no daemon yet): try again.
-        auto client = control::ControlClient::connect(m_dir);
-        if (!client) {
-            reply.code = QString::fromStdString(client.error().code);
-            reply.message = QString::fromStdString(client.error().message);
-            return reply;
-        }
-        m_client = std::move(*client);
-    }
-    auto result = m_client->call(type.toStdString(), body, timeoutMs);
-    if (result) {
-        reply.ok = true;
-        reply.body = std::move(*result);
-        if (!m_attached) {
-            m_attached = true;
-            m_lastEventMs = nowMs();
-            connectSockets();
-            emit attachedChanged(true);
-        }
-        return reply;
-    }
-    reply.code = QString::fromStdString(result.error().code);
-    reply.message = QString::fromStdString(result.error().message);
-    if (reply.code == QLatin1String("no_daemon") && m_attached) {
-        m_attached = false;
-        emit attachedChanged(false);
-    }
-    return reply;
+    if (attached == m_attached)
+        return;
+    m_attached = attached;
+    if (attached)
+        m_attachedSinceStart = true;
+    // Subscribe afresh before the views ask for the current state (a
+    // subscriber of a previous daemon may hold a stale connection).
+    if (attached)
+        connectEvents();
+    emit attachedChanged(attached);
 }
 
 void DaemonLink::watchdog()
 {
     if (m_attached && nowMs() - m_lastEventMs < kSilenceMs)
         return;
-    const bool wasAttached = m_attached;
-    if (call(QStringLiteral("status"), control::Value::map(), 1000).ok) {
-        if (!m_events || !wasAttached)
-            connectSockets();
-        m_lastEventMs = nowMs();
+    if (m_pinging)
         return;
-    }
-    if (m_attached) {
-        m_attached = false;
-        emit attachedChanged(false);
-    }
-    startDaemon();
+    m_pinging = true;
+    request(
+        QStringLiteral("status"), control::Value::map(), this,
+        [this](const DaemonReply& reply) {
+            m_pinging = false;
+            if (reply.ok) {
+                m_lastEventMs = nowMs();
+                if (!m_events)
+                    connectEvents();
+                setAttached(true);
+                return;
+            }
+            setAttached(false);
+            startDaemon();
+        },
+        kPingTimeoutMs);
 }
 
 bool DaemonLink::startDaemon()
 {
     if (m_lastStartMs != 0 && nowMs() - m_lastStartMs < kRestartGapMs)
+        return false;
+    // The one started last is still coming up (a slow disk, a busy machine):
+    // a second one would only find the first one's lock.
+    if (m_daemonPid > 0 && ::kill(pid_t(m_daemonPid), 0) == 0 && !m_attachedSinceStart)
         return false;
     m_lastStartMs = nowMs();
     // The daemon's own output goes to a log file beside its state.
@@ -155,15 +313,14 @@ bool DaemonLink::startDaemon()
     process.setArguments({QStringLiteral("run")});
     process.setStandardOutputFile(logDir + QStringLiteral("/crowdtrain/daemon.log"), QIODevice::Append);
     process.setStandardErrorFile(logDir + QStringLiteral("/crowdtrain/daemon.log"), QIODevice::Append);
-    if (!process.startDetached()) {
+    if (!process.startDetached(&m_daemonPid)) {
         emit notice(tr("Could not start the Crowdtrain service (%1).").arg(m_worker));
         return false;
     }
     ++m_started;
+    m_attachedSinceStart = false;
     emit notice(m_started == 1 ? tr("Started the Crowdtrain service.")
                                : tr("The Crowdtrain service stopped; started it again."));
-    // Reconnect once its sockets exist; the watchdog retries until then.
-    QTimer::singleShot(300, this, &DaemonLink::connectSockets);
     return true;
 }
 

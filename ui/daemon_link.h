@@ -1,13 +1,16 @@
 #pragma once
 
-// The app's one link to the daemon (docs/protocol.md, section 12): requests
-// through a ControlClient, events through an EventSubscriber whose socket a
-// QSocketNotifier watches, so the GUI thread never blocks on an event. It
-// also keeps the daemon alive: when no daemon answers it starts one
-// (`crowdtrain-worker run`, beside the app) and says so; when the daemon
-// dies (requests fail, progress events stop) it reports it, starts a new
-// one and reattaches, emitting attached() so views fetch what they missed.
-// GUI thread only.
+// The app's one link to the daemon (docs/protocol.md, section 12). The GUI
+// thread never waits on it: a request returns a DaemonRequest at once (a
+// job, like QNetworkReply) whose finished() signal brings the reply later;
+// several requests are in flight on one DEALER socket, replies are matched
+// by id, each request has its own timeout. Events come through an
+// EventSubscriber; QSocketNotifiers watch both sockets. It also keeps the
+// daemon alive: when no daemon answers it starts one (`crowdtrain-worker
+// run`, beside the app) and says so; when the daemon dies (progress events
+// stop and a status request goes unanswered) it reports it, starts a new
+// one and reattaches, emitting attachedChanged() so views fetch what they
+// missed. GUI thread only.
 
 #include "net/control/value.h"
 
@@ -15,6 +18,8 @@
 #include <QString>
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 
 class QSocketNotifier;
@@ -27,30 +32,68 @@ class EventSubscriber;
 
 namespace crowdtrain::ui {
 
+struct DaemonReply {
+    bool ok = false;
+    control::Value body; // the reply's body when ok
+    QString code; // the error code when not ok ("no_daemon": no answer in time)
+    QString message; // the daemon's message, for a person
+};
+
+// One request in flight. finished() is emitted exactly once, never before
+// control returns to the event loop (so connecting after request() is
+// safe); the object deletes itself afterwards.
+class DaemonRequest : public QObject {
+    Q_OBJECT
+
+public:
+    uint64_t id() const { return m_id; }
+    const QString& type() const { return m_type; }
+    bool isFinished() const { return m_finished; }
+    const DaemonReply& reply() const { return m_reply; }
+
+signals:
+    void finished(const crowdtrain::ui::DaemonReply& reply);
+
+private:
+    friend class DaemonLink;
+    DaemonRequest(const QString& type, QObject* parent);
+    void finish(DaemonReply reply);
+
+    QString m_type;
+    uint64_t m_id = 0; // 0 until sent
+    QTimer* m_timeout;
+    DaemonReply m_reply;
+    bool m_finished = false;
+};
+
 class DaemonLink : public QObject {
     Q_OBJECT
 
 public:
-    struct Reply {
-        bool ok = false;
-        control::Value body; // the reply's body when ok
-        QString code; // the error code when not ok
-        QString message; // the daemon's message, for a person
-    };
+    using Reply = DaemonReply;
+    using Handler = std::function<void(const DaemonReply&)>;
+    // The daemon answers local requests in milliseconds; checkpoints,
+    // catalog refreshes and joins may ask a hub.
+    static constexpr int kDefaultTimeoutMs = 5000;
 
     // `controlDir`: empty for the default ($XDG_RUNTIME_DIR/crowdtrain);
     // `workerProgram`: the crowdtrain-worker to start (empty: beside the app).
     explicit DaemonLink(std::filesystem::path controlDir = {}, QString workerProgram = {}, QObject* parent = nullptr);
     ~DaemonLink() override;
 
-    // Connects (starting a daemon when none answers); the watchdog then
-    // keeps the link up.
+    // Connects and asks the daemon for its status (starting a daemon when
+    // none answers); the watchdog then keeps the link up. Returns at once.
     void start();
-    // Whether the last request or event came from a live daemon.
+    // Whether the last status request or event came from a live daemon.
     bool attached() const { return m_attached; }
-    // A request, waiting at most timeoutMs (the daemon answers local
-    // requests in milliseconds; checkpoints and catalog may ask a hub).
-    Reply call(const QString& type, const control::Value& body = control::Value::map(), int timeoutMs = 3000);
+    // Sends a request; the reply comes by the returned job's finished().
+    DaemonRequest* request(
+        const QString& type, const control::Value& body = control::Value::map(), int timeoutMs = kDefaultTimeoutMs);
+    // The same, with `done` called on the reply unless `context` is gone by then.
+    DaemonRequest* request(const QString& type, const control::Value& body, QObject* context, Handler done,
+        int timeoutMs = kDefaultTimeoutMs);
+    // Requests sent and not yet answered or timed out.
+    int inFlight() const { return int(m_requests.size()); }
     // How many daemons this link started (for the status line and tests).
     int daemonsStarted() const { return m_started; }
     const std::filesystem::path& controlDir() const { return m_dir; }
@@ -64,8 +107,15 @@ signals:
     void notice(const QString& text);
 
 private:
-    void connectSockets();
+    bool ensureClient();
+    void watchRequests();
+    void retire(QSocketNotifier*& notifier);
+    void connectEvents();
     void drainEvents();
+    void drainReplies();
+    void scheduleDrain();
+    void timedOut(DaemonRequest* request, int timeoutMs);
+    void setAttached(bool attached);
     void watchdog();
     bool startDaemon();
 
@@ -73,12 +123,19 @@ private:
     QString m_worker;
     std::unique_ptr<control::ControlClient> m_client;
     std::unique_ptr<control::EventSubscriber> m_events;
-    QSocketNotifier* m_notifier = nullptr;
+    QSocketNotifier* m_eventNotifier = nullptr;
+    QSocketNotifier* m_replyNotifier = nullptr;
+    uint64_t m_replyFdGeneration = 0;
     QTimer* m_watchdog = nullptr;
+    std::map<uint64_t, DaemonRequest*> m_requests; // by id, in flight
+    bool m_drainScheduled = false;
+    bool m_pinging = false;
     bool m_attached = false;
     int m_started = 0;
     qint64 m_lastEventMs = 0;
     qint64 m_lastStartMs = 0;
+    qint64 m_daemonPid = 0; // the daemon this link started last
+    bool m_attachedSinceStart = false;
 };
 
 } // namespace crowdtrain::ui

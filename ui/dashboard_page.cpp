@@ -81,6 +81,17 @@ DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
     m_machine->addSeries(tr("Tokens per second"), kBlue);
     m_machine->addSeries(tr("Busy share (%)"), kOrange, true);
     m_machine->setRightAxisLabel(tr("Busy share (%)"), 0, 105);
+    // Before the first point: fixed ranges that fit what comes (a small
+    // model's loss, a few volunteers, a CPU's tokens per second) and why
+    // the chart is empty.
+    m_loss->setEmptyRange(0, 5, 0, 1e6);
+    m_volunteers->setEmptyRange(0, 2);
+    m_volunteers->setIntegerTicks(true);
+    m_machine->setEmptyRange(0, 1000);
+    for (SeriesChart* chart : {m_loss, m_volunteers, m_machine}) {
+        chart->setEmptyText(tr("No points yet: connecting to the Crowdtrain service"));
+        chart->refresh();
+    }
     layout->addWidget(m_loss, 3);
     auto* lower = new QHBoxLayout;
     lower->addWidget(m_volunteers, 1);
@@ -88,18 +99,22 @@ DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
     layout->addLayout(lower, 2);
 
     connect(m_pause, &QPushButton::clicked, this, [this] {
-        auto reply = m_link.call(m_paused ? QStringLiteral("resume") : QStringLiteral("pause"));
-        if (!reply.ok)
-            emit message(reply.message);
-        else
-            reload();
+        m_pause->setEnabled(false);
+        send(m_paused ? QStringLiteral("resume") : QStringLiteral("pause"), control::Value::map(),
+            [this](const DaemonReply& reply) {
+                m_pause->setEnabled(true);
+                if (!reply.ok)
+                    emit message(reply.message);
+                reload();
+            });
     });
     connect(m_snooze, &QPushButton::clicked, this, [this] {
         control::Value body = control::Value::map();
         body.set("seconds", 3600);
-        auto reply = m_link.call(QStringLiteral("snooze"), body);
-        emit message(reply.ok ? tr("Training snoozed for one hour.") : reply.message);
-        reload();
+        send(QStringLiteral("snooze"), body, [this](const DaemonReply& reply) {
+            emit message(reply.ok ? tr("Training snoozed for one hour.") : reply.message);
+            reload();
+        });
     });
     // Charts are redrawn at most once a second, whatever the event rate.
     m_cadence = new QTimer(this);
@@ -113,24 +128,33 @@ QString DashboardPage::stateText() const
     return m_state->text();
 }
 
-void DashboardPage::reload()
+void DashboardPage::load()
 {
-    if (auto status = m_link.call(QStringLiteral("status")); status.ok)
-        showStatus(status.body);
+    fetch(QStringLiteral("status"), control::Value::map(), [this](const DaemonReply& reply) {
+        if (reply.ok)
+            showStatus(reply.body);
+    });
     control::Value since = control::Value::map();
     since.set("since_round", m_haveRows ? m_lastRound + 1 : 0);
-    if (auto metrics = m_link.call(QStringLiteral("metrics"), since); metrics.ok) {
-        if (text(metrics.body["project"]) != m_project) {
-            m_project = text(metrics.body["project"]);
+    fetch(QStringLiteral("metrics"), since, [this](const DaemonReply& reply) {
+        if (!reply.ok)
+            return;
+        if (text(reply.body["project"]) != m_project) {
+            m_project = text(reply.body["project"]);
             m_loss->clear();
             m_volunteers->clear();
             m_haveRows = false;
             m_lastRound = 0;
         }
-        addMetricRows(metrics.body["rows"]);
-    }
-    if (auto history = m_link.call(QStringLiteral("machine_history")); history.ok) {
-        for (const control::Value& row : history.body["rows"].items()) {
+        addMetricRows(reply.body["rows"]);
+        m_dirty = true;
+        flush();
+    });
+    fetch(QStringLiteral("machine_history"), control::Value::map(), [this](const DaemonReply& reply) {
+        // Without a project the history is idle zeros: the chart says "join" instead.
+        if (!reply.ok || !m_joined)
+            return;
+        for (const control::Value& row : reply.body["rows"].items()) {
             const uint64_t t = row["time_ms"].toUInt();
             if (t <= m_lastMachineMs)
                 continue;
@@ -139,9 +163,9 @@ void DashboardPage::reload()
             m_machine->append(1, double(t) / 1e3, 100.0 * row["busy_share"].toDouble());
             addTemperature(double(t) / 1e3, row["gpu_temperature_c"]);
         }
-    }
-    m_dirty = true;
-    flush();
+        m_dirty = true;
+        flush();
+    });
 }
 
 void DashboardPage::addTemperature(double t, const control::Value& celsius)
@@ -161,7 +185,8 @@ void DashboardPage::onEvent(const QString& type, const control::Value& body)
     if (type == QLatin1String("progress") || type == QLatin1String("state")) {
         showStatus(body);
         const uint64_t t = uint64_t(QDateTime::currentMSecsSinceEpoch());
-        if (type == QLatin1String("progress") && t > m_lastMachineMs) {
+        // Nothing trains without a project: no points, the chart says why.
+        if (type == QLatin1String("progress") && t > m_lastMachineMs && !text(body["project"]).isEmpty()) {
             m_lastMachineMs = t;
             m_machine->append(0, double(t) / 1e3, body["effective_tokens_per_second"].toDouble());
             m_machine->append(1, double(t) / 1e3, 100.0 * body["busy_share"].toDouble());
@@ -198,8 +223,15 @@ void DashboardPage::flush()
 {
     // Points are kept while nobody looks (another page, the window in the
     // tray or minimised); the charts redraw once they are seen again.
-    if (!m_dirty || !isVisible() || window()->isMinimized())
+    if (!isVisible() || window()->isMinimized())
         return;
+    if (!m_dirty) {
+        // An empty time chart still shows the last minutes of the clock.
+        for (SeriesChart* chart : {m_volunteers, m_machine})
+            if (chart->isEmpty())
+                chart->refresh();
+        return;
+    }
     m_dirty = false;
     m_loss->refresh();
     m_volunteers->refresh();
@@ -216,6 +248,7 @@ void DashboardPage::showStatus(const control::Value& status)
     const QString state = text(status["state"]);
     const QString reason = text(status["reason"]);
     const QString project = text(status["project"]);
+    m_joined = !project.isEmpty();
     m_paused = status["paused"].toBool();
     m_pause->setText(m_paused ? tr("Resume") : tr("Pause"));
     QString headline = state.isEmpty() ? tr("Unknown") : state.left(1).toUpper() + state.mid(1);
@@ -235,13 +268,22 @@ void DashboardPage::showStatus(const control::Value& status)
         detail << tr("Join a project on the Projects page to start.");
     m_detail->setText(detail.join(QStringLiteral(" · ")));
     m_tiles[kLoss]->setText(status["loss"].toDouble() > 0 ? formatLoss(status["loss"]) : QStringLiteral("—"));
-    m_tiles[kSpeed]->setText(formatCount(status["tokens_per_second"].toDouble()));
+    // The same figure as the machine chart's line (the governor's busy
+    // share times the last step's rate), so tile and chart agree.
+    m_tiles[kSpeed]->setText(formatCount(status["effective_tokens_per_second"].toDouble()));
     m_tiles[kBusy]->setText(QStringLiteral("%1%").arg(qRound(100.0 * status["busy_share"].toDouble())));
     m_tiles[kRound]->setText(status.has("round") ? QString::number(status["round"].toUInt()) : QStringLiteral("—"));
     m_tiles[kWork]->setText(
         QStringLiteral("%1 / %2").arg(status["accepted"].toUInt()).arg(status["rejected"].toUInt()));
     // Where it trains once known ("CPU", "CUDA:0"), else the setting.
-    m_tiles[kDevice]->setText(text(status.has("device_in_use") ? status["device_in_use"] : status["device"]).toUpper());
+    m_tiles[kDevice]->setText(
+        deviceWords(text(status.has("device_in_use") ? status["device_in_use"] : status["device"])));
+    const QString empty
+        = project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first round");
+    m_loss->setEmptyText(empty);
+    m_volunteers->setEmptyText(empty);
+    m_machine->setEmptyText(
+        project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first step"));
 }
 
 } // namespace crowdtrain::ui

@@ -10,9 +10,75 @@
 #include <QListWidget>
 #include <QMessageBox>
 #include <QRadioButton>
+#include <QTimer>
 #include <QVBoxLayout>
 
 namespace crowdtrain::ui {
+
+ProjectChoicePage::ProjectChoicePage(QWidget* parent)
+    : QWizardPage(parent)
+{
+    setTitle(tr("Choose a project"));
+    setSubTitle(tr("The local demo trains a small model on this computer in a minute; "
+                   "you can add other projects later with their hub link."));
+    auto* layout = new QVBoxLayout(this);
+    m_waiting = new QLabel(tr("Starting the Crowdtrain service\u2026"), this);
+    m_waiting->setWordWrap(true);
+    m_waiting->setAccessibleName(tr("Service state"));
+    m_list = new QListWidget(this);
+    m_list->setAccessibleName(tr("Projects"));
+    m_list->setWordWrap(true);
+    m_list->setTextElideMode(Qt::ElideNone);
+    m_list->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_list->setSpacing(3);
+    m_notNow = new QCheckBox(tr("Not now: I will choose a project later on the Projects page"), this);
+    m_notNow->setAccessibleName(tr("Choose no project now"));
+    layout->addWidget(m_waiting);
+    layout->addWidget(m_list, 1);
+    layout->addWidget(m_notNow);
+    connect(m_list, &QListWidget::itemSelectionChanged, this, &QWizardPage::completeChanged);
+    connect(m_notNow, &QCheckBox::toggled, this, [this](bool on) {
+        m_list->setDisabled(on);
+        emit completeChanged();
+    });
+}
+
+bool ProjectChoicePage::isComplete() const
+{
+    return m_notNow->isChecked() || !m_list->selectedItems().isEmpty();
+}
+
+void ProjectChoicePage::setWaiting(const QString& why)
+{
+    m_waiting->setText(why);
+    m_waiting->setVisible(!why.isEmpty());
+}
+
+void ProjectChoicePage::setCatalog(const control::Value& catalog)
+{
+    m_list->clear();
+    QListWidgetItem* demoItem = nullptr;
+    for (const control::Value& hub : catalog["hubs"].items()) {
+        const bool demo = hub["link"].toString() == "demo";
+        for (const control::Value& project : hub["projects"].items()) {
+            // The name, then what it trains on its own line.
+            auto* item = new QListWidgetItem((demo ? tr("Local demo: ") : QString()) + text(project["name"])
+                    + QLatin1Char('\n') + text(project["description"]),
+                m_list);
+            item->setData(Qt::UserRole, text(hub["link"]));
+            item->setData(Qt::UserRole + 1, text(project["name"]));
+            if (demo && !demoItem)
+                demoItem = item;
+        }
+    }
+    m_loaded = true;
+    setWaiting(m_list->count() == 0 ? tr("The service lists no project yet.") : QString());
+    if (QListWidgetItem* chosen = demoItem ? demoItem : m_list->item(0)) {
+        m_list->setCurrentItem(chosen);
+        chosen->setSelected(true);
+    }
+    emit completeChanged();
+}
 
 FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
     : QWizard(parent)
@@ -33,7 +99,7 @@ FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
         welcome);
     intro->setWordWrap(true);
     wl->addWidget(intro);
-    addPage(welcome);
+    setPage(kWelcome, welcome);
 
     auto* who = new QWizardPage(this);
     who->setTitle(tr("How should others see you?"));
@@ -48,17 +114,10 @@ FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
     nl->addWidget(m_name);
     nl->addWidget(m_anonymous);
     nl->addStretch(1);
-    addPage(who);
+    setPage(kWho, who);
 
-    auto* what = new QWizardPage(this);
-    what->setTitle(tr("Choose a project"));
-    what->setSubTitle(tr("The local demo trains a small model on this computer in a minute; "
-                         "you can add other projects later with their hub link."));
-    auto* pl = new QVBoxLayout(what);
-    m_projects = new QListWidget(what);
-    m_projects->setAccessibleName(tr("Projects"));
-    pl->addWidget(m_projects);
-    addPage(what);
+    m_projectPage = new ProjectChoicePage(this);
+    setPage(kProject, m_projectPage);
 
     auto* how = new QWizardPage(this);
     how->setTitle(tr("How hard may your computer work?"));
@@ -66,9 +125,10 @@ FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
     auto* hl = new QVBoxLayout(how);
     m_presets = new QButtonGroup(how);
     const QString presets[][2] = {
-        {QStringLiteral("quiet"), tr("Quiet — a quarter of the time while you use the computer, cooler and quieter")},
-        {QStringLiteral("balanced"), tr("Balanced — half the time while you use the computer, fully when idle")},
-        {QStringLiteral("maximum"), tr("Maximum — as fast as it can, always")}};
+        {QStringLiteral("quiet"),
+            tr("Quiet \u2014 a quarter of the time while you use the computer, cooler and quieter")},
+        {QStringLiteral("balanced"), tr("Balanced \u2014 half the time while you use the computer, fully when idle")},
+        {QStringLiteral("maximum"), tr("Maximum \u2014 as fast as it can, always")}};
     for (int i = 0; i < 3; ++i) {
         auto* radio = new QRadioButton(presets[i][1], how);
         radio->setProperty("preset", presets[i][0]);
@@ -77,63 +137,125 @@ FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
     }
     m_presets->button(1)->setChecked(true);
     hl->addStretch(1);
-    addPage(how);
+    m_progress = new QLabel(how);
+    m_progress->setWordWrap(true);
+    m_progress->setAccessibleName(tr("What Finish is doing"));
+    hl->addWidget(m_progress);
+    setPage(kHow, how);
 
+    // Until the service answers (it may be starting right now), ask again
+    // every second; at once when the link attaches.
+    m_retry = new QTimer(this);
+    m_retry->setInterval(1000);
+    connect(m_retry, &QTimer::timeout, this, &FirstRunWizard::loadProjects);
+    connect(&m_link, &DaemonLink::attachedChanged, this, [this](bool attached) {
+        if (attached)
+            loadProjects();
+    });
+    m_retry->start();
     loadProjects();
+}
+
+QListWidget* FirstRunWizard::projectList() const
+{
+    return m_projectPage->list();
 }
 
 void FirstRunWizard::loadProjects()
 {
-    m_projects->clear();
-    auto reply = m_link.call(QStringLiteral("catalog"));
-    if (!reply.ok)
+    if (m_projectPage->loaded()) {
+        m_retry->stop();
         return;
-    for (const control::Value& hub : reply.body["hubs"].items()) {
-        for (const control::Value& project : hub["projects"].items()) {
-            const bool demo = hub["link"].toString() == "demo";
-            auto* item = new QListWidgetItem((demo ? tr("Local demo: ") : QString()) + text(project["name"])
-                    + QStringLiteral(" — ") + text(project["description"]),
-                m_projects);
-            item->setData(Qt::UserRole, text(hub["link"]));
-            item->setData(Qt::UserRole + 1, text(project["name"]));
-            if (demo && !m_projects->currentItem())
-                m_projects->setCurrentItem(item);
-        }
     }
-    if (!m_projects->currentItem() && m_projects->count() > 0)
-        m_projects->setCurrentRow(0);
+    if (!m_link.attached())
+        m_projectPage->setWaiting(tr("Starting the Crowdtrain service\u2026"));
+    if (m_asking)
+        return;
+    m_asking = true;
+    m_link.request(
+        QStringLiteral("catalog"), control::Value::map(), this,
+        [this](const DaemonReply& reply) {
+            m_asking = false;
+            if (!reply.ok || m_projectPage->loaded())
+                return;
+            m_projectPage->setCatalog(reply.body);
+            m_retry->stop();
+        },
+        3000);
 }
 
 void FirstRunWizard::accept()
 {
+    if (m_busy)
+        return;
+    m_busy = true;
     m_error.clear();
+    button(QWizard::FinishButton)->setEnabled(false);
+    button(QWizard::BackButton)->setEnabled(false);
+    m_progress->setText(tr("Saving your choices\u2026"));
+    setName();
+}
+
+void FirstRunWizard::fail(const DaemonReply& reply)
+{
+    m_busy = false;
+    m_error = reply.message.isEmpty() ? tr("The Crowdtrain service refused (%1).").arg(reply.code) : reply.message;
+    m_progress->setText(QStringLiteral("<span style=\"color:#c03030\">%1</span>").arg(m_error.toHtmlEscaped()));
+    button(QWizard::FinishButton)->setEnabled(true);
+    button(QWizard::BackButton)->setEnabled(true);
+    emit failed();
+}
+
+void FirstRunWizard::setName()
+{
     control::Value name = control::Value::map();
     name.set("key", "display_name");
     name.set("value", m_anonymous->isChecked() ? std::string() : m_name->text().trimmed().toStdString());
-    if (auto reply = m_link.call(QStringLiteral("settings_set"), name); !reply.ok)
-        m_error = reply.message;
-    // The preset, where the daemon has presets (a daemon without them says unknown_setting).
-    if (QAbstractButton* chosen = m_presets->checkedButton(); m_error.isEmpty() && chosen) {
-        control::Value preset = control::Value::map();
-        preset.set("key", "preset");
-        preset.set("value", chosen->property("preset").toString().toStdString());
-        if (auto reply = m_link.call(QStringLiteral("settings_set"), preset);
-            !reply.ok && reply.code != QLatin1String("unknown_setting"))
-            m_error = reply.message;
-    }
-    QListWidgetItem* item = m_projects->currentItem();
-    if (m_error.isEmpty() && item) {
-        control::Value join = control::Value::map();
-        join.set("hub", item->data(Qt::UserRole).toString().toStdString());
-        join.set("project", item->data(Qt::UserRole + 1).toString().toStdString());
-        if (auto reply = m_link.call(QStringLiteral("join"), join, 20000); !reply.ok)
-            m_error = reply.message;
-    }
-    if (!m_error.isEmpty()) {
-        QMessageBox::warning(this, windowTitle(), m_error);
+    m_link.request(QStringLiteral("settings_set"), name, this, [this](const DaemonReply& reply) {
+        if (!reply.ok)
+            return fail(reply);
+        setPreset();
+    });
+}
+
+void FirstRunWizard::setPreset()
+{
+    QAbstractButton* chosen = m_presets->checkedButton();
+    if (!chosen)
+        return join();
+    control::Value preset = control::Value::map();
+    preset.set("key", "preset");
+    preset.set("value", chosen->property("preset").toString().toStdString());
+    m_link.request(QStringLiteral("settings_set"), preset, this, [this](const DaemonReply& reply) {
+        // A daemon without presets says unknown_setting.
+        if (!reply.ok && reply.code != QLatin1String("unknown_setting"))
+            return fail(reply);
+        join();
+    });
+}
+
+void FirstRunWizard::join()
+{
+    const QList<QListWidgetItem*> chosen = projectList()->selectedItems();
+    if (m_projectPage->notNowBox()->isChecked() || chosen.isEmpty()) {
+        m_busy = false;
+        QWizard::accept();
         return;
     }
-    QWizard::accept();
+    QListWidgetItem* item = chosen.first();
+    control::Value body = control::Value::map();
+    body.set("hub", item->data(Qt::UserRole).toString().toStdString());
+    body.set("project", item->data(Qt::UserRole + 1).toString().toStdString());
+    m_progress->setText(tr("Joining %1\u2026").arg(item->data(Qt::UserRole + 1).toString()));
+    m_link.request(
+        QStringLiteral("join"), body, this,
+        [this](const DaemonReply& reply) {
+            if (!reply.ok)
+                return fail(reply);
+            m_busy = false;
+            QWizard::accept();
+        },
+        30000);
 }
 
 } // namespace crowdtrain::ui

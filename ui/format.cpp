@@ -1,6 +1,7 @@
 #include "ui/format.h"
 
 #include <QCoreApplication>
+#include <QCryptographicHash>
 #include <QDateTime>
 #include <QLocale>
 
@@ -57,6 +58,47 @@ QString formatAgo(uint64_t unixMs)
     if (seconds < 86400)
         return QCoreApplication::translate("format", "%1 h ago").arg(seconds / 3600);
     return QCoreApplication::translate("format", "%1 days ago").arg(seconds / 86400);
+}
+
+QString volunteerName(const QString& displayName, const QString& publicKey)
+{
+    if (!displayName.trimmed().isEmpty())
+        return displayName;
+    const QByteArray hash = QCryptographicHash::hash(publicKey.toUtf8(), QCryptographicHash::Sha256);
+    return QCoreApplication::translate("format", "anonymous volunteer %1")
+        .arg(QString::fromLatin1(hash.left(2).toHex().toUpper()));
+}
+
+QString deviceWords(const QString& device)
+{
+    const QString d = device.trimmed().toLower();
+    if (d.isEmpty())
+        return QStringLiteral("\u2014");
+    if (d == QLatin1String("auto"))
+        return QCoreApplication::translate("format", "Automatic");
+    if (d == QLatin1String("cpu"))
+        return QCoreApplication::translate("format", "CPU");
+    if (d == QLatin1String("cuda"))
+        return QCoreApplication::translate("format", "GPU (CUDA)");
+    if (d.startsWith(QLatin1String("cuda:")))
+        return QCoreApplication::translate("format", "GPU %1 (CUDA)").arg(d.mid(5));
+    return device;
+}
+
+QString formatHours(double hours)
+{
+    const int decimals = hours >= 10 ? 1 : hours >= 0.1 ? 2 : 3;
+    return QLocale().toString(hours, 'f', decimals);
+}
+
+QString computeHoursName(const QString& device)
+{
+    const QString d = device.trimmed().toLower();
+    if (d == QLatin1String("cpu"))
+        return QCoreApplication::translate("format", "CPU-hours");
+    if (d.startsWith(QLatin1String("cuda")))
+        return QCoreApplication::translate("format", "GPU-hours");
+    return QCoreApplication::translate("format", "compute-hours");
 }
 
 } // namespace crowdtrain::ui

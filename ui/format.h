@@ -24,5 +24,17 @@ QString formatLoss(const control::Value& loss);
 QString formatTime(uint64_t unixMs);
 // "3 min ago", "2 h ago".
 QString formatAgo(uint64_t unixMs);
+// A volunteer as people read it: the display name, else "anonymous
+// volunteer 7F3A" (the first hex digits of the SHA-256 of the public key,
+// the same for the same key everywhere).
+QString volunteerName(const QString& displayName, const QString& publicKey);
+// A device as the daemon names it ("auto", "cpu", "cuda", "cuda:1") in
+// words: "Automatic", "CPU", "GPU (CUDA)", "GPU 1 (CUDA)".
+QString deviceWords(const QString& device);
+// Hours of training: "12.5", "0.42", "0.003" (a minute's work is not 0.00).
+QString formatHours(double hours);
+// What an hour of training on that device is called: "CPU-hours",
+// "GPU-hours", or "compute-hours" when unknown.
+QString computeHoursName(const QString& device);
 
 } // namespace crowdtrain::ui

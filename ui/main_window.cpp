@@ -9,11 +9,13 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QListWidget>
 #include <QMenu>
 #include <QMessageBox>
+#include <QPointer>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
@@ -160,12 +162,19 @@ void MainWindow::setupTray()
         activateWindow();
     });
     menu->addSeparator();
-    menu->addAction(tr("Pause"), this, [this] { m_link.call(QStringLiteral("pause")); });
-    menu->addAction(tr("Resume"), this, [this] { m_link.call(QStringLiteral("resume")); });
-    menu->addAction(tr("Snooze for 1 hour"), this, [this] {
+    // Whatever the service answers shows in the status bar and the tray tip.
+    auto say = [this](const DaemonReply& reply) {
+        if (!reply.ok)
+            statusBar()->showMessage(reply.message, 10000);
+    };
+    menu->addAction(
+        tr("Pause"), this, [this, say] { m_link.request(QStringLiteral("pause"), control::Value::map(), this, say); });
+    menu->addAction(tr("Resume"), this,
+        [this, say] { m_link.request(QStringLiteral("resume"), control::Value::map(), this, say); });
+    menu->addAction(tr("Snooze for 1 hour"), this, [this, say] {
         control::Value body = control::Value::map();
         body.set("seconds", 3600);
-        m_link.call(QStringLiteral("snooze"), body);
+        m_link.request(QStringLiteral("snooze"), body, this, say);
     });
     menu->addSeparator();
     menu->addAction(tr("Quit (training goes on)"), qApp, &QApplication::quit);
@@ -199,13 +208,10 @@ void MainWindow::closeEvent(QCloseEvent* event)
 bool MainWindow::maybeRunFirstRun()
 {
     QSettings settings;
-    if (settings.value(QStringLiteral("firstRunDone")).toBool())
+    if (settings.value(QStringLiteral("firstRunDone")).toBool() || findChild<FirstRunWizard*>())
         return false;
-    auto status = m_link.call(QStringLiteral("status"));
-    if (status.ok && !text(status.body["project"]).isEmpty()) {
-        settings.setValue(QStringLiteral("firstRunDone"), true);
-        return false;
-    }
+    // Shown at once, while the service may still be starting; the wizard
+    // fills its project list when the service answers.
     auto* wizard = new FirstRunWizard(m_link, this);
     wizard->setObjectName(QStringLiteral("firstRun"));
     wizard->setAttribute(Qt::WA_DeleteOnClose);
@@ -214,6 +220,16 @@ bool MainWindow::maybeRunFirstRun()
         showPage(kDashboard);
     });
     wizard->open();
+    // A machine whose service already trains (joined from the command
+    // line) needs no wizard: closed unless the volunteer started on it.
+    QPointer<FirstRunWizard> guard(wizard);
+    m_link.request(QStringLiteral("status"), control::Value::map(), this, [guard](const DaemonReply& reply) {
+        if (!guard || !reply.ok || text(reply.body["project"]).isEmpty())
+            return;
+        QSettings().setValue(QStringLiteral("firstRunDone"), true);
+        if (guard->currentId() == FirstRunWizard::kWelcome)
+            guard->reject();
+    });
     return true;
 }
 
@@ -225,8 +241,13 @@ QStringList MainWindow::saveScreenshots(const QString& dir)
     const int current = m_stack->currentIndex();
     for (int i = 0; i < kPages; ++i) {
         showPage(i);
-        // A page built just now lays out in steps (its form, then the scroll
-        // area around it): let every step run before the grab.
+        // The page's replies first (a tool's wait, not the app's: the event
+        // loop runs meanwhile). A page built just now lays out in steps (its
+        // form, then the scroll area around it): let every step run.
+        QElapsedTimer waited;
+        waited.start();
+        while (m_pages[i]->loading() && waited.elapsed() < 5000)
+            QApplication::processEvents(QEventLoop::AllEvents, 20);
         for (int pass = 0; pass < 4; ++pass)
             QApplication::processEvents();
         const QString file = QDir(dir).filePath(QStringLiteral("%1.png").arg(QLatin1String(names[i])));

@@ -1,4 +1,5 @@
 // The contributions, settings and log pages.
+#include "ui/byte_size_edit.h"
 #include "ui/daemon_link.h"
 #include "ui/format.h"
 #include "ui/pages.h"
@@ -44,7 +45,9 @@ ContributionsPage::ContributionsPage(DaemonLink& link, QWidget* parent)
     m_board = new QTableWidget(0, 6, this);
     m_board->setAccessibleName(tr("Leaderboard"));
     m_board->setHorizontalHeaderLabels(
-        {tr("Rank"), tr("Volunteer"), tr("Tokens"), tr("GPU-hours"), tr("Accepted"), tr("Rejected")});
+        {tr("Rank"), tr("Volunteer"), tr("Tokens"), tr("Compute-hours"), tr("Accepted"), tr("Rejected")});
+    // Others may train on a GPU or a CPU: the hub does not say which.
+    m_board->horizontalHeaderItem(3)->setToolTip(tr("Hours of training on the volunteer's GPU or CPU"));
     m_board->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
     m_board->verticalHeader()->setVisible(false);
     m_board->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -57,9 +60,20 @@ ContributionsPage::ContributionsPage(DaemonLink& link, QWidget* parent)
     layout->addLayout(row);
 }
 
-void ContributionsPage::reload()
+void ContributionsPage::load()
 {
-    auto reply = m_link.call(QStringLiteral("contributions"), control::Value::map(), 10000);
+    // The device first: the hours are named for what did them.
+    fetch(QStringLiteral("status"), control::Value::map(), [this](const DaemonReply& status) {
+        if (status.ok)
+            m_device = text(status.body.has("device_in_use") ? status.body["device_in_use"] : status.body["device"]);
+        fetch(
+            QStringLiteral("contributions"), control::Value::map(),
+            [this](const DaemonReply& reply) { showReply(reply); }, 15000);
+    });
+}
+
+void ContributionsPage::showReply(const DaemonReply& reply)
+{
     if (!reply.ok) {
         m_summary->setText(reply.code == QLatin1String("not_joined") ? tr("Join a project to see your contribution.")
                                                                      : reply.message.toHtmlEscaped());
@@ -70,26 +84,24 @@ void ContributionsPage::reload()
     const control::Value& mine = b["mine"];
     m_summary->setText(
         tr("<h3>Your contribution to %1</h3>"
-           "<p><b>%2</b> tokens trained · <b>%3</b> GPU-hours · <b>%4</b> tasks accepted, "
+           "<p><b>%2</b> tokens trained · <b>%3</b> %9 · <b>%4</b> tasks accepted, "
            "<b>%5</b> rejected</p><p>Your share of the project: <b>%6%</b> · rank <b>%7</b> of %8 "
            "volunteers</p>")
             .arg(text(b["project"]).toHtmlEscaped(), formatCount(double(mine["tokens"].toUInt())),
-                QLocale().toString(mine["gpu_hours"].toDouble(), 'f', 2),
-                QString::number(mine["rounds_accepted"].toUInt()), QString::number(mine["rounds_rejected"].toUInt()),
+                formatHours(mine["gpu_hours"].toDouble()), QString::number(mine["rounds_accepted"].toUInt()),
+                QString::number(mine["rounds_rejected"].toUInt()),
                 QLocale().toString(100.0 * b["share"].toDouble(), 'f', 2), QString::number(b["rank"].toUInt()),
-                QString::number(b["contributors"].toUInt())));
+                QString::number(b["contributors"].toUInt()), computeHoursName(m_device).toHtmlEscaped()));
     const auto& board = b["leaderboard"].items();
     m_board->setRowCount(int(board.size()));
     const std::string me = mine["public_key"].toString();
     for (std::size_t i = 0; i < board.size(); ++i) {
         const control::Value& c = board[i];
-        QString name = text(c["display_name"]);
-        if (name.isEmpty())
-            name = tr("anonymous %1").arg(text(c["public_key"]).left(8));
+        QString name = volunteerName(text(c["display_name"]), text(c["public_key"]));
         if (c["public_key"].toString() == me)
             name += tr(" (you)");
         const QString cells[] = {QString::number(i + 1), name, formatCount(double(c["tokens"].toUInt())),
-            QLocale().toString(c["gpu_hours"].toDouble(), 'f', 2), QString::number(c["rounds_accepted"].toUInt()),
+            formatHours(c["gpu_hours"].toDouble()), QString::number(c["rounds_accepted"].toUInt()),
             QString::number(c["rounds_rejected"].toUInt())};
         for (int col = 0; col < 6; ++col)
             m_board->setItem(int(i), col, new QTableWidgetItem(cells[col]));
@@ -128,8 +140,8 @@ QString labelOf(const std::string& key)
     static const std::map<std::string, const char*> labels = {
         {"cpu_threads", QT_TRANSLATE_NOOP("Settings", "CPU threads (0: all cores)")},
         {"auto_download", QT_TRANSLATE_NOOP("Settings", "Download new checkpoints")},
-        {"auto_download_max_bytes", QT_TRANSLATE_NOOP("Settings", "... up to this size (bytes)")},
-        {"piece_cache_bytes", QT_TRANSLATE_NOOP("Settings", "Disk for training data (bytes)")},
+        {"auto_download_max_bytes", QT_TRANSLATE_NOOP("Settings", "... up to this size")},
+        {"piece_cache_bytes", QT_TRANSLATE_NOOP("Settings", "Disk for training data")},
         {"generate_pauses_training", QT_TRANSLATE_NOOP("Settings", "Pause training while generating text")},
         {"gpu_memory_limit_mib", QT_TRANSLATE_NOOP("Settings", "GPU memory limit (MiB, 0: automatic)")},
         {"gpu_memory_free_mib", QT_TRANSLATE_NOOP("Settings", "... else leave free (MiB)")},
@@ -170,6 +182,14 @@ QString sectionBefore(const std::string& key)
     return {};
 }
 
+// A choice as people read it: "auto" -> "Automatic", "balanced" -> "Balanced".
+QString choiceWords(const std::string& key, const QString& choice)
+{
+    if (key == "device")
+        return deviceWords(choice);
+    return choice.left(1).toUpper() + choice.mid(1);
+}
+
 // The settings that need NVML (an NVIDIA driver) to mean anything.
 bool needsNvml(const std::string& key)
 {
@@ -207,37 +227,42 @@ QWidget* SettingsPage::editorFor(const QString& key) const
     return it == m_editors.end() ? nullptr : it->second;
 }
 
-void SettingsPage::reload()
+void SettingsPage::load()
 {
-    auto status = m_link.call(QStringLiteral("status"));
-    if (status.ok) {
-        const control::Value& gpu = status.body["limits"]["gpu"];
-        m_gpuUnavailable = gpu["available"].toBool() ? QString() : text(gpu["why"]);
-    }
-    auto reply = m_link.call(QStringLiteral("settings_get"));
-    if (reply.ok)
-        build(reply.body["described"]);
+    // The GPU's availability first: it decides which editors are greyed.
+    fetch(QStringLiteral("status"), control::Value::map(), [this](const DaemonReply& status) {
+        if (status.ok) {
+            const control::Value& gpu = status.body["limits"]["gpu"];
+            m_gpuUnavailable = gpu["available"].toBool() ? QString() : text(gpu["why"]);
+        }
+        fetch(QStringLiteral("settings_get"), control::Value::map(), [this](const DaemonReply& reply) {
+            if (reply.ok)
+                build(reply.body["described"]);
+        });
+    });
 }
 
-bool SettingsPage::apply(const QString& key, const control::Value& value)
+void SettingsPage::apply(const QString& key, const control::Value& value)
 {
     control::Value body = control::Value::map();
     body.set("key", key.toStdString());
     body.set("value", value);
-    auto reply = m_link.call(QStringLiteral("settings_set"), body);
-    if (!reply.ok) {
-        // The daemon's words, never a silent clamp; the editor shows the value kept.
-        m_error->setText(reply.message);
-        m_error->show();
-        QMetaObject::invokeMethod(this, &SettingsPage::reload, Qt::QueuedConnection);
-        return false;
-    }
-    m_error->hide();
-    emit message(tr("Saved %1.").arg(labelOf(key.toStdString())));
-    // A preset changes other keys.
-    if (key == QLatin1String("preset"))
-        QMetaObject::invokeMethod(this, &SettingsPage::reload, Qt::QueuedConnection);
-    return true;
+    send(QStringLiteral("settings_set"), body, [this, key](const DaemonReply& reply) {
+        if (!reply.ok) {
+            // The daemon's words, never a silent clamp; the editor shows the value kept.
+            m_error->setText(reply.message);
+            m_error->show();
+            reload();
+            emit applied(key, false);
+            return;
+        }
+        m_error->hide();
+        emit message(tr("Saved %1.").arg(labelOf(key.toStdString())));
+        // A preset changes other keys.
+        if (key == QLatin1String("preset"))
+            reload();
+        emit applied(key, true);
+    });
 }
 
 void SettingsPage::build(const control::Value& described)
@@ -315,6 +340,13 @@ void SettingsPage::build(const control::Value& described)
             box->setChecked(value.toBool());
             connect(box, &QCheckBox::toggled, this, [this, qkey](bool on) { apply(qkey, control::Value(on)); });
             editor = box;
+        } else if (type == "int" && key.size() > 6 && key.compare(key.size() - 6, 6, "_bytes") == 0) {
+            // A size: shown in MiB, GiB or TiB, sent in bytes.
+            auto* size = new ByteSizeEdit(m_formHost);
+            size->setBytes(value.toInt());
+            connect(
+                size, &ByteSizeEdit::edited, this, [this, qkey](int64_t bytes) { apply(qkey, control::Value(bytes)); });
+            editor = size;
         } else if (type == "int" && (spec["max"].toInt() > INT32_MAX || spec["min"].toInt() < INT32_MIN)) {
             // Beyond a spin box's range (byte counts): typed as text, the daemon judges it.
             auto* line = new QLineEdit(m_formHost);
@@ -342,12 +374,14 @@ void SettingsPage::build(const control::Value& described)
                 [this, qkey, spin] { apply(qkey, control::Value(int64_t(spin->value()))); });
             editor = spin;
         } else if (type == "choice") {
+            // Shown in words ("Automatic", "Balanced"), sent as the daemon's value.
             auto* combo = new QComboBox(m_formHost);
             for (const control::Value& c : spec["choices"].items())
-                combo->addItem(text(c));
-            combo->setCurrentText(text(value));
-            connect(combo, &QComboBox::textActivated, this,
-                [this, qkey](const QString& v) { apply(qkey, control::Value(v.toStdString())); });
+                combo->addItem(choiceWords(key, text(c)), text(c));
+            combo->setCurrentIndex(std::max(0, combo->findData(text(value))));
+            connect(combo, &QComboBox::activated, this, [this, qkey, combo](int index) {
+                apply(qkey, control::Value(combo->itemData(index).toString().toStdString()));
+            });
             editor = combo;
         } else {
             auto* line = new QLineEdit(m_formHost);
@@ -422,14 +456,15 @@ LogPage::LogPage(DaemonLink& link, QWidget* parent)
     layout->addLayout(row);
 }
 
-void LogPage::reload()
+void LogPage::load()
 {
-    auto reply = m_link.call(QStringLiteral("log"));
-    if (!reply.ok)
-        return;
-    m_text->clear();
-    for (const control::Value& line : reply.body["lines"].items())
-        m_text->appendPlainText(text(line));
+    fetch(QStringLiteral("log"), control::Value::map(), [this](const DaemonReply& reply) {
+        if (!reply.ok)
+            return;
+        m_text->clear();
+        for (const control::Value& line : reply.body["lines"].items())
+            m_text->appendPlainText(text(line));
+    });
 }
 
 void LogPage::onEvent(const QString& type, const control::Value& body)

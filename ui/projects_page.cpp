@@ -80,25 +80,38 @@ ProjectsPage::ProjectsPage(DaemonLink& link, QWidget* parent)
     connect(follow, &QPushButton::clicked, this, &ProjectsPage::follow);
     connect(m_hubLink, &QLineEdit::returnPressed, this, &ProjectsPage::follow);
     connect(m_unfollow, &QPushButton::clicked, this, &ProjectsPage::unfollow);
-    connect(refresh, &QPushButton::clicked, this, [this] {
+    connect(refresh, &QPushButton::clicked, this, [this, refresh] {
         control::Value body = control::Value::map();
         body.set("refresh", true);
-        if (auto reply = m_link.call(QStringLiteral("catalog"), body, 15000); reply.ok) {
-            m_catalog = reply.body;
-            reload();
-        }
+        refresh->setEnabled(false);
+        emit message(tr("Asking the hubs for their projects..."));
+        send(
+            QStringLiteral("catalog"), body,
+            [this, refresh](const DaemonReply& reply) {
+                refresh->setEnabled(true);
+                if (reply.ok)
+                    showCatalog(reply.body);
+                else
+                    emit message(reply.message);
+            },
+            20000);
     });
     connect(m_tree, &QTreeWidget::currentItemChanged, this, &ProjectsPage::showDetail);
     connect(m_join, &QPushButton::clicked, this, &ProjectsPage::joinSelected);
     connect(m_leave, &QPushButton::clicked, this, &ProjectsPage::leave);
 }
 
-void ProjectsPage::reload()
+void ProjectsPage::load()
 {
-    auto reply = m_link.call(QStringLiteral("catalog"));
-    if (!reply.ok)
-        return;
-    m_catalog = reply.body;
+    fetch(QStringLiteral("catalog"), control::Value::map(), [this](const DaemonReply& reply) {
+        if (reply.ok)
+            showCatalog(reply.body);
+    });
+}
+
+void ProjectsPage::showCatalog(const control::Value& catalog)
+{
+    m_catalog = catalog;
     m_joinedHub = text(m_catalog["joined_hub"]);
     m_joinedProject = text(m_catalog["joined_project"]);
     const QString selectedHub = m_tree->currentItem() ? m_tree->currentItem()->data(0, kHubRole).toString() : QString();
@@ -215,14 +228,18 @@ void ProjectsPage::follow()
         return;
     control::Value body = control::Value::map();
     body.set("link", link.toStdString());
-    auto reply = m_link.call(QStringLiteral("follow"), body);
-    if (!reply.ok) {
-        emit message(reply.message);
-        return;
-    }
-    m_hubLink->clear();
-    emit message(tr("Added the hub %1.").arg(text(reply.body["link"])));
-    reload();
+    send(
+        QStringLiteral("follow"), body,
+        [this](const DaemonReply& reply) {
+            if (!reply.ok) {
+                emit message(reply.message);
+                return;
+            }
+            m_hubLink->clear();
+            emit message(tr("Added the hub %1.").arg(text(reply.body["link"])));
+            reload();
+        },
+        15000);
 }
 
 void ProjectsPage::unfollow()
@@ -232,9 +249,10 @@ void ProjectsPage::unfollow()
         return;
     control::Value body = control::Value::map();
     body.set("link", item->data(0, kHubRole).toString().toStdString());
-    auto reply = m_link.call(QStringLiteral("unfollow"), body);
-    emit message(reply.ok ? tr("Removed the hub.") : reply.message);
-    reload();
+    send(QStringLiteral("unfollow"), body, [this](const DaemonReply& reply) {
+        emit message(reply.ok ? tr("Removed the hub.") : reply.message);
+        reload();
+    });
 }
 
 void ProjectsPage::joinSelected()
@@ -245,17 +263,28 @@ void ProjectsPage::joinSelected()
     control::Value body = control::Value::map();
     body.set("hub", item->data(0, kHubRole).toString().toStdString());
     body.set("project", item->data(0, kProjectRole).toString().toStdString());
-    auto reply = m_link.call(QStringLiteral("join"), body, 15000);
-    emit message(reply.ok ? tr("Joined %1: training starts in a moment.").arg(item->data(0, kProjectRole).toString())
-                          : reply.message);
-    reload();
+    const QString name = item->data(0, kProjectRole).toString();
+    m_join->setEnabled(false);
+    emit message(tr("Joining %1...").arg(name));
+    send(
+        QStringLiteral("join"), body,
+        [this, name](const DaemonReply& reply) {
+            emit message(reply.ok ? tr("Joined %1: training starts in a moment.").arg(name) : reply.message);
+            reload();
+        },
+        30000);
 }
 
 void ProjectsPage::leave()
 {
-    auto reply = m_link.call(QStringLiteral("leave"), control::Value::map(), 15000);
-    emit message(reply.ok ? tr("Left the project; nothing trains until you join one.") : reply.message);
-    reload();
+    m_leave->setEnabled(false);
+    send(
+        QStringLiteral("leave"), control::Value::map(),
+        [this](const DaemonReply& reply) {
+            emit message(reply.ok ? tr("Left the project; nothing trains until you join one.") : reply.message);
+            reload();
+        },
+        15000);
 }
 
 } // namespace crowdtrain::ui

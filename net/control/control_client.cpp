@@ -34,6 +34,11 @@ ControlClient::~ControlClient()
     m_context.reset();
 }
 
+int ControlClient::fd() const
+{
+    return static_cast<int>(m_socket->get(zmq::sockopt::fd));
+}
+
 void ControlClient::open()
 {
     m_socket.reset();
@@ -41,9 +46,13 @@ void ControlClient::open()
     m_socket->set(zmq::sockopt::linger, 0);
     m_socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxReplyBytes));
     m_socket->connect(controlEndpoint(m_dir));
+    ++m_generation;
+    // Whatever was in flight went with the old socket.
+    m_inFlight.clear();
+    m_reopenWhenIdle = false;
 }
 
-Result<Value> ControlClient::call(std::string_view type, const Value& body, int timeoutMs)
+Result<std::string> ControlClient::encode(std::string_view type, const Value& body, uint64_t id) const
 {
     // A request the daemon would refuse fails here, with the same code,
     // rather than as a timeout.
@@ -57,14 +66,22 @@ Result<Value> ControlClient::call(std::string_view type, const Value& body, int 
     bodyLimits.maxDepth -= 1; // the envelope map is level 1
     if (Status fits = checkLimits(body, bodyLimits); !fits)
         return Error::make(fits.error().code, "request \"" + std::string(type) + "\": " + fits.error().message);
-    const uint64_t id = ++m_lastId;
-    const std::string request = encodeRequest(type, id, body.isNil() ? Value::map() : body);
+    std::string request = encodeRequest(type, id, body.isNil() ? Value::map() : body);
     if (request.size() > kMaxRequestBytes)
         return Error::make(errc::kTooLarge,
             "request \"" + std::string(type) + "\" of " + std::to_string(request.size())
                 + " bytes exceeds the limit of " + std::to_string(kMaxRequestBytes));
+    return request;
+}
+
+Result<Value> ControlClient::call(std::string_view type, const Value& body, int timeoutMs)
+{
+    const uint64_t id = ++m_lastId;
+    auto request = encode(type, body, id);
+    if (!request)
+        return request.error();
     try {
-        if (!m_socket->send(zmq::buffer(request), zmq::send_flags::dontwait)) {
+        if (!m_socket->send(zmq::buffer(*request), zmq::send_flags::dontwait)) {
             open();
             return Error::make(
                 errc::kNoDaemon, "the request to the Crowdtrain daemon at " + m_dir.string() + " could not be queued");
@@ -78,6 +95,79 @@ Result<Value> ControlClient::call(std::string_view type, const Value& body, int 
         }
         return Error::make(
             errc::kZmqError, "request to the Crowdtrain daemon at " + m_dir.string() + " failed: " + e.what());
+    }
+}
+
+Result<uint64_t> ControlClient::send(std::string_view type, const Value& body)
+{
+    const uint64_t id = ++m_lastId;
+    auto request = encode(type, body, id);
+    if (!request)
+        return request.error();
+    try {
+        if (!m_socket->send(zmq::buffer(*request), zmq::send_flags::dontwait)) {
+            if (m_inFlight.empty())
+                open();
+            return Error::make(
+                errc::kNoDaemon, "the request to the Crowdtrain daemon at " + m_dir.string() + " could not be queued");
+        }
+    } catch (const zmq::error_t& e) {
+        return Error::make(
+            errc::kZmqError, "request to the Crowdtrain daemon at " + m_dir.string() + " failed: " + e.what());
+    }
+    m_inFlight.insert(id);
+    return id;
+}
+
+std::optional<Result<Reply>> ControlClient::receiveOne()
+{
+    zmq::message_t frame;
+    if (!m_socket->recv(frame, zmq::recv_flags::dontwait))
+        return std::nullopt;
+    if (frame.more()) {
+        // Replies are one frame: drop the whole message.
+        while (frame.more() && m_socket->recv(frame, zmq::recv_flags::dontwait)) { }
+        return Result<Reply>(Error::make("", "a reply of more than one frame")); // skipped, as replies are one frame
+    }
+    auto reply = decodeReply(frame.to_string_view());
+    if (!reply)
+        return Result<Reply>(Error::make(errc::kMalformed,
+            "the reply of the Crowdtrain daemon at " + m_dir.string() + " does not decode: " + reply.error().message));
+    return reply;
+}
+
+std::vector<Reply> ControlClient::takeReplies()
+{
+    std::vector<Reply> replies = std::move(m_early);
+    m_early.clear();
+    try {
+        while (auto reply = receiveOne()) {
+            if (!*reply || !m_inFlight.erase((*reply)->id))
+                continue; // undecodable, or the late answer to an abandoned request
+            replies.push_back(std::move(**reply));
+        }
+    } catch (const zmq::error_t&) {
+        // A broken socket: the requests in flight time out and reopen it.
+    }
+    reopenIfIdle();
+    return replies;
+}
+
+void ControlClient::abandon(uint64_t id)
+{
+    if (m_inFlight.erase(id))
+        m_reopenWhenIdle = true;
+    reopenIfIdle();
+}
+
+void ControlClient::reopenIfIdle()
+{
+    if (!m_reopenWhenIdle || !m_inFlight.empty())
+        return;
+    try {
+        open();
+    } catch (const zmq::error_t&) {
+        // Left as it is; the next timeout tries again.
     }
 }
 
@@ -98,27 +188,27 @@ Result<Value> ControlClient::waitForReply(std::string_view type, uint64_t id, in
                 continue;
             throw;
         }
-        zmq::message_t frame;
-        if (!m_socket->recv(frame, zmq::recv_flags::dontwait))
+        auto reply = receiveOne();
+        if (!reply)
             continue;
-        if (frame.more()) {
-            // Replies are one frame: drop the whole message.
-            while (frame.more() && m_socket->recv(frame, zmq::recv_flags::dontwait)) { }
+        if (!*reply) {
+            if ((*reply).error().code.empty())
+                continue;
+            return (*reply).error();
+        }
+        if ((*reply)->id != id) {
+            // An answer to a send() is kept for takeReplies(); anything else
+            // is the late reply to a request that timed out.
+            if (m_inFlight.erase((*reply)->id))
+                m_early.push_back(std::move(**reply));
             continue;
         }
-        auto reply = decodeReply(frame.to_string_view());
-        if (!reply)
+        if ((*reply)->type != type)
             return Error::make(errc::kMalformed,
-                "the reply of the Crowdtrain daemon at " + m_dir.string()
-                    + " does not decode: " + reply.error().message);
-        if (reply->id != id)
-            continue; // the late reply to a request that timed out
-        if (reply->type != type)
-            return Error::make(errc::kMalformed,
-                "the daemon answered a \"" + std::string(type) + "\" request as \"" + reply->type + "\"");
-        if (!reply->ok)
-            return reply->error;
-        return std::move(reply->body);
+                "the daemon answered a \"" + std::string(type) + "\" request as \"" + (*reply)->type + "\"");
+        if (!(*reply)->ok)
+            return (*reply)->error;
+        return std::move((*reply)->body);
     }
     // Lazy Pirate: a new socket, so that the unanswered request is not
     // delivered to a daemon that starts later, nor its answer read as the
