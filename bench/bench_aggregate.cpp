@@ -3,11 +3,20 @@
 // accumulator, as the coordinator does during a round. Prints a markdown
 // table (payload GB/s, submissions/s, peak RSS).
 //
-//   build/dev/bin/bench_aggregate [--elements N] [--submissions K] [--codecs int8,fp16,fp32]
+//   build/dev/bin/bench_aggregate [--elements N] [--submissions K] [--codecs int8,fp16,fp32,sparse]
 //
 // N defaults to GPT-2 small's 124,439,808 parameters.
+//
+// "sparse" in --codecs measures a round of the sparse codec on GPT-2 small's
+// tensors (N is ignored): the volunteer's encode, then K distinct random
+// well-formed messages (k 64 of 4096) added to a SparseAggregator (each
+// made just before it is added, outside the timing, never all held), the
+// close (median scaling, outer SGD, the sparse update) and its application.
 #include "engine/diloco/codec.h"
+#include "engine/diloco/sparse_aggregator.h"
+#include "engine/diloco/sparse_codec.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +65,117 @@ void check(const Status& status)
     }
 }
 
+// GPT-2 small's parameters in flat-vector order (124,439,808 elements).
+std::vector<int64_t> gpt2SmallSizes()
+{
+    const int64_t d = 768;
+    std::vector<int64_t> sizes{50257 * d, 1024 * d};
+    for (int layer = 0; layer < 12; ++layer)
+        for (const int64_t n : {d, d, d * 3 * d, 3 * d, d * d, d, d, d, d * 4 * d, 4 * d, 4 * d * d, d})
+            sizes.push_back(n);
+    sizes.push_back(d);
+    sizes.push_back(d);
+    return sizes;
+}
+
+// A well-formed message as a volunteer's would look, written directly in
+// the layout of docs/protocol.md §7 (an encode per message would take
+// longer than the aggregation measured): per tensor a table, per chunk the
+// kept count of distinct random indices (12 bits, ascending), random codes.
+std::string randomMessage(const SparseLayout& layout, std::mt19937& rng)
+{
+    std::string bytes(size_t(layout.messageBytes()), '\0');
+    auto* out = reinterpret_cast<unsigned char*>(bytes.data());
+    std::uniform_real_distribution<float> magnitude(1e-4f, 2e-3f);
+    std::vector<uint8_t> taken(static_cast<size_t>(layout.chunk()));
+    std::vector<uint16_t> index;
+    auto pack = [&out](const std::vector<uint16_t>& values, int bits) {
+        uint64_t acc = 0;
+        int have = 0;
+        for (const uint16_t v : values) {
+            acc |= uint64_t(v) << have;
+            for (have += bits; have >= 8; have -= 8, acc >>= 8)
+                *out++ = static_cast<unsigned char>(acc);
+        }
+        if (have > 0)
+            *out++ = static_cast<unsigned char>(acc);
+    };
+    for (const int64_t n : layout.tensorElements()) {
+        const float lo = magnitude(rng);
+        const float hi = 3.0f * lo;
+        const float table[4] = {-hi, -lo, lo, hi};
+        std::memcpy(out, table, sizeof table);
+        out += sizeof table;
+        for (int64_t first = 0; first < n; first += layout.chunk()) {
+            const int64_t length = std::min(layout.chunk(), n - first);
+            const int64_t kept = layout.keptIn(length);
+            std::fill(taken.begin(), taken.end(), 0);
+            index.clear();
+            while (int64_t(index.size()) < kept) {
+                const auto at = uint16_t(rng() % uint64_t(length));
+                if (!taken[at]) {
+                    taken[at] = 1;
+                    index.push_back(at);
+                }
+            }
+            std::sort(index.begin(), index.end());
+            pack(index, layout.indexBits());
+            for (uint16_t& code : index)
+                code = uint16_t(rng() & 3);
+            pack(index, 2);
+        }
+    }
+    return bytes;
+}
+
+void sparseRound(int64_t submissions)
+{
+    const SparseLayout layout = *SparseLayout::make(gpt2SmallSizes(), SparseOptions{4096, 64, 0.0});
+    const int64_t n = layout.elements();
+    std::printf(
+        "\nsparse: P = %lld (GPT-2 small's tensors), k 64 of 4096, message %lld bytes (%.5f bytes per element)\n\n",
+        static_cast<long long>(n), static_cast<long long>(layout.messageBytes()),
+        double(layout.messageBytes()) / double(n));
+    std::printf("| step | submissions | seconds | per submission ms | peak RSS MiB |\n|---|---:|---:|---:|---:|\n");
+    {
+        const SparseLayout volunteer = *SparseLayout::make(gpt2SmallSizes(), SparseOptions{4096, 64, 0.95});
+        std::vector<float> delta(static_cast<size_t>(n));
+        std::mt19937 rng(42);
+        std::normal_distribution<float> normal(0.0f, 1e-3f);
+        for (float& v : delta)
+            v = normal(rng);
+        std::vector<float> e(delta.size(), 0.0f);
+        std::string message;
+        const double seconds = secondsOf([&] { message = encodeSparse(volunteer, delta.data(), e.data()); });
+        std::printf("| volunteer: encode + error feedback | 1 | %.2f | | %.0f |\n", seconds, peakRssMiB());
+    }
+    SparseAggregator aggregator(layout);
+    std::mt19937 rng(7);
+    double addSeconds = 0.0;
+    for (int64_t k = 0; k < submissions; ++k) {
+        const std::string message = randomMessage(layout, rng);
+        addSeconds += secondsOf([&] { check(aggregator.add(message, 51200.0 + double(k))); });
+    }
+    std::printf("| coordinator: check + add (median scaling) | %lld | %.2f | %.1f | %.0f |\n",
+        static_cast<long long>(submissions), addSeconds, 1e3 * addSeconds / double(submissions), peakRssMiB());
+    std::string update;
+    const double closeSeconds = secondsOf([&] {
+        auto closed = aggregator.closeRound(1.0);
+        check(closed.ok() ? Status::success() : Status(closed.error()));
+        update = std::move(*closed);
+    });
+    std::printf("| coordinator: close (average, outer SGD, encode update) | %lld | %.2f | | %.0f |\n",
+        static_cast<long long>(submissions), closeSeconds, peakRssMiB());
+    std::vector<float> theta(size_t(n), 0.0f);
+    const double applySeconds = secondsOf([&] { check(applySparseUpdate(layout, update, theta.data())); });
+    std::printf("| volunteer: apply update | | %.2f | | %.0f |\n", applySeconds, peakRssMiB());
+    const int64_t entries = *sparseUpdateEntries(layout, update);
+    std::printf("\nround total (add + close) %.2f s; update %zu bytes, %lld entries (%.1f%% of P), %.4f bytes per "
+                "element\n",
+        addSeconds + closeSeconds, update.size(), static_cast<long long>(entries), 100.0 * double(entries) / double(n),
+        double(update.size()) / double(n));
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -72,7 +192,8 @@ int main(int argc, char** argv)
         else if (flag == "--codecs")
             codecs = argv[i + 1];
         else {
-            std::fprintf(stderr, "usage: %s [--elements N] [--submissions K] [--codecs int8,fp16,fp32]\n", argv[0]);
+            std::fprintf(
+                stderr, "usage: %s [--elements N] [--submissions K] [--codecs int8,fp16,fp32,sparse]\n", argv[0]);
             return 2;
         }
     }
@@ -81,6 +202,10 @@ int main(int argc, char** argv)
         return 2;
     }
 
+    if (codecs == "sparse") {
+        sparseRound(submissions);
+        return 0;
+    }
     std::vector<float> acc(static_cast<std::size_t>(n), 0.0f);
     std::printf("P = %lld elements, K = %lld submissions, one thread\n\n", static_cast<long long>(n),
         static_cast<long long>(submissions));
@@ -92,6 +217,10 @@ int main(int argc, char** argv)
         const std::size_t comma = std::min(codecs.find(',', start), codecs.size());
         const std::string name = codecs.substr(start, comma - start);
         start = comma + 1;
+        if (name == "sparse") {
+            sparseRound(submissions);
+            continue;
+        }
         auto codec = parseCodec(name);
         if (!codec) {
             std::fprintf(stderr, "bench_aggregate: %s\n", codec.error().message.c_str());

@@ -60,6 +60,8 @@ inline constexpr std::string_view kDataTooShort = "data_too_short";
 inline constexpr std::string_view kBadCodec = "bad_codec";
 inline constexpr std::string_view kBadSize = "bad_size"; // a payload or vector of the wrong length
 inline constexpr std::string_view kNonFinite = "non_finite"; // NaN or infinity (also a protocol code)
+// A sparse payload's index outside its chunk, repeated or out of order.
+inline constexpr std::string_view kBadIndex = "bad_index";
 inline constexpr std::string_view kBadWeight = "bad_weight";
 inline constexpr std::string_view kAggregatorFailed = "aggregator_failed";
 // NormGate's reasons (the token before ':' of NormGate::check, and

@@ -14,22 +14,24 @@ std::string_view codecName(Codec codec)
         return "fp16";
     case Codec::Int8:
         return "int8";
+    case Codec::Sparse:
+        return "sparse";
     }
     return "unknown";
 }
 
 Result<Codec> parseCodec(std::string_view name)
 {
-    for (Codec codec : {Codec::Fp32, Codec::Fp16, Codec::Int8})
+    for (Codec codec : {Codec::Fp32, Codec::Fp16, Codec::Int8, Codec::Sparse})
         if (name == codecName(codec))
             return codec;
     return Error::make(
-        engine::errc::kBadCodec, "unknown codec \"" + std::string(name) + "\" (expected fp32, fp16 or int8)");
+        engine::errc::kBadCodec, "unknown codec \"" + std::string(name) + "\" (expected fp32, fp16, int8 or sparse)");
 }
 
 int64_t encodedBytes(Codec codec, int64_t n)
 {
-    if (n <= 0)
+    if (n <= 0 || codec == Codec::Sparse)
         return 0;
     if (codec == Codec::Int8)
         return 4 * ((n + kInt8BlockElements - 1) / kInt8BlockElements) + n;
@@ -82,6 +84,8 @@ void encodeFp16Run(const float* y, int64_t count, unsigned char* out)
 
 std::string encode(Codec codec, const float* x, int64_t n, float* residual)
 {
+    if (codec == Codec::Sparse)
+        return {};
     std::string bytes(size_t(encodedBytes(codec, n)), '\0');
     auto* out = reinterpret_cast<unsigned char*>(bytes.data());
     float y[kInt8BlockElements];

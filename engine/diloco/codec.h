@@ -1,7 +1,10 @@
 #pragma once
 
 // Payload codecs of docs/protocol.md (§7, "Payload codecs"): "fp32",
-// "fp16" and block-scaled "int8", all little-endian.
+// "fp16" and block-scaled "int8", all little-endian. "sparse" is named here
+// too, but its payloads depend on the model's tensors: sparse_codec.h
+// encodes and decodes them, and every function below refuses it
+// ("bad_codec"; encode() then returns nothing, encodedBytes() 0).
 // Decoding is a plain float32 multiply with no FMA contraction, so every
 // machine that applies the same payload to the same weights gets the same
 // bits. Free functions are thread-safe; a StreamDecoder is used by one thread.
@@ -20,11 +23,11 @@
 
 namespace crowdtrain::diloco {
 
-enum class Codec { Fp32, Fp16, Int8 };
+enum class Codec { Fp32, Fp16, Int8, Sparse };
 
 inline constexpr int64_t kInt8BlockElements = 256;
 
-std::string_view codecName(Codec codec); // "fp32", "fp16", "int8"
+std::string_view codecName(Codec codec); // "fp32", "fp16", "int8", "sparse"
 Result<Codec> parseCodec(std::string_view name); // "bad_codec" if unknown
 
 // Exact payload size for n elements: 4n, 2n, or 4*ceil(n/256) + n.

@@ -31,6 +31,8 @@ Status checkWholeSize(Codec codec, std::string_view bytes, int64_t n)
 {
     if (n < 0)
         return kernels::badSize("negative element count " + std::to_string(n));
+    if (codec == Codec::Sparse)
+        return kernels::sparseRefused();
     const int64_t expected = encodedBytes(codec, n);
     if (int64_t(bytes.size()) != expected)
         return kernels::badSize("expected " + std::to_string(expected) + " bytes for " + describe(codec, n) + ", got "
@@ -104,6 +106,8 @@ StreamDecoder::StreamDecoder(Codec codec, int64_t n)
 {
     if (n < 0)
         m_status = kernels::badSize("negative element count " + std::to_string(n));
+    else if (codec == Codec::Sparse)
+        m_status = kernels::sparseRefused();
 }
 
 Status StreamDecoder::feed(std::string_view slice, const Sink& sink)
@@ -151,6 +155,8 @@ StreamInspector::StreamInspector(Codec codec, int64_t n, const float* reference)
 {
     if (n < 0)
         m_status = kernels::badSize("negative element count " + std::to_string(n));
+    else if (codec == Codec::Sparse)
+        m_status = kernels::sparseRefused();
 }
 
 Status StreamInspector::feed(std::string_view slice)

@@ -153,6 +153,11 @@ inline bool runFinite(Codec codec, const Run& run)
     return finite;
 }
 
+inline Error sparseRefused()
+{
+    return Error::make(engine::errc::kBadCodec, "sparse payloads need the model's layout (sparse_codec.h)");
+}
+
 inline Error badSize(std::string detail)
 {
     return Error::make(engine::errc::kBadSize, std::move(detail));

@@ -1,0 +1,234 @@
+#pragma once
+
+// Internal to the sparse codec files: LSB-first bit fields (value i of a
+// field of b-bit values occupies bits [i b, (i + 1) b) of the field; bit j
+// of the field is bit j mod 8 of its byte j / 8) and the walks that cut a
+// message or an update into chunks, checking every field.
+
+#include "engine/diloco/sparse_codec.h"
+#include "engine/error_codes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace crowdtrain::diloco::sparse {
+
+class BitWriter {
+public:
+    explicit BitWriter(unsigned char* out)
+        : m_out(out)
+    { }
+    void put(uint32_t value, int bits)
+    {
+        m_acc |= uint64_t(value) << m_bits;
+        m_bits += bits;
+        while (m_bits >= 8) {
+            *m_out++ = static_cast<unsigned char>(m_acc);
+            m_acc >>= 8;
+            m_bits -= 8;
+        }
+    }
+    // Pads the field with zero bits to a whole byte; returns the next byte.
+    unsigned char* finish()
+    {
+        if (m_bits > 0)
+            *m_out++ = static_cast<unsigned char>(m_acc);
+        m_acc = 0;
+        m_bits = 0;
+        return m_out;
+    }
+
+private:
+    unsigned char* m_out;
+    uint64_t m_acc = 0;
+    int m_bits = 0;
+};
+
+// Reads `count` b-bit values of a field into out; reads only the field's
+// packedBytes(count, b) bytes.
+inline void readField(const unsigned char* field, int64_t count, int bits, uint16_t* out)
+{
+    // The common widths without a bit accumulator: two 12-bit values in
+    // three bytes, four 2-bit codes in one.
+    if (bits == 12) {
+        int64_t i = 0;
+        for (; i + 2 <= count; i += 2, field += 3) {
+            out[i] = uint16_t(field[0] | ((field[1] & 0x0f) << 8));
+            out[i + 1] = uint16_t((field[1] >> 4) | (field[2] << 4));
+        }
+        if (i < count)
+            out[i] = uint16_t(field[0] | ((field[1] & 0x0f) << 8));
+        return;
+    }
+    if (bits == 2) {
+        int64_t i = 0;
+        for (; i + 4 <= count; i += 4, ++field)
+            for (int j = 0; j < 4; ++j)
+                out[i + j] = uint16_t((field[0] >> (2 * j)) & 3);
+        for (int j = 0; i < count; ++i, ++j)
+            out[i] = uint16_t((field[0] >> (2 * j)) & 3);
+        return;
+    }
+    uint64_t acc = 0;
+    int have = 0;
+    const uint32_t mask = (1u << bits) - 1u;
+    for (int64_t i = 0; i < count; ++i) {
+        while (have < bits) {
+            acc |= uint64_t(*field++) << have;
+            have += 8;
+        }
+        out[i] = uint16_t(acc & mask);
+        acc >>= bits;
+        have -= bits;
+    }
+}
+
+inline Error badIndex(int64_t tensor, int64_t chunk, std::string what)
+{
+    return Error::make(engine::errc::kBadIndex,
+        "tensor " + std::to_string(tensor) + ", chunk " + std::to_string(chunk) + ": " + std::move(what));
+}
+
+// Indices must lie in [0, length) and increase strictly.
+inline Status checkIndices(const uint16_t* index, int64_t count, int64_t length, int64_t tensor, int64_t chunk)
+{
+    for (int64_t i = 0; i < count; ++i) {
+        if (index[i] >= length)
+            return badIndex(tensor, chunk,
+                "index " + std::to_string(index[i]) + " outside the chunk's " + std::to_string(length) + " elements");
+        if (i > 0 && index[i] <= index[i - 1])
+            return badIndex(tensor, chunk,
+                index[i] == index[i - 1] ? "duplicate index " + std::to_string(index[i])
+                                         : "indices not increasing (" + std::to_string(index[i - 1]) + " then "
+                        + std::to_string(index[i]) + ")");
+    }
+    return Status::success();
+}
+
+// One chunk of a message: its first element in the flat vector, its kept
+// count, indices (relative to the chunk) and 2-bit codes, and the table.
+struct MessageChunk {
+    int64_t first;
+    int64_t count;
+    const uint16_t* index;
+    const uint16_t* code;
+    const float* table;
+};
+
+// Walks a message of exactly layout.messageBytes() bytes (the caller checks
+// the size), checking tables (when check) and indices; calls onChunk for
+// each chunk in order. Stops at the first error.
+template <class OnChunk>
+Status walkMessage(const SparseLayout& layout, std::string_view message, bool check, OnChunk&& onChunk)
+{
+    const auto* p = reinterpret_cast<const unsigned char*>(message.data());
+    const int bits = layout.indexBits();
+    const int64_t chunk = layout.chunk();
+    std::vector<uint16_t> index(static_cast<size_t>(layout.keptIn(chunk)));
+    std::vector<uint16_t> code(index.size());
+    const auto& sizes = layout.tensorElements();
+    const auto& offsets = layout.tensorOffsets();
+    for (size_t t = 0; t < sizes.size(); ++t) {
+        float table[4];
+        std::memcpy(table, p, sizeof table);
+        p += kSparseTableBytes;
+        if (check)
+            for (int c = 0; c < 4; ++c)
+                if (!std::isfinite(table[c]))
+                    return Error::make(engine::errc::kNonFinite,
+                        "tensor " + std::to_string(t) + ": table value " + std::to_string(c) + " is "
+                            + std::to_string(table[c]));
+        for (int64_t j = 0; j * chunk < sizes[t]; ++j) {
+            const int64_t length = std::min(chunk, sizes[t] - j * chunk);
+            const int64_t count = layout.keptIn(length);
+            readField(p, count, bits, index.data());
+            p += packedBytes(count, bits);
+            readField(p, count, 2, code.data());
+            p += packedBytes(count, 2);
+            if (check)
+                if (Status ok = checkIndices(index.data(), count, length, int64_t(t), j); !ok)
+                    return ok;
+            onChunk(MessageChunk{offsets[t] + j * chunk, count, index.data(), code.data(), table});
+        }
+    }
+    return Status::success();
+}
+
+// One chunk of an update: count entries, indices relative to the chunk,
+// int8 values under scale.
+struct UpdateChunk {
+    int64_t first;
+    int64_t count;
+    const uint16_t* index;
+    const int8_t* q;
+    float scale;
+};
+
+inline Error truncatedUpdate(int64_t expectedAtLeast, int64_t got)
+{
+    return Error::make(engine::errc::kBadSize,
+        "sparse update truncated: needs at least " + std::to_string(expectedAtLeast) + " bytes, got "
+            + std::to_string(got));
+}
+
+// Walks an update, checking its framing, indices and finiteness (when
+// check); calls onChunk for each nonempty chunk.
+template <class OnChunk>
+Status walkUpdate(const SparseLayout& layout, std::string_view update, bool check, OnChunk&& onChunk)
+{
+    const auto* begin = reinterpret_cast<const unsigned char*>(update.data());
+    const auto* p = begin;
+    const int64_t total = int64_t(update.size());
+    auto left = [&] { return total - int64_t(p - begin); };
+    const int bits = layout.indexBits();
+    const int64_t chunk = layout.chunk();
+    std::vector<uint16_t> index(static_cast<size_t>(chunk));
+    const auto& sizes = layout.tensorElements();
+    const auto& offsets = layout.tensorOffsets();
+    for (size_t t = 0; t < sizes.size(); ++t) {
+        for (int64_t j = 0; j * chunk < sizes[t]; ++j) {
+            const int64_t length = std::min(chunk, sizes[t] - j * chunk);
+            if (left() < 2)
+                return truncatedUpdate(int64_t(p - begin) + 2, total);
+            const int64_t count = int64_t(p[0]) | (int64_t(p[1]) << 8);
+            p += 2;
+            if (count == 0)
+                continue;
+            if (count > length)
+                return badIndex(int64_t(t), j,
+                    "count " + std::to_string(count) + " above the chunk's " + std::to_string(length) + " elements");
+            const int64_t need = 4 + packedBytes(count, bits) + count;
+            if (left() < need)
+                return truncatedUpdate(int64_t(p - begin) + need, total);
+            float scale;
+            std::memcpy(&scale, p, 4);
+            p += 4;
+            readField(p, count, bits, index.data());
+            p += packedBytes(count, bits);
+            const auto* q = reinterpret_cast<const int8_t*>(p);
+            p += count;
+            if (check) {
+                if (Status ok = checkIndices(index.data(), count, length, int64_t(t), j); !ok)
+                    return ok;
+                bool finite = std::isfinite(scale);
+                for (int64_t i = 0; finite && i < count; ++i)
+                    finite = std::isfinite(float(q[i]) * scale);
+                if (!finite)
+                    return Error::make(engine::errc::kNonFinite,
+                        "tensor " + std::to_string(t) + ", chunk " + std::to_string(j) + ": scale "
+                            + std::to_string(scale) + " decodes to NaN or infinity");
+            }
+            onChunk(UpdateChunk{offsets[t] + j * chunk, count, index.data(), q, scale});
+        }
+    }
+    if (left() != 0)
+        return Error::make(engine::errc::kBadSize,
+            "sparse update longer than its chunks: " + std::to_string(left()) + " bytes left over of "
+                + std::to_string(total));
+    return Status::success();
+}
+
+} // namespace crowdtrain::diloco::sparse

@@ -1,0 +1,235 @@
+// Sparse encoding: the layout, the volunteer's top-k message with error
+// feedback, and the coordinator's int8 update of the messages' union.
+#include "engine/diloco/sparse_codec.h"
+
+#include "engine/diloco/flat_params.h"
+#include "engine/diloco/sparse_bits.h"
+#include "engine/error_codes.h"
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+namespace crowdtrain::diloco {
+
+using sparse::BitWriter;
+
+Status checkSparseOptions(const SparseOptions& options)
+{
+    std::ostringstream why;
+    if (options.chunk < 64 || options.chunk > 32768 || !std::has_single_bit(uint64_t(options.chunk)))
+        why << "chunk must be a power of two in [64, 32768], got " << options.chunk;
+    else if (options.k < 1 || options.k > options.chunk)
+        why << "k must be in [1, chunk = " << options.chunk << "], got " << options.k;
+    else if (!(options.decay >= 0.0 && options.decay <= 1.0))
+        why << "decay must be in [0, 1], got " << options.decay;
+    else
+        return Status::success();
+    return Error::make(engine::errc::kBadOptions, "sparse codec: " + why.str());
+}
+
+Result<SparseLayout> SparseLayout::make(std::vector<int64_t> tensorElements, const SparseOptions& options)
+{
+    if (Status ok = checkSparseOptions(options); !ok)
+        return ok.error();
+    SparseLayout layout;
+    layout.m_options = options;
+    layout.m_indexBits = std::countr_zero(uint64_t(options.chunk));
+    for (const int64_t n : tensorElements) {
+        if (n < 0)
+            return Error::make(engine::errc::kBadOptions, "sparse codec: negative tensor size " + std::to_string(n));
+        layout.m_tensorOffsets.push_back(layout.m_elements);
+        layout.m_elements += n;
+        layout.m_messageBytes += kSparseTableBytes;
+        for (int64_t first = 0; first < n; first += options.chunk) {
+            const int64_t kept = layout.keptIn(std::min(options.chunk, n - first));
+            ++layout.m_chunks;
+            layout.m_messageValues += kept;
+            layout.m_messageBytes += packedBytes(kept, layout.m_indexBits) + packedBytes(kept, 2);
+        }
+    }
+    layout.m_tensorElements = std::move(tensorElements);
+    return layout;
+}
+
+Result<SparseLayout> SparseLayout::make(const Manifest& manifest, const SparseOptions& options)
+{
+    std::vector<int64_t> sizes;
+    for (const ManifestEntry& entry : manifest.entries)
+        sizes.push_back(entry.numel);
+    return make(std::move(sizes), options);
+}
+
+namespace {
+
+uint32_t magnitudeBits(float v)
+{
+    // |v| as bits: integer order is float order, and a NaN sorts above
+    // infinity, so a non-finite value is always kept and poisons the table.
+    return std::bit_cast<uint32_t>(v) & 0x7fffffffu;
+}
+
+// Indices (ascending) of the `kept` largest |e[0..length)|, ties to the
+// lower index.
+void topK(const float* e, int64_t length, int64_t kept, std::vector<uint64_t>& keys, uint16_t* out)
+{
+    keys.resize(size_t(length));
+    for (int64_t i = 0; i < length; ++i)
+        keys[size_t(i)] = (uint64_t(magnitudeBits(e[i])) << 16) | uint64_t(0xffff - i);
+    if (kept < length)
+        std::nth_element(keys.begin(), keys.begin() + (kept - 1), keys.end(), std::greater<>());
+    for (int64_t i = 0; i < kept; ++i)
+        out[i] = uint16_t(0xffff - (keys[size_t(i)] & 0xffff));
+    std::sort(out, out + kept);
+}
+
+double meanOfBits(const uint32_t* bits, int64_t count)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < count; ++i)
+        sum += double(std::bit_cast<float>(bits[i]));
+    return sum / double(count);
+}
+
+// [-hi, -lo, +lo, +hi]: lo and hi the means of the lower and upper half of
+// the kept magnitudes (the upper half takes the middle one of an odd count).
+void tableOf(const std::vector<float>& values, float table[4])
+{
+    std::vector<uint32_t> magnitudes(values.size());
+    for (size_t i = 0; i < values.size(); ++i)
+        magnitudes[i] = magnitudeBits(values[i]);
+    const auto n = int64_t(magnitudes.size());
+    float lo = 0.0f;
+    float hi = 0.0f;
+    if (n > 0) {
+        const int64_t half = n / 2;
+        std::nth_element(magnitudes.begin(), magnitudes.begin() + half, magnitudes.end());
+        hi = float(meanOfBits(magnitudes.data() + half, n - half));
+        lo = half > 0 ? float(meanOfBits(magnitudes.data(), half)) : hi;
+    }
+    table[0] = -hi;
+    table[1] = -lo;
+    table[2] = lo;
+    table[3] = hi;
+}
+
+// The nearest table value of v's sign: codes 0 (-hi), 1 (-lo), 2 (+lo), 3 (+hi).
+uint16_t codeOf(float v, float middle)
+{
+    const bool high = std::fabs(v) >= middle;
+    if (v < 0.0f)
+        return high ? 0 : 1;
+    return high ? 3 : 2;
+}
+
+} // namespace
+
+std::string encodeSparse(const SparseLayout& layout, const float* delta, float* errorBuffer)
+{
+    std::string bytes(size_t(layout.messageBytes()), '\0');
+    auto* out = reinterpret_cast<unsigned char*>(bytes.data());
+    const float beta = layout.decay();
+    const int64_t chunk = layout.chunk();
+    const int bits = layout.indexBits();
+    std::vector<uint64_t> keys;
+    std::vector<uint16_t> index;
+    std::vector<float> kept;
+    const auto& sizes = layout.tensorElements();
+    const auto& offsets = layout.tensorOffsets();
+    for (size_t t = 0; t < sizes.size(); ++t) {
+        float* e = errorBuffer + offsets[t];
+        const float* d = delta + offsets[t];
+        const int64_t n = sizes[t];
+        for (int64_t i = 0; i < n; ++i)
+            e[i] = beta * e[i] + d[i];
+        // Selection: chunk by chunk, indices relative to their chunk.
+        index.clear();
+        kept.clear();
+        for (int64_t first = 0; first < n; first += chunk) {
+            const int64_t length = std::min(chunk, n - first);
+            const int64_t count = layout.keptIn(length);
+            const size_t at = index.size();
+            index.resize(at + size_t(count));
+            topK(e + first, length, count, keys, index.data() + at);
+            for (int64_t i = 0; i < count; ++i)
+                kept.push_back(e[first + index[at + size_t(i)]]);
+        }
+        float table[4];
+        tableOf(kept, table);
+        std::memcpy(out, table, sizeof table);
+        out += kSparseTableBytes;
+        const float middle = (table[2] + table[3]) * 0.5f;
+        size_t at = 0;
+        for (int64_t first = 0; first < n; first += chunk) {
+            const int64_t count = layout.keptIn(std::min(chunk, n - first));
+            BitWriter indices(out);
+            for (int64_t i = 0; i < count; ++i)
+                indices.put(index[at + size_t(i)], bits);
+            out = indices.finish();
+            BitWriter codes(out);
+            for (int64_t i = 0; i < count; ++i) {
+                const uint16_t code = codeOf(kept[at + size_t(i)], middle);
+                codes.put(code, 2);
+                float& slot = e[first + index[at + size_t(i)]];
+                slot = slot - table[code];
+            }
+            out = codes.finish();
+            at += size_t(count);
+        }
+    }
+    return bytes;
+}
+
+std::string encodeSparseUpdate(const SparseLayout& layout, const float* update)
+{
+    std::string bytes;
+    const int64_t chunk = layout.chunk();
+    const int bits = layout.indexBits();
+    std::vector<uint16_t> index(static_cast<size_t>(chunk));
+    std::vector<int8_t> q(static_cast<size_t>(chunk));
+    std::vector<unsigned char> packed(size_t(packedBytes(chunk, bits)));
+    const auto& sizes = layout.tensorElements();
+    const auto& offsets = layout.tensorOffsets();
+    for (size_t t = 0; t < sizes.size(); ++t) {
+        for (int64_t first = 0; first < sizes[t]; first += chunk) {
+            const float* u = update + offsets[t] + first;
+            const int64_t length = std::min(chunk, sizes[t] - first);
+            uint32_t maxBits = 0;
+            for (int64_t i = 0; i < length; ++i)
+                maxBits = std::max(maxBits, magnitudeBits(u[i]));
+            const float s = std::bit_cast<float>(maxBits) / 127.0f;
+            const bool usable = s > 0.0f && std::isfinite(s);
+            int64_t count = 0;
+            for (int64_t i = 0; i < length; ++i) {
+                if (u[i] == 0.0f)
+                    continue;
+                int value = 0;
+                if (usable) // as the int8 codec: round half away from zero
+                    value = int(std::clamp(std::round(u[i] / s), -127.0f, 127.0f));
+                if (value == 0 && usable)
+                    continue; // a non-finite scale keeps its entries, so decoders refuse it
+                index[size_t(count)] = uint16_t(i);
+                q[size_t(count)] = int8_t(value);
+                ++count;
+            }
+            const unsigned char header[2] = {uint8_t(count & 0xff), uint8_t(count >> 8)};
+            bytes.append(reinterpret_cast<const char*>(header), 2);
+            if (count == 0)
+                continue;
+            bytes.append(reinterpret_cast<const char*>(&s), 4);
+            BitWriter writer(packed.data());
+            for (int64_t i = 0; i < count; ++i)
+                writer.put(index[size_t(i)], bits);
+            writer.finish();
+            bytes.append(reinterpret_cast<const char*>(packed.data()), size_t(packedBytes(count, bits)));
+            bytes.append(reinterpret_cast<const char*>(q.data()), size_t(count));
+        }
+    }
+    return bytes;
+}
+
+} // namespace crowdtrain::diloco

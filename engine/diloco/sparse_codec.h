@@ -1,0 +1,123 @@
+#pragma once
+
+// The "sparse" codec of docs/protocol.md (§7, "sparse"), after SparseLoCo:
+// a volunteer keeps an error-feedback buffer e <- beta * e + Delta, sends
+// the k largest |e| of each chunk of C elements (chunks never straddle
+// tensors) as indices plus 2-bit codes into a per-tensor table of four
+// float32 values, and subtracts what it sent from e. The round's update
+// goes back as the union of the messages' supports: per chunk a count,
+// indices and int8 values under one float32 scale, applied bit-exactly
+// (x = float32(q) * s, then one float32 addition, no FMA).
+//
+// Errors: "bad_size" (wrong length), "bad_index" (an index outside its
+// chunk, or not strictly increasing: a duplicate; a count above the
+// chunk's length), "non_finite" (a table value or a decoded update value
+// that is NaN or infinite), "bad_options" (a layout that cannot be made).
+// Every decode function checks the whole payload before it touches its
+// output. Free functions are thread-safe.
+
+#include "engine/diloco/codec.h"
+#include "engine/result.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crowdtrain::diloco {
+
+struct Manifest;
+
+// A project's sparse parameters (spec "codec": "sparse", "sparse": {...}).
+struct SparseOptions {
+    int64_t chunk = 4096; // elements per chunk: a power of two in [64, 32768]
+    int64_t k = 64; // values kept per full chunk, in [1, chunk]
+    double decay = 0.95; // the error-feedback decay beta, in [0, 1]
+};
+
+Status checkSparseOptions(const SparseOptions& options);
+
+// The model's tensors (their element counts, in flat-vector order) cut
+// into chunks: tensor t's chunk j holds its elements [jC, min((j+1)C, N_t)).
+// A chunk of L elements keeps ceil(k L / C) of them.
+class SparseLayout {
+public:
+    static Result<SparseLayout> make(std::vector<int64_t> tensorElements, const SparseOptions& options);
+    static Result<SparseLayout> make(const Manifest& manifest, const SparseOptions& options);
+
+    int64_t elements() const { return m_elements; }
+    int64_t chunk() const { return m_options.chunk; }
+    int64_t k() const { return m_options.k; }
+    float decay() const { return float(m_options.decay); }
+    const SparseOptions& options() const { return m_options; }
+    int indexBits() const { return m_indexBits; } // log2(chunk)
+    const std::vector<int64_t>& tensorElements() const { return m_tensorElements; }
+    const std::vector<int64_t>& tensorOffsets() const { return m_tensorOffsets; }
+    int64_t chunks() const { return m_chunks; }
+
+    int64_t keptIn(int64_t chunkLength) const { return (m_options.k * chunkLength + chunk() - 1) / chunk(); }
+    // The exact size of every submission of this layout.
+    int64_t messageBytes() const { return m_messageBytes; }
+    // Values a submission holds (the sum of keptIn over the chunks).
+    int64_t messageValues() const { return m_messageValues; }
+
+private:
+    SparseLayout() = default;
+
+    SparseOptions m_options;
+    int m_indexBits = 0;
+    std::vector<int64_t> m_tensorElements;
+    std::vector<int64_t> m_tensorOffsets;
+    int64_t m_elements = 0;
+    int64_t m_chunks = 0;
+    int64_t m_messageBytes = 0;
+    int64_t m_messageValues = 0;
+};
+
+inline constexpr int64_t kSparseTableBytes = 16; // four float32 per tensor
+
+// Packed size of `count` fields of `bits` bits, padded to whole bytes.
+inline int64_t packedBytes(int64_t count, int bits)
+{
+    return (count * bits + 7) / 8;
+}
+
+// --- The volunteer's message -------------------------------------------
+
+// e <- decay * e + delta (float32, no FMA); keeps the top keptIn(L) |e| of
+// each chunk (ties: the lower index), quantises them with the tensor's
+// table and leaves e <- e - decoded(message). delta and errorBuffer hold
+// layout.elements() floats. A NaN or an infinity in e gives a non-finite
+// table, which decoders refuse.
+std::string encodeSparse(const SparseLayout& layout, const float* delta, float* errorBuffer);
+
+// out[i] = decoded x[i], zero off the message's support.
+Status decodeSparse(const SparseLayout& layout, std::string_view message, float* out);
+// acc[i] += weight * x[i] on the support.
+Status accumulateSparse(const SparseLayout& layout, std::string_view message, float weight, float* acc);
+// A decoded message as (flat position, value) pairs, in flat order.
+struct SparseEntries {
+    std::vector<int64_t> position;
+    std::vector<float> value;
+};
+// Norms of the decoded message (and its dot with reference, P floats, when
+// given), in one walk; with entries, also the decoded values (the
+// coordinator adds them without walking the bits again). Errors as
+// decodeSparse; a non-finite table is "non_finite" too, never finite = false.
+Result<PayloadStats> inspectSparse(const SparseLayout& layout, std::string_view message,
+    const float* reference = nullptr, SparseEntries* entries = nullptr);
+
+// --- The round's update --------------------------------------------------
+
+// Encodes the nonzero elements of update (P floats) chunk by chunk, int8
+// under one scale per chunk (s = max|u| / 127); entries that round to 0 are
+// left out. update must be finite.
+std::string encodeSparseUpdate(const SparseLayout& layout, const float* update);
+// params[i] += float32(q) * s on the update's support: bit-exact.
+Status applySparseUpdate(const SparseLayout& layout, std::string_view update, float* params);
+// out[i] = the decoded update, zero off its support.
+Status decodeSparseUpdate(const SparseLayout& layout, std::string_view update, float* out);
+// Entries (support size) of a well-formed update.
+Result<int64_t> sparseUpdateEntries(const SparseLayout& layout, std::string_view update);
+
+} // namespace crowdtrain::diloco
