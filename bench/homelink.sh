@@ -27,7 +27,10 @@ gpu_step=${GPU_STEP_S:-0.16}
 gpu_h=${GPU_H:-500}
 gpu_params=${GPU_PARAMS:-124439808}
 codec=${CODEC:-int8}
-batch=8; block=64; layers=2; heads=2; embd=64
+# 413k parameters on 4 x 64 tokens a step: the bench's task data over its
+# pseudo-gradient comes out near GPT-2's (16 MB of tokens a task next to a
+# 126 MB int8 pseudo-gradient), which a smaller model would not keep.
+batch=4; block=64; layers=2; heads=4; embd=128
 text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
 py=/usr/bin/python3
 
@@ -113,7 +116,7 @@ print(max(8, round($down * k)), max(8, round($up * k)), $rtt * $tau / 2, $jitter
     hl_netns_add "$ns" && hl_link "$hub" "$ns" "$i" "$down_k" "$up_k" || exit 1
     ip netns exec "$ns" "$build/bin/link_relay" relay --forward "$req_port:10.77.$i.1:$req_port" \
         --forward "$pub_port:10.77.$i.1:$pub_port" --delay-ms "$delay_ms" --jitter-ms "$jitter_ms" --loss "$loss" \
-        --stall-ms "$stall_ms" --seed "$i" > "$work/relay$i.out" 2> "$work/relay$i.err" &
+        --loss-unit-bytes "$($py -c "print(1448 * $beta)")" --stall-ms "$stall_ms" --seed "$i" > "$work/relay$i.out" 2> "$work/relay$i.err" &
     printf "| v%d | %s | %s / %s | %s | %s | %s / %s, %.2f |\n" "$i" "$name" "$down" "$up" "$rtt" "$loss" "$down_k" "$up_k" \
         "$($py -c "print(2 * $delay_ms)")" >> "$work/links.md"
 done
@@ -136,6 +139,10 @@ sleep 1
 echo "GPU stand-in: GPT-2 124M, $gpu_params parameters, $gpu_step s per 16k-token step, H = $gpu_h; codec $codec"
 echo "bench: $P parameters, H = $H, CPU step ${cpu_step} s (calibration, $volunteers at once);" \
      "tau = $(printf %.4f "$tau") bench s per GPU s, beta = $(printf %.3g "$beta") bench bytes per GPU byte"
+$py -c "
+gpu = 2 * $gpu_h * 16384 / ($gpu_params * (1 + 4 / 256))
+bench = 2 * $H * $batch * $block / ($P * (1 + 4 / 256))
+print(f'task data / int8 pseudo-gradient bytes: GPU {gpu:.3f}, bench {bench:.3f}')"
 echo
 cat "$work/links.md"
 echo
@@ -148,8 +155,8 @@ rows = sqlite3.connect(f"{work}/state/bench/ledger.sqlite").execute(
 closes = [t for _, t in rows if t]
 gaps = [(b - a) / 1e3 for a, b in zip(closes, closes[1:])]
 round_s = sum(gaps) / len(gaps) if gaps else float("nan")
-print("| volunteer | profile | tasks | accepted | step s | compute s | wall s | utilisation | MB sent | MB received | requests / task | data requests / task |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| volunteer | profile | tasks | accepted | step s | compute s | wall s | utilisation | per round | MB sent | MB received | requests / task | heartbeats / task | data requests / task |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for i, name in enumerate(profiles, 1):
     try:
         s = json.loads(open(f"{work}/v{i}.json").read().strip().splitlines()[-1])
@@ -160,8 +167,23 @@ for i, name in enumerate(profiles, 1):
     steps = s["tokens"] / step_tokens
     step = f"{s['compute_s'] / steps:.4f}" if steps else "-"
     print(f"| v{i} | {name} | {s['tasks']} | {s['accepted']} | {step} | {s['compute_s']:.1f} | {s['wall_s']:.1f} | "
-          f"{s['compute_s'] / s['wall_s']:.3f} | {s['bytes_sent'] / 1e6:.3f} | {s['bytes_received'] / 1e6:.3f} | "
-          f"{s.get('requests', 0) / tasks:.1f} | {s.get('data_requests', 0) / tasks:.1f} |")
+          f"{s['compute_s'] / s['wall_s']:.3f} | {s['compute_s'] / tasks / round_s:.3f} | "
+          f"{s['bytes_sent'] / 1e6:.3f} | {s['bytes_received'] / 1e6:.3f} | "
+          f"{(s.get('requests', 0) - s.get('heartbeats', 0)) / tasks:.1f} | {s.get('heartbeats', 0) / tasks:.1f} | "
+          f"{s.get('data_requests', 0) / tasks:.1f} |")
 print(f"\nround time: {round_s:.1f} s on the bench (mean of {len(gaps)} rounds), "
       f"{round_s / tau:.0f} s for the GPU volunteer it stands for; swarm wall {swarm:.0f} s")
+PY
+# Chunk counts do not scale with beta (the bench's payloads fit one 1 MiB
+# chunk): what GPT-2's stop-and-wait chunks would add a round, per profile.
+$py - "$gpu_params" "$gpu_h" "${profiles[@]}" <<'PY'
+import math, sys
+P, H = int(sys.argv[1]), int(sys.argv[2])
+rtts = {"cable": 30, "dsl": 50, "fibre": 10, "far": 150}
+payload = math.ceil((P + 4 * math.ceil(P / 256)) / 2**20)
+data = math.ceil(2 * H * 16384 / 2**22)
+trips = 2 * payload + data + 8  # upload chunks, update fetches, task data; get_task, submit, describes, join slack
+for name in dict.fromkeys(sys.argv[3:]):
+    print(f"GPT-2 on {name}: about {trips} round trips a task ({payload} upload chunks, {payload} update chunks, "
+          f"{data} data chunks), {trips * rtts[name] / 1e3:.1f} s of waiting at {rtts[name]} ms not on the bench")
 PY

@@ -4,17 +4,20 @@
 // delivers. docs/homelink.md describes the model and its limits.
 //
 //   link_relay relay --forward LPORT:HOST:PORT [--forward ...] [--listen-host 127.0.0.1]
-//                    [--delay-ms D] [--jitter-ms J] [--loss P] [--stall-ms S] [--seed N]
-//                    [--queue-bytes B]
+//                    [--delay-ms D] [--jitter-ms J] [--loss P] [--loss-unit-bytes U]
+//                    [--stall-ms S] [--seed N] [--queue-bytes B]
 //   link_relay serve --listen HOST:PORT        (answers a probe)
 //   link_relay probe --connect HOST:PORT [--pings N] [--down-bytes N] [--up-bytes N]
 //
 // relay: every connection to LPORT is forwarded to HOST:PORT. Each chunk read
 // from one side is written to the other no earlier than D + U(-J, J) ms after
 // it was read and never before the chunk ahead of it (TCP delivers in order).
-// For loss, each 1448-byte unit of a chunk is lost with probability P; a loss
+// For loss, each U-byte unit of a chunk (default 1448, a TCP segment's
+// payload on a 1500-byte MTU) is lost with probability P; a loss
 // holds that chunk and everything behind it for S more ms (default 2 D, one
-// round trip: the time a fast retransmission takes to fill the hole).
+// round trip: the time a fast retransmission takes to fill the hole), and
+// the reader stops reading for S ms, which (with its small receive buffer)
+// holds the sender back: each loss costs the link S ms of sending.
 // It prints "ready" on stdout once it listens.
 //
 // probe: N pings ("ping\n" -> "pong\n"), then a download of --down-bytes and
@@ -44,7 +47,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::size_t kSegmentBytes = 1448; // a TCP segment's payload on a 1500-byte MTU
 constexpr std::size_t kReadBytes = 16384;
 
 [[noreturn]] void die(const std::string& why)
@@ -76,20 +78,32 @@ sockaddr_in toSockaddr(const Address& a)
     return sa;
 }
 
-int listenOn(const Address& a)
+// The relay reads with a small receive buffer, so that a reader that stops
+// (a loss) holds the sender back within a few KiB, as a real loss does.
+void smallReceiveBuffer(int fd)
+{
+    const int bytes = 8192;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+int listenOn(const Address& a, bool smallBuffer)
 {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (smallBuffer)
+        smallReceiveBuffer(fd); // accepted sockets inherit it
     const sockaddr_in sa = toSockaddr(a);
     if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 || listen(fd, 64) != 0)
         die("cannot listen on " + a.host + ":" + std::to_string(a.port) + ": " + std::strerror(errno));
     return fd;
 }
 
-int connectTo(const Address& a)
+int connectTo(const Address& a, bool smallBuffer)
 {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (smallBuffer)
+        smallReceiveBuffer(fd);
     const sockaddr_in sa = toSockaddr(a);
     if (connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
         close(fd);
@@ -119,6 +133,7 @@ struct Impairment {
     double jitterMs = 0;
     double loss = 0;
     double stallMs = -1; // < 0: 2 * delayMs
+    double lossUnitBytes = 1448; // a TCP segment's payload on a 1500-byte MTU
     std::size_t queueBytes = 8u << 20;
     uint64_t seed = 1;
 };
@@ -150,10 +165,17 @@ public:
             m_changed.wait(lock, [&] { return m_queued < m_imp.queueBytes || m_broken; });
             if (m_broken)
                 return;
-            const Clock::time_point release = releaseTime(std::size_t(n));
+            double stallMs = 0;
+            const Clock::time_point release = releaseTime(std::size_t(n), stallMs);
             m_queue.push_back({release, std::string(buffer.data(), std::size_t(n))});
             m_queued += std::size_t(n);
             m_changed.notify_all();
+            if (stallMs > 0) {
+                // A loss also holds the sender back: while nobody reads, the
+                // small receive buffer fills and its TCP stops sending.
+                lock.unlock();
+                std::this_thread::sleep_for(std::chrono::microseconds(int64_t(stallMs * 1000)));
+            }
         }
     }
 
@@ -194,18 +216,22 @@ public:
     }
 
 private:
-    Clock::time_point releaseTime(std::size_t bytes)
+    // When the chunk just read may be written; `stallMs` gets the pause its
+    // lost segments cost (0 when none was lost).
+    Clock::time_point releaseTime(std::size_t bytes, double& stallMs)
     {
         double ms = m_imp.delayMs;
         if (m_imp.jitterMs > 0)
             ms += std::uniform_real_distribution<double>(-m_imp.jitterMs, m_imp.jitterMs)(m_rng);
         if (m_imp.loss > 0) {
+            // Losses among the chunk's units: Poisson, as for many units each
+            // lost with a small probability (the unit may be a fraction of a
+            // byte on a scaled link).
             const double stall = m_imp.stallMs >= 0 ? m_imp.stallMs : 2 * m_imp.delayMs;
-            std::bernoulli_distribution lost(m_imp.loss);
-            for (std::size_t s = 0; s < (bytes + kSegmentBytes - 1) / kSegmentBytes; ++s)
-                if (lost(m_rng))
-                    ms += stall;
+            std::poisson_distribution<int> losses(double(bytes) / m_imp.lossUnitBytes * m_imp.loss);
+            stallMs = stall * losses(m_rng);
         }
+        ms += stallMs;
         const auto at = Clock::now() + std::chrono::microseconds(int64_t(std::max(0.0, ms) * 1000));
         // In order: a chunk never overtakes the one ahead of it.
         m_lastRelease = std::max(m_lastRelease, at);
@@ -258,7 +284,7 @@ struct Connection {
 
 void forward(int client, const Address& target, const Impairment& imp, uint64_t seed)
 {
-    const int upstream = connectTo(target);
+    const int upstream = connectTo(target, true);
     if (upstream < 0) {
         close(client);
         return;
@@ -286,7 +312,7 @@ int runRelay(
     std::vector<std::thread> acceptors;
     std::vector<int> listeners;
     for (const auto& [port, target] : forwards)
-        listeners.push_back(listenOn({listenHost, port}));
+        listeners.push_back(listenOn({listenHost, port}, true));
     std::printf("ready\n");
     std::fflush(stdout);
     for (std::size_t i = 0; i < forwards.size(); ++i) {
@@ -361,7 +387,7 @@ void serveOne(int fd)
 
 int runServe(const Address& at)
 {
-    const int fd = listenOn(at);
+    const int fd = listenOn(at, false);
     std::printf("ready\n");
     std::fflush(stdout);
     while (true) {
@@ -380,7 +406,7 @@ int runProbe(const Address& at, int pings, uint64_t downBytes, uint64_t upBytes)
 {
     int fd = -1;
     for (int attempt = 0; attempt < 50 && fd < 0; ++attempt) {
-        fd = connectTo(at);
+        fd = connectTo(at, false);
         if (fd < 0)
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -398,6 +424,9 @@ int runProbe(const Address& at, int pings, uint64_t downBytes, uint64_t upBytes)
     const double rttMin = rtts.empty() ? 0 : rtts.front();
     const double rttMedian = rtts.empty() ? 0 : rtts[rtts.size() / 2];
     const double rttMax = rtts.empty() ? 0 : rtts.back();
+    double rttMean = 0;
+    for (double r : rtts)
+        rttMean += r / double(rtts.size());
     auto mbit = [&](uint64_t bytes, double ms) { return double(bytes) * 8 / 1e3 / std::max(1e-3, ms - rttMin); };
     double down = 0;
     if (downBytes > 0) {
@@ -423,9 +452,9 @@ int runProbe(const Address& at, int pings, uint64_t downBytes, uint64_t upBytes)
         up = mbit(upBytes, msSince(t));
     }
     close(fd);
-    std::printf("{\"rtt_ms_min\": %.2f, \"rtt_ms_median\": %.2f, \"rtt_ms_max\": %.2f, \"down_mbit\": %.3f, "
-                "\"up_mbit\": %.3f}\n",
-        rttMin, rttMedian, rttMax, down, up);
+    std::printf("{\"rtt_ms_min\": %.2f, \"rtt_ms_median\": %.2f, \"rtt_ms_mean\": %.2f, \"rtt_ms_max\": %.2f, "
+                "\"down_mbit\": %.3f, \"up_mbit\": %.3f}\n",
+        rttMin, rttMedian, rttMean, rttMax, down, up);
     return 0;
 }
 
@@ -465,6 +494,8 @@ int main(int argc, char** argv)
             imp.loss = std::stod(value);
         } else if (flag == "--stall-ms") {
             imp.stallMs = std::stod(value);
+        } else if (flag == "--loss-unit-bytes") {
+            imp.lossUnitBytes = std::stod(value);
         } else if (flag == "--queue-bytes") {
             imp.queueBytes = std::stoull(value);
         } else if (flag == "--seed") {
@@ -479,8 +510,9 @@ int main(int argc, char** argv)
             die("unknown option " + flag);
         }
     }
-    if (imp.delayMs < 0 || imp.jitterMs < 0 || imp.loss < 0 || imp.loss >= 1 || imp.queueBytes == 0)
-        die("delay and jitter must be >= 0, loss in [0, 1), the queue positive");
+    if (imp.delayMs < 0 || imp.jitterMs < 0 || imp.loss < 0 || imp.loss >= 1 || imp.queueBytes == 0
+        || !(imp.lossUnitBytes > 0))
+        die("delay and jitter must be >= 0, loss in [0, 1), the queue and the loss unit positive");
     if (mode == "relay")
         return runRelay(forwards, listenHost, imp);
     if (mode == "serve")
