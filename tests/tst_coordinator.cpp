@@ -8,6 +8,7 @@
 #include "coordinator_process.h"
 
 #include "engine/diloco/codec.h"
+#include "engine/token_shard.h"
 #include "net/transfer/download.h"
 #include "net/transfer/sha256.h"
 #include "net/transfer/socket_source.h"
@@ -527,6 +528,48 @@ private slots:
         if (multiChunk)
             QVERIFY(second->resumedChunks >= 1);
         QCOMPARE(net::sha256Hex(readAll(target)), model->sha256);
+    }
+
+    // A task's data is one resource, "task-data/<id>": its ranges back to
+    // back, in 4 MiB chunks (one describe and one fetch on a home link),
+    // built only for the task's holder (docs/protocol.md, "Data pieces").
+    void taskDataIsOneResourceForItsHolder()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const std::filesystem::path dir = root / "taskdata";
+        const auto spec = writeSpec(dir, root / "data", SpecOptions{.tasksPerRound = 2});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir / "state"));
+        Volunteer holder = join("holder", &server);
+        Volunteer other = join("other", &server);
+        const net::Task t = task(holder);
+        QVERIFY(t.shards.size() > 1);
+        const std::string name = "task-data/" + std::to_string(t.taskId);
+        std::string expected;
+        for (const net::ShardRange& range : t.shards) {
+            auto shard = engine::TokenShard::open(root / "data" / range.shard);
+            QVERIFY(shard);
+            expected.append(reinterpret_cast<const char*>(shard->tokens() + range.beginToken),
+                (range.endToken - range.beginToken) * sizeof(uint16_t));
+        }
+
+        auto refused = other.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", name}, 10000);
+        QVERIFY(!refused);
+        QCOMPARE(refused.error().code, std::string("not_found"));
+        for (const char* bad : {"task-data/999999", "task-data/x", "task-data/"}) {
+            auto none = holder.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", bad}, 10000);
+            QVERIFY2(!none && none.error().code == "not_found", bad);
+        }
+
+        auto described = holder.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", name}, 10000);
+        QVERIFY2(described, described ? "" : described.error().message.c_str());
+        QCOMPARE(described->bytes, uint64_t(expected.size()));
+        QCOMPARE(described->chunkBytes, uint64_t(4u << 20));
+        QCOMPARE(described->chunkCount, uint64_t(1));
+        QCOMPARE(described->sha256, net::sha256Hex(expected));
+        auto chunk = holder.client->request<net::FetchReply>(net::FetchRequest{"tiny", name, 0}, 10000);
+        QVERIFY(chunk);
+        QVERIFY(chunk->data == expected);
     }
 };
 

@@ -66,6 +66,7 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     if (!data)
         return data.error();
     m_data = std::move(*data);
+    m_pieces.emplace(m_resources, *m_data, m_spec.tokensPerPiece() * ProjectSpec::kMaxPiecesPerTask);
     auto store = ProjectStore::open(m_spec, stateDir);
     if (!store)
         return store.error();
@@ -193,46 +194,10 @@ bool isVerdictOnPayload(std::string_view code)
         || code == net::errc::kChecksumMismatch;
 }
 
-constexpr std::string_view kPiecePrefix = "data/";
 constexpr std::string_view kCheckpointPrefix = "checkpoint/";
 constexpr std::string_view kTokenizerPrefix = "tokenizer/";
-constexpr uint64_t kMaxPieceBytesHeld = 64u << 20;
-
-// "data/<shard>/<begin>-<end>" -> its parts.
-std::optional<std::tuple<std::string, uint64_t, uint64_t>> parsePieceName(std::string_view name)
-{
-    if (!name.starts_with(kPiecePrefix))
-        return std::nullopt;
-    name.remove_prefix(kPiecePrefix.size());
-    const auto slash = name.rfind('/');
-    const auto dash = name.rfind('-');
-    if (slash == std::string_view::npos || slash == 0 || dash == std::string_view::npos || dash < slash)
-        return std::nullopt;
-    auto number = [](std::string_view digits) -> std::optional<uint64_t> {
-        uint64_t value = 0;
-        if (digits.empty() || digits.size() > 19)
-            return std::nullopt;
-        for (char c : digits) {
-            if (c < '0' || c > '9')
-                return std::nullopt;
-            value = value * 10 + uint64_t(c - '0');
-        }
-        return value;
-    };
-    const auto begin = number(name.substr(slash + 1, dash - slash - 1));
-    const auto end = number(name.substr(dash + 1));
-    if (!begin || !end)
-        return std::nullopt;
-    return std::make_tuple(std::string(name.substr(0, slash)), *begin, *end);
-}
 
 } // namespace
-
-std::string pieceResourceName(const net::ShardRange& range)
-{
-    return std::string(kPiecePrefix) + range.shard + "/" + std::to_string(range.beginToken) + "-"
-        + std::to_string(range.endToken);
-}
 
 Status ProjectRuntime::prepareResource(const std::string& key, const std::string& name)
 {
@@ -253,37 +218,11 @@ Status ProjectRuntime::prepareResource(const std::string& key, const std::string
                 net::errc::kForbidden, "project " + m_spec.name + " does not share its checkpoints until its release");
         }
     }
-    if (name.starts_with(kPiecePrefix) && !m_resources.contains(name))
-        return preparePiece(name);
-    return Status::success();
-}
-
-Status ProjectRuntime::preparePiece(const std::string& name)
-{
-    const auto piece = parsePieceName(name);
-    const engine::TokenShard* shard = nullptr;
-    if (piece)
-        for (const engine::TokenShard& s : m_data->train)
-            if (s.path().filename() == std::get<0>(*piece))
-                shard = &s;
-    const uint64_t maxTokens = m_spec.tokensPerPiece() * ProjectSpec::kMaxPiecesPerTask;
-    if (!piece || !shard || std::get<1>(*piece) >= std::get<2>(*piece) || std::get<2>(*piece) > shard->size()
-        || std::get<2>(*piece) - std::get<1>(*piece) > maxTokens)
-        return Error::make(net::errc::kNotFound,
-            "no data piece \"" + name + "\": pieces are data/<train shard>/<begin>-<end>, at most "
-                + std::to_string(maxTokens) + " tokens inside the shard");
-    const auto [shardName, begin, end] = *piece;
-    std::string bytes(reinterpret_cast<const char*>(shard->tokens() + begin), (end - begin) * sizeof(uint16_t));
-    const uint64_t size = bytes.size();
-    if (Status s = m_resources.addBlob(name, std::move(bytes)); !s)
-        return s;
-    m_pieces.emplace_back(name, size);
-    m_pieceBytes += size;
-    while (m_pieceBytes > kMaxPieceBytesHeld && m_pieces.size() > 1) {
-        m_resources.remove(m_pieces.front().first);
-        m_pieceBytes -= m_pieces.front().second;
-        m_pieces.pop_front();
-    }
+    if (DataPieces::handles(name))
+        return m_pieces->prepare(name, [&](uint64_t taskId) -> const std::vector<Piece>* {
+            const OpenTask* task = m_tasks->find(taskId, key);
+            return task ? &task->lease.pieces : nullptr;
+        });
     return Status::success();
 }
 

@@ -27,6 +27,7 @@
 #include "engine/data_set.h"
 #include "engine/diloco/flat_params.h"
 #include "net/coordinator/checkpoint_store.h"
+#include "net/coordinator/data_pieces.h"
 #include "net/coordinator/data_plan.h"
 #include "net/coordinator/evaluation.h"
 #include "net/coordinator/project_queries.h"
@@ -69,9 +70,6 @@ struct PublishedEvents {
     std::vector<net::EventFrames> frames;
 };
 
-// The resource name of a task's data piece: "data/<shard>/<begin>-<end>".
-std::string pieceResourceName(const net::ShardRange& range);
-
 class ProjectRuntime {
 public:
     static Result<std::unique_ptr<ProjectRuntime>> open(
@@ -82,12 +80,13 @@ public:
     net::ProjectInfo info() const;
     int64_t version() const { return m_round->version(); }
     const net::ResourceTable& resources() const { return m_resources; }
-    // Before `key` describes or fetches resource `name`: a data piece
-    // ("data/<shard>/<begin>-<end>", a train shard's tokens [begin, end) as
-    // uint16 little-endian, at most a task's worth) is read into the table
-    // on first use; a checkpoint file is refused when the project's
+    // Before `key` describes or fetches resource `name`: a task's data
+    // ("task-data/<id>", of an open task of `key`) or a data piece
+    // ("data/<shard>/<begin>-<end>") is read into the table on first use
+    // (data_pieces.h); a checkpoint file is refused when the project's
     // checkpoint_access refuses the key. Other names are left to the table.
-    // Errors: "forbidden", "not_found" (a piece outside the train shards).
+    // Errors: "forbidden", "not_found" (a piece outside the train shards,
+    // a task that is not the key's).
     Status prepareResource(const std::string& key, const std::string& name);
     void setEventsPort(uint64_t port) { m_options.eventsPort = port; }
 
@@ -128,7 +127,6 @@ private:
     Status initialise(const std::filesystem::path& stateDir, int64_t nowMs);
     Status publishResources();
     Status publishTokenizer();
-    Status preparePiece(const std::string& name);
 
     // Accepted plus outstanding tokens reach the round's target: no new task.
     bool workHandedOut() const;
@@ -187,10 +185,7 @@ private:
     std::map<std::string, int> m_rejectionsThisRound;
     net::ResourceTable m_resources;
     std::vector<net::FileInfo> m_tokenizerFiles;
-    // Data pieces in the table, oldest first, and their bytes: bounded by
-    // kMaxPieceBytesHeld (older pieces are read again when asked for).
-    std::deque<std::pair<std::string, uint64_t>> m_pieces;
-    uint64_t m_pieceBytes = 0;
+    std::optional<DataPieces> m_pieces; // builds the data resources into m_resources
 };
 
 } // namespace crowdtrain::coordinator

@@ -98,14 +98,18 @@ struct AgentSummary {
     uint64_t steps = 0; // of H
     double loss = 0; // of the last inner step
     double tokensPerSecond = 0; // of the last inner step
-    uint64_t pieceFetches = 0; // data pieces fetched from the coordinator
+    uint64_t pieceFetches = 0; // downloads of task data that fetched something from the coordinator
+    uint64_t requests = 0; // requests sent to the coordinator (every kind, heartbeats too)
+    uint64_t heartbeats = 0; // of those, heartbeats
+    uint64_t dataRequests = 0; // of those, describe and fetch requests for task data
     int64_t microBatch = 0; // sequences per forward/backward pass (0 before the first task)
     std::string deviceName; // where training runs ("cpu", "cuda:0"); "" before the first task
 
     // computeMs / wallMs
     double utilisation() const { return wallMs > 0 ? computeMs / wallMs : 0.0; }
     // {"tasks":..,"accepted":..,"rejected":..,"tokens":..,"compute_s":..,"wall_s":..,
-    //  "bytes_sent":..,"bytes_received":..,"version":..} plus a few extras.
+    //  "bytes_sent":..,"bytes_received":..,"version":..,"requests":..,"data_requests":..}
+    // plus a few extras.
     std::string toJson() const;
 };
 

@@ -45,6 +45,10 @@ std::string AgentSummary::toJson() const
         {"bytes_received", bytesReceived},
         {"version", version},
         {"reconnects", reconnects},
+        {"requests", requests},
+        {"heartbeats", heartbeats},
+        {"data_requests", dataRequests},
+        {"data_fetches", pieceFetches},
     };
     return json.dump();
 }
@@ -142,12 +146,16 @@ Status AgentLoop::prepare()
         summary.bytesReceived = m_session->traffic().bytesReceived;
         summary.version = m_theta->version();
         summary.reconnects = m_session->reconnects();
-        if (auto* pieces = dynamic_cast<PieceLibrary*>(m_shards.get()))
+        summary.requests = m_session->traffic().requests;
+        summary.heartbeats = m_session->traffic().heartbeats;
+        if (auto* pieces = dynamic_cast<PieceLibrary*>(m_shards.get())) {
             summary.pieceFetches = pieces->fetched();
+            summary.dataRequests = pieces->requests();
+        }
     });
 
     if (m_options.preparedDataDir.empty()) {
-        // The coordinator serves each task's pieces (docs/protocol.md, "Data pieces").
+        // The coordinator serves each task's data (docs/protocol.md, "Data pieces").
         m_shards = std::make_unique<PieceLibrary>(
             m_folder->dir() / "pieces", m_options.pieceCacheBytes,
             [this]() -> std::unique_ptr<net::ResourceSource> { return m_session->resources(); }, &m_stop);
@@ -314,6 +322,8 @@ Status AgentLoop::trainTask(const net::Task& task)
     const net::InnerSettings& inner = m_session->joinReply().inner;
     const uint64_t steps = task.innerSteps > 0 ? task.innerSteps : inner.steps;
     m_shards->clear();
+    if (Status prepared = m_shards->prepareTask(task.taskId, task.shards); !prepared)
+        return prepared;
     auto source = RangeBatchSource::create(*m_shards, task.shards, m_model.blockSize, m_model.vocabSize,
         int64_t(inner.batchSize), steps * inner.batchSize);
     if (!source)

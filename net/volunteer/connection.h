@@ -23,6 +23,7 @@ struct Traffic {
     uint64_t bytesSent = 0;
     uint64_t bytesReceived = 0;
     uint64_t requests = 0;
+    uint64_t heartbeats = 0; // of the requests
     // The volunteer's bandwidth limits and the month's count; may be null.
     std::shared_ptr<limits::NetworkThrottle> throttle;
 };

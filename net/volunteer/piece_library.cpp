@@ -15,6 +15,48 @@ std::string pieceName(const net::ShardRange& range)
     return "data/" + range.shard + "/" + std::to_string(range.beginToken) + "-" + std::to_string(range.endToken);
 }
 
+// Counts the requests a download sends; answers the first describe of
+// `known`'s resource from it, so a description already in hand costs no
+// second round trip.
+class CountingSource : public net::ResourceSource {
+public:
+    CountingSource(net::ResourceSource& inner, uint64_t& requests, const net::ResourceDescription* known)
+        : m_inner(inner)
+        , m_requests(requests)
+        , m_known(known)
+    { }
+
+    Result<net::ResourceDescription> describe(const std::string& resource) override
+    {
+        if (m_known && m_known->resource == resource) {
+            net::ResourceDescription description = *m_known;
+            m_known = nullptr;
+            return description;
+        }
+        ++m_requests;
+        return m_inner.describe(resource);
+    }
+    Result<std::string> fetch(const std::string& resource, uint64_t index) override
+    {
+        ++m_requests;
+        return m_inner.fetch(resource, index);
+    }
+
+private:
+    net::ResourceSource& m_inner;
+    uint64_t& m_requests;
+    const net::ResourceDescription* m_known;
+};
+
+Status checkRange(const net::ShardRange& range)
+{
+    if (Status s = checkShardName(range.shard); !s)
+        return s;
+    if (range.beginToken >= range.endToken)
+        return Error::make(net::errc::kBadRange, "an empty range of " + range.shard);
+    return Status::success();
+}
+
 } // namespace
 
 PieceLibrary::PieceLibrary(
@@ -30,39 +72,32 @@ std::filesystem::path PieceLibrary::fileOf(const net::ShardRange& range) const
     return m_dir / range.shard / (std::to_string(range.beginToken) + "-" + std::to_string(range.endToken) + ".tokens");
 }
 
-Result<std::span<const uint16_t>> PieceLibrary::tokens(const net::ShardRange& range)
+Result<net::DownloadReport> PieceLibrary::download(
+    const std::string& resource, const std::filesystem::path& target, const net::ResourceDescription* known)
 {
-    if (Status s = checkShardName(range.shard); !s)
-        return s.error();
-    if (range.beginToken >= range.endToken)
-        return Error::make(net::errc::kBadRange, "an empty range of " + range.shard);
-    const std::string name = pieceName(range);
-    if (auto held = m_held.find(name); held != m_held.end())
-        return std::span<const uint16_t>(held->second);
-
-    const std::filesystem::path file = fileOf(range);
     std::error_code ec;
-    std::filesystem::create_directories(file.parent_path(), ec);
+    std::filesystem::create_directories(target.parent_path(), ec);
     if (ec)
-        return Error::make(net::errc::kIoError, file.parent_path().string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, target.parent_path().string() + ": " + ec.message());
     auto source = m_source();
     if (!source)
-        return Error::make(net::errc::kTimeout, "not connected to the coordinator to fetch " + name);
+        return Error::make(net::errc::kTimeout, "not connected to the coordinator to fetch " + resource);
+    CountingSource counted(*source, m_requests, known);
     net::DownloadOptions options;
     options.attemptsPerChunk = 2;
     options.cancel = m_cancel;
-    auto report = net::Download(*source, name, file, options).run();
+    auto report = net::Download(counted, resource, target, options).run();
     if (!report)
         return report.error();
-    const uint64_t count = range.endToken - range.beginToken;
-    if (report->description.bytes != count * sizeof(uint16_t))
-        return Error::make(net::errc::kShardMismatch,
-            name + " holds " + std::to_string(report->description.bytes) + " bytes, not " + std::to_string(count)
-                + " tokens");
     if (report->alreadyComplete)
         ++m_reused;
     else
         ++m_fetched;
+    return report;
+}
+
+Result<std::vector<uint16_t>> PieceLibrary::readTokens(const std::filesystem::path& file, uint64_t count)
+{
     auto bytes = engine::readWholeFile(file);
     if (!bytes)
         return bytes.error();
@@ -71,9 +106,74 @@ Result<std::span<const uint16_t>> PieceLibrary::tokens(const net::ShardRange& ra
     std::vector<uint16_t> tokens(count);
     std::memcpy(tokens.data(), bytes->data(), bytes->size()); // the shards' own little-endian order
     // Touch it: eviction goes by last use.
+    std::error_code ec;
     std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::now(), ec);
+    return tokens;
+}
+
+Status PieceLibrary::prepareTask(uint64_t taskId, const std::vector<net::ShardRange>& ranges)
+{
+    uint64_t count = 0;
+    for (const net::ShardRange& range : ranges) {
+        if (Status s = checkRange(range); !s)
+            return s;
+        count += range.endToken - range.beginToken;
+    }
+    const std::string name = "task-data/" + std::to_string(taskId);
+    auto source = m_source();
+    if (!source)
+        return Error::make(net::errc::kTimeout, "not connected to the coordinator to fetch " + name);
+    ++m_requests;
+    auto description = source->describe(name);
+    if (!description) {
+        // A coordinator that serves ranges only: tokens() fetches them one by one.
+        if (description.error().code == net::errc::kNotFound)
+            return Status::success();
+        return description.error();
+    }
+    if (description->bytes != count * sizeof(uint16_t))
+        return Error::make(net::errc::kShardMismatch,
+            name + " holds " + std::to_string(description->bytes) + " bytes, not the task's " + std::to_string(count)
+                + " tokens");
+    // Named by content: a range that comes back in a later task is not fetched again.
+    const std::filesystem::path file = m_dir / "tasks" / (description->sha256 + ".tokens");
+    if (auto report = download(name, file, &*description); !report)
+        return report.error();
+    auto tokens = readTokens(file, count);
+    if (!tokens)
+        return tokens.error();
+    const uint16_t* next = tokens->data();
+    for (const net::ShardRange& range : ranges) {
+        const uint64_t n = range.endToken - range.beginToken;
+        m_held.insert_or_assign(pieceName(range), std::vector<uint16_t>(next, next + n));
+        next += n;
+    }
     evict();
-    auto [it, inserted] = m_held.emplace(name, std::move(tokens));
+    return Status::success();
+}
+
+Result<std::span<const uint16_t>> PieceLibrary::tokens(const net::ShardRange& range)
+{
+    if (Status s = checkRange(range); !s)
+        return s.error();
+    const std::string name = pieceName(range);
+    if (auto held = m_held.find(name); held != m_held.end())
+        return std::span<const uint16_t>(held->second);
+
+    const std::filesystem::path file = fileOf(range);
+    auto report = download(name, file, nullptr);
+    if (!report)
+        return report.error();
+    const uint64_t count = range.endToken - range.beginToken;
+    if (report->description.bytes != count * sizeof(uint16_t))
+        return Error::make(net::errc::kShardMismatch,
+            name + " holds " + std::to_string(report->description.bytes) + " bytes, not " + std::to_string(count)
+                + " tokens");
+    auto tokens = readTokens(file, count);
+    if (!tokens)
+        return tokens.error();
+    evict();
+    auto [it, inserted] = m_held.emplace(name, std::move(*tokens));
     return std::span<const uint16_t>(it->second);
 }
 

@@ -4,7 +4,7 @@
 // (net::Task::shards, each naming a shard file of the project's prepared data
 // folder). A TokenLibrary gives a range's tokens: ShardLibrary from a copy
 // of that folder on this machine (DIR/<name>, kept open), PieceLibrary
-// (piece_library.h) from the coordinator, piece by piece. A
+// (piece_library.h) from the coordinator, a task's ranges in one resource. A
 // RangeBatchSource walks a task's ranges deterministically: windows of
 // blockSize + 1 tokens, back to back with a stride of blockSize (the last
 // target of one window is the first input of the next), each used once, in
@@ -37,6 +37,12 @@ public:
     // "bad_shard_name", "missing_shard", "shard_mismatch" (outside the
     // shard), and the library's own (I/O, download).
     virtual Result<std::span<const uint16_t>> tokens(const net::ShardRange& range) = 0;
+    // Called with a task's id and ranges before its tokens are asked for: a
+    // library that fetches them may fetch them all at once here.
+    virtual Status prepareTask(uint64_t /*taskId*/, const std::vector<net::ShardRange>& /*ranges*/)
+    {
+        return Status::success();
+    }
     // The previous task's tokens are no longer needed.
     virtual void clear() { }
 };

@@ -98,6 +98,7 @@ Result<std::optional<net::HeartbeatReply>> Session::beat(uint64_t heldVersion)
         return Error::make(net::errc::kNotJoined, "not joined");
     m_nextBeat = Clock::now() + std::chrono::milliseconds(m_intervalMs);
     net::HeartbeatRequest request{m_options.project, m_join.session, heldVersion};
+    ++m_traffic.heartbeats;
     auto reply = m_connection->call<net::HeartbeatReply>(request, int(m_intervalMs));
     if (reply) {
         m_missed.answered();
