@@ -55,7 +55,7 @@ private slots:
               });
         QVERIFY2(server, server ? "" : server.error().message.c_str());
         m_server = std::move(*server);
-        m_serving = std::thread([this] { m_server->run(); });
+        m_serving = std::thread([this] { (void)m_server->run(); });
     }
 
     void manyRequestsInFlightAreMatchedById()
