@@ -161,17 +161,18 @@ print(f'task data / int8 pseudo-gradient bytes: GPU {gpu:.3f}, bench {bench:.3f}
 echo
 cat "$work/links.md"
 echo
-$py - "$work" "$tau" "$swarm_seconds" "$((batch * block))" "${profiles[@]}" <<'PY'
+$py - "$work" "$tau" "$swarm_seconds" "$((batch * block))" "$($py -c "print($gpu_h * $gpu_step)")" "$H" "${profiles[@]}" <<'PY'
 import json, sqlite3, sys
 work, tau, swarm, step_tokens = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-profiles = sys.argv[5:]
+gpu_task, H = float(sys.argv[5]), int(sys.argv[6])
+profiles = sys.argv[7:]
 rows = sqlite3.connect(f"{work}/state/bench/ledger.sqlite").execute(
     "SELECT round, closed_at_ms FROM rounds ORDER BY round").fetchall()
 closes = [t for _, t in rows if t]
 gaps = [(b - a) / 1e3 for a, b in zip(closes, closes[1:])]
 round_s = sum(gaps) / len(gaps) if gaps else float("nan")
-print("| volunteer | profile | tasks | accepted | step s | compute s | wall s | utilisation | per round | MB sent | MB received | requests / task | heartbeats / task | data requests / task |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| volunteer | profile | tasks | accepted | step s | compute s | wall s | utilisation | per round | GPU volunteer | MB sent | MB received | requests / task | heartbeats / task | data requests / task |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for i, name in enumerate(profiles, 1):
     try:
         s = json.loads(open(f"{work}/v{i}.json").read().strip().splitlines()[-1])
@@ -181,8 +182,14 @@ for i, name in enumerate(profiles, 1):
     tasks = max(1, s["tasks"])
     steps = s["tokens"] / step_tokens
     step = f"{s['compute_s'] / steps:.4f}" if steps else "-"
+    per_task = s["compute_s"] / tasks
+    # The GPU volunteer's compute for the same steps (a bench task of H
+    # steps stands for one of gpu_task seconds) against the bench's wall
+    # time outside compute, in GPU seconds.
+    gpu_compute = steps / H * gpu_task
+    gpu = f"{gpu_compute / (gpu_compute + (s['wall_s'] - s['compute_s']) / tau):.3f}" if steps else "-"
     print(f"| v{i} | {name} | {s['tasks']} | {s['accepted']} | {step} | {s['compute_s']:.1f} | {s['wall_s']:.1f} | "
-          f"{s['compute_s'] / s['wall_s']:.3f} | {s['compute_s'] / tasks / round_s:.3f} | "
+          f"{s['compute_s'] / s['wall_s']:.3f} | {per_task / round_s:.3f} | {gpu} | "
           f"{s['bytes_sent'] / 1e6:.3f} | {s['bytes_received'] / 1e6:.3f} | "
           f"{(s.get('requests', 0) - s.get('heartbeats', 0)) / tasks:.1f} | {s.get('heartbeats', 0) / tasks:.1f} | "
           f"{s.get('data_requests', 0) / tasks:.1f} |")
