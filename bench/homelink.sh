@@ -94,11 +94,25 @@ cat > "$work/spec.json" <<JSON
  "validation": {"batches": 4, "batch_size": 16}}
 JSON
 
+# The bench's payloads move in fewer, relatively larger chunks than GPT-2's
+# (chunk_bytes is 1 MiB either way), and a chunk must arrive within the
+# volunteer's transfer timeout (2 x heartbeat x liveness) and the
+# coordinator's liveness: a liveness long enough for the slowest chunk.
+liveness=$($py - "$beta" "$tau" "$P" $(for p in "${profiles[@]}"; do profile "$p" | cut -d' ' -f1,2 | tr ' ' :; done) <<'PY'
+import math, sys
+beta, tau, P = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+worst = 0
+for link in sys.argv[4:]:
+    down, up = (float(r) * 1e6 * beta / tau / 8 for r in link.split(":"))
+    worst = max(worst, 2**20 / down, min(2**20, P + 4 * math.ceil(P / 256)) / up)
+print(max(3, math.ceil(1.5 * worst) + 3))
+PY
+)
 hub="hl-hub-$$"
 hl_netns_add "$hub" || exit 1
 req_port=5555; pub_port=5556
 ip netns exec "$hub" "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" \
-    --bind "tcp://0.0.0.0:$req_port" --publish "tcp://0.0.0.0:$pub_port" --heartbeat-ms 1000 --threads 1 \
+    --bind "tcp://0.0.0.0:$req_port" --publish "tcp://0.0.0.0:$pub_port" --heartbeat-ms 1000 --liveness "$liveness" --threads 1 \
     > "$work/server.out" 2> "$work/server.err" &
 for _ in $(seq 100); do [ -s "$work/server.out" ] && break; sleep 0.2; done
 key=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['public_key'])" "$work/server.out") \
@@ -138,7 +152,8 @@ sleep 1
 
 echo "GPU stand-in: GPT-2 124M, $gpu_params parameters, $gpu_step s per 16k-token step, H = $gpu_h; codec $codec"
 echo "bench: $P parameters, H = $H, CPU step ${cpu_step} s (calibration, $volunteers at once);" \
-     "tau = $(printf %.4f "$tau") bench s per GPU s, beta = $(printf %.3g "$beta") bench bytes per GPU byte"
+     "tau = $(printf %.4f "$tau") bench s per GPU s, beta = $(printf %.3g "$beta") bench bytes per GPU byte;" \
+     "liveness $liveness heartbeats of 1 s"
 $py -c "
 gpu = 2 * $gpu_h * 16384 / ($gpu_params * (1 + 4 / 256))
 bench = 2 * $H * $batch * $block / ($P * (1 + 4 / 256))
@@ -146,17 +161,18 @@ print(f'task data / int8 pseudo-gradient bytes: GPU {gpu:.3f}, bench {bench:.3f}
 echo
 cat "$work/links.md"
 echo
-$py - "$work" "$tau" "$swarm_seconds" "$((batch * block))" "${profiles[@]}" <<'PY'
+$py - "$work" "$tau" "$swarm_seconds" "$((batch * block))" "$($py -c "print($gpu_h * $gpu_step)")" "$H" "${profiles[@]}" <<'PY'
 import json, sqlite3, sys
 work, tau, swarm, step_tokens = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-profiles = sys.argv[5:]
+gpu_task, H = float(sys.argv[5]), int(sys.argv[6])
+profiles = sys.argv[7:]
 rows = sqlite3.connect(f"{work}/state/bench/ledger.sqlite").execute(
     "SELECT round, closed_at_ms FROM rounds ORDER BY round").fetchall()
 closes = [t for _, t in rows if t]
 gaps = [(b - a) / 1e3 for a, b in zip(closes, closes[1:])]
 round_s = sum(gaps) / len(gaps) if gaps else float("nan")
-print("| volunteer | profile | tasks | accepted | step s | compute s | wall s | utilisation | per round | MB sent | MB received | requests / task | heartbeats / task | data requests / task |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| volunteer | profile | tasks | accepted | step s | compute s | wall s | utilisation | per round | GPU volunteer | MB sent | MB received | requests / task | heartbeats / task | data requests / task |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for i, name in enumerate(profiles, 1):
     try:
         s = json.loads(open(f"{work}/v{i}.json").read().strip().splitlines()[-1])
@@ -166,8 +182,14 @@ for i, name in enumerate(profiles, 1):
     tasks = max(1, s["tasks"])
     steps = s["tokens"] / step_tokens
     step = f"{s['compute_s'] / steps:.4f}" if steps else "-"
+    per_task = s["compute_s"] / tasks
+    # The GPU volunteer's compute for the same steps (a bench task of H
+    # steps stands for one of gpu_task seconds) against the bench's wall
+    # time outside compute, in GPU seconds.
+    gpu_compute = steps / H * gpu_task
+    gpu = f"{gpu_compute / (gpu_compute + (s['wall_s'] - s['compute_s']) / tau):.3f}" if steps else "-"
     print(f"| v{i} | {name} | {s['tasks']} | {s['accepted']} | {step} | {s['compute_s']:.1f} | {s['wall_s']:.1f} | "
-          f"{s['compute_s'] / s['wall_s']:.3f} | {s['compute_s'] / tasks / round_s:.3f} | "
+          f"{s['compute_s'] / s['wall_s']:.3f} | {per_task / round_s:.3f} | {gpu} | "
           f"{s['bytes_sent'] / 1e6:.3f} | {s['bytes_received'] / 1e6:.3f} | "
           f"{(s.get('requests', 0) - s.get('heartbeats', 0)) / tasks:.1f} | {s.get('heartbeats', 0) / tasks:.1f} | "
           f"{s.get('data_requests', 0) / tasks:.1f} |")
@@ -181,7 +203,7 @@ import math, sys
 P, H = int(sys.argv[1]), int(sys.argv[2])
 rtts = {"cable": 30, "dsl": 50, "fibre": 10, "far": 150}
 payload = math.ceil((P + 4 * math.ceil(P / 256)) / 2**20)
-data = math.ceil(2 * H * 16384 / 2**22)
+data = math.ceil(2 * H * 16384 / 2**20)
 trips = 2 * payload + data + 8  # upload chunks, update fetches, task data; get_task, submit, describes, join slack
 for name in dict.fromkeys(sys.argv[3:]):
     print(f"GPT-2 on {name}: about {trips} round trips a task ({payload} upload chunks, {payload} update chunks, "

@@ -531,7 +531,7 @@ private slots:
     }
 
     // A task's data is one resource, "task-data/<id>": its ranges back to
-    // back, in 4 MiB chunks (one describe and one fetch on a home link),
+    // back (one describe and one fetch per 1 MiB on a home link),
     // built only for the task's holder (docs/protocol.md, "Data pieces").
     void taskDataIsOneResourceForItsHolder()
     {
@@ -564,7 +564,7 @@ private slots:
         auto described = holder.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", name}, 10000);
         QVERIFY2(described, described ? "" : described.error().message.c_str());
         QCOMPARE(described->bytes, uint64_t(expected.size()));
-        QCOMPARE(described->chunkBytes, uint64_t(4u << 20));
+        QCOMPARE(described->chunkBytes, uint64_t(1u << 20));
         QCOMPARE(described->chunkCount, uint64_t(1));
         QCOMPARE(described->sha256, net::sha256Hex(expected));
         auto chunk = holder.client->request<net::FetchReply>(net::FetchRequest{"tiny", name, 0}, 10000);

@@ -114,7 +114,9 @@ Status DataPieces::prepareTaskData(const std::string& name, const TaskPieces& ta
         const auto* first = reinterpret_cast<const char*>(m_data.train[piece.shard].tokens() + piece.begin);
         bytes.append(first, (piece.end - piece.begin) * sizeof(uint16_t));
     }
-    return add(name, std::move(bytes), kTaskDataChunkBytes);
+    // 1 MiB like every chunk: a volunteer's transfer timeout (10 s at least)
+    // then holds on links down to about 1 Mbit/s.
+    return add(name, std::move(bytes), net::kDefaultChunkBytes);
 }
 
 Status DataPieces::add(const std::string& name, std::string bytes, uint64_t chunkBytes)

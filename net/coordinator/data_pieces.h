@@ -4,9 +4,9 @@
 // that a volunteer needs nothing but the hub's address (docs/protocol.md,
 // "Data pieces"):
 //   "task-data/<task id>"        every range of an open task, back to back in
-//                                the task's order, in 4 MiB chunks: a task's
-//                                data in one describe and one fetch per chunk
-//                                (one round trip each on a home link);
+//                                the task's order: a task's data in one
+//                                describe and one fetch per 1 MiB chunk (one
+//                                round trip each on a home link);
 //   "data/<shard>/<begin>-<end>" one range of a train shard (a task's ranges
 //                                one by one, as workers before it fetched them).
 // Both hold uint16 little-endian tokens and are built when first asked for;
@@ -38,7 +38,6 @@ std::string taskDataResourceName(uint64_t taskId);
 class DataPieces {
 public:
     static constexpr uint64_t kMaxBytesHeld = 64u << 20;
-    static constexpr uint64_t kTaskDataChunkBytes = 4u << 20;
     // The pieces of `taskId` when it is an open task of the asking key; nullptr otherwise.
     using TaskPieces = std::function<const std::vector<Piece>*(uint64_t taskId)>;
 

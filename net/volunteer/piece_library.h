@@ -3,7 +3,7 @@
 // A task's tokens fetched from the coordinator, so a volunteer needs nothing
 // but the hub's address (docs/protocol.md, "Data pieces"). prepareTask
 // downloads the task's resource "task-data/<id>" (all its ranges back to
-// back, uint16 little-endian: one describe, then one fetch per 4 MiB chunk)
+// back, uint16 little-endian: one describe, then one fetch per 1 MiB chunk)
 // with the verified, resumable transfer into a cache folder, named by its
 // SHA-256, and splits it into the ranges. A task whose data is already
 // cached costs the describe only. Where the coordinator does not serve
