@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -48,7 +49,8 @@ class LagProbe : public QObject {
 public:
     struct Phase {
         std::string name;
-        std::vector<double> lateMs;
+        std::vector<double> lateMs; // how late each firing was (wall time)
+        std::vector<double> cpuMs; // the GUI thread's CPU time between two firings
         double seconds = 0;
     };
 
@@ -59,8 +61,14 @@ public:
         connect(&m_timer, &QTimer::timeout, this, [this] {
             const double since = double(m_clock.nsecsElapsed()) / 1e6;
             m_clock.restart();
-            if (!m_phases.empty())
+            // A late firing is either work on the GUI thread or the thread
+            // waiting for a core (a loaded machine): its CPU time tells which.
+            const double cpu = threadCpuMs();
+            if (!m_phases.empty()) {
                 m_phases.back().lateMs.push_back(std::max(0.0, since - kPeriodMs));
+                m_phases.back().cpuMs.push_back(cpu - m_lastCpuMs);
+            }
+            m_lastCpuMs = cpu;
         });
     }
 
@@ -68,10 +76,11 @@ public:
     {
         if (!m_phases.empty())
             m_phases.back().seconds = double(m_phaseClock.elapsed()) / 1e3;
-        m_phases.push_back({name, {}, 0});
+        m_phases.push_back(Phase{name, {}, {}, 0});
         m_phaseClock.restart();
         if (!m_timer.isActive()) {
             m_clock.start();
+            m_lastCpuMs = threadCpuMs();
             m_timer.start();
         }
     }
@@ -86,7 +95,15 @@ public:
     const std::vector<Phase>& phases() const { return m_phases; }
 
 private:
+    static double threadCpuMs()
+    {
+        timespec ts{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+    }
+
     static constexpr double kPeriodMs = 10;
+    double m_lastCpuMs = 0;
     QTimer m_timer;
     QElapsedTimer m_clock;
     QElapsedTimer m_phaseClock;
@@ -144,6 +161,14 @@ std::filesystem::path writeBigSpec(const std::filesystem::path& dir, const std::
     const auto file = dir / "big.project.json";
     std::ofstream(file) << spec.dump(2);
     return file;
+}
+
+std::string loadAverage()
+{
+    std::ifstream file("/proc/loadavg");
+    std::string one, five;
+    file >> one >> five;
+    return one + " " + five;
 }
 
 double percentile(std::vector<double> v, double p)
@@ -249,7 +274,12 @@ int main(int argc, char** argv)
     if (!ask(QStringLiteral("join"), join, 60000).ok)
         return fail("join failed");
     window.showPage(ui::MainWindow::kDashboard);
-    if (!waitFor([&] { return window.dashboard()->stateText().startsWith(QStringLiteral("Training")); }, 300000))
+    auto bigTrains = [&] {
+        const ui::DaemonReply status = ask(QStringLiteral("status"), control::Value::map(), 5000);
+        return status.body["project"].toString() == "shakespeare-100mib"
+            && status.body["state"].toString() == "training";
+    };
+    if (!waitFor(bigTrains, 300000))
         return fail("the big project never trained");
 
     // 3. The first checkpoint (102 MiB) downloads with its page shown.
@@ -287,18 +317,22 @@ int main(int argc, char** argv)
     waitFor([&] { return !window.dashboard()->loading(); }, 10000);
     probe.end();
 
-    std::printf("| phase | seconds | timer firings | longest stall | p99 stall | stalls > 50 ms |\n");
-    std::printf("| --- | --- | --- | --- | --- | --- |\n");
-    double worst = 0;
+    std::printf("| phase | seconds | timer firings | longest stall | p99 stall | stalls > 50 ms | longest GUI-thread "
+                "CPU between firings |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+    double worst = 0, worstCpu = 0;
     for (const auto& phase : probe.phases()) {
         const double longest = phase.lateMs.empty() ? 0 : *std::max_element(phase.lateMs.begin(), phase.lateMs.end());
+        const double cpu = phase.cpuMs.empty() ? 0 : *std::max_element(phase.cpuMs.begin(), phase.cpuMs.end());
         worst = std::max(worst, longest);
-        std::printf("| %s | %.1f | %zu | %.1f ms | %.1f ms | %ld |\n", phase.name.c_str(), phase.seconds,
+        worstCpu = std::max(worstCpu, cpu);
+        std::printf("| %s | %.1f | %zu | %.1f ms | %.1f ms | %ld | %.1f ms |\n", phase.name.c_str(), phase.seconds,
             phase.lateMs.size(), longest, percentile(phase.lateMs, 0.99),
-            long(std::count_if(phase.lateMs.begin(), phase.lateMs.end(), [](double v) { return v > 50; })));
+            long(std::count_if(phase.lateMs.begin(), phase.lateMs.end(), [](double v) { return v > 50; })), cpu);
     }
-    std::printf("| all | | | %.1f ms | | |\n", worst);
-    std::printf("target: longest stall under 50 ms: %s\n", worst < 50 ? "met" : "missed");
+    std::printf("| all | | | %.1f ms | | | %.1f ms |\n", worst, worstCpu);
+    std::printf("target: longest stall under 50 ms: %s (load average at the end: %s)\n", worst < 50 ? "met" : "missed",
+        loadAverage().c_str());
 
     for (pid_t pid : daemonsOf(runtimeDir))
         ::kill(pid, SIGTERM);

@@ -24,6 +24,7 @@
 #include <QLocale>
 #include <QPlainTextEdit>
 #include <QPointer>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -223,6 +224,20 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(m_window->dashboard()->machineChart()->pointCount(0) >= 2, 30000);
         QVERIFY(!m_window->dashboard()->stateText().isEmpty());
         QVERIFY(!m_window->maybeRunFirstRun()); // only once
+    }
+
+    void aServiceThatAlreadyTrainsNeedsNoWizard()
+    {
+        // As after joining from the command line: a project, but the app's
+        // first-run flag not set. The wizard opens at once and closes itself
+        // when the service says what it trains.
+        QSettings().remove(QStringLiteral("firstRunDone"));
+        QVERIFY(m_window->maybeRunFirstRun());
+        QPointer<FirstRunWizard> wizard = m_window->findChild<FirstRunWizard*>();
+        QVERIFY(wizard);
+        QTRY_VERIFY(!wizard || !wizard->isVisible());
+        QVERIFY(QSettings().value(QStringLiteral("firstRunDone")).toBool());
+        QVERIFY(!m_window->maybeRunFirstRun());
     }
 
     void aSettingReachesTheDaemonAndABadValueShowsItsMessage()

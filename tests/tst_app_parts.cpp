@@ -119,6 +119,19 @@ private slots:
         QVERIFY(!link.attached());
     }
 
+    void aServiceThatCannotStartIsReportedInWords()
+    {
+        DaemonLink link(std::filesystem::path(m_home.path().toStdString()) / "nothing-here",
+            QStringLiteral("/nonexistent/crowdtrain-worker"));
+        QSignalSpy failed(&link, &DaemonLink::startFailed);
+        link.start();
+        QVERIFY(failed.wait(5000));
+        QVERIFY2(failed.first().at(0).toString().contains(QStringLiteral("/nonexistent/crowdtrain-worker")),
+            qPrintable(failed.first().at(0).toString()));
+        QVERIFY(!link.attached());
+        QCOMPARE(link.daemonsStarted(), 0);
+    }
+
     void byteSizesShowInHumanUnits()
     {
         ByteSizeEdit edit;

@@ -314,7 +314,9 @@ bool DaemonLink::startDaemon()
     process.setStandardOutputFile(logDir + QStringLiteral("/crowdtrain/daemon.log"), QIODevice::Append);
     process.setStandardErrorFile(logDir + QStringLiteral("/crowdtrain/daemon.log"), QIODevice::Append);
     if (!process.startDetached(&m_daemonPid)) {
-        emit notice(tr("Could not start the Crowdtrain service (%1).").arg(m_worker));
+        const QString why = tr("Could not start the Crowdtrain service (%1).").arg(m_worker);
+        emit notice(why);
+        emit startFailed(why);
         return false;
     }
     ++m_started;

@@ -105,6 +105,10 @@ signals:
     void attachedChanged(bool attached);
     // Plain words for the status line ("Started the Crowdtrain service", ...).
     void notice(const QString& text);
+    // The service could not be started (the program is missing or broken);
+    // the words say which program. Tried again at the next watchdog tick
+    // after the restart gap.
+    void startFailed(const QString& text);
 
 private:
     bool ensureClient();

@@ -152,6 +152,11 @@ FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
         if (attached)
             loadProjects();
     });
+    connect(&m_link, &DaemonLink::startFailed, this, [this](const QString& why) {
+        if (!m_projectPage->loaded())
+            m_projectPage->setWaiting(why);
+        m_startFailed = true;
+    });
     m_retry->start();
     loadProjects();
 }
@@ -167,7 +172,8 @@ void FirstRunWizard::loadProjects()
         m_retry->stop();
         return;
     }
-    if (!m_link.attached())
+    // (A failed start keeps its words until a service answers.)
+    if (!m_link.attached() && !m_startFailed)
         m_projectPage->setWaiting(tr("Starting the Crowdtrain service\u2026"));
     if (m_asking)
         return;

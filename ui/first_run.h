@@ -86,6 +86,7 @@ private:
     QLabel* m_progress;
     QTimer* m_retry;
     bool m_asking = false;
+    bool m_startFailed = false;
     bool m_busy = false;
     QString m_error;
 };

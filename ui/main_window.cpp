@@ -222,13 +222,21 @@ bool MainWindow::maybeRunFirstRun()
     wizard->open();
     // A machine whose service already trains (joined from the command
     // line) needs no wizard: closed unless the volunteer started on it.
+    // Asked now and once the service answers (it may be starting).
     QPointer<FirstRunWizard> guard(wizard);
-    m_link.request(QStringLiteral("status"), control::Value::map(), this, [guard](const DaemonReply& reply) {
-        if (!guard || !reply.ok || text(reply.body["project"]).isEmpty())
-            return;
-        QSettings().setValue(QStringLiteral("firstRunDone"), true);
-        if (guard->currentId() == FirstRunWizard::kWelcome)
-            guard->reject();
+    auto check = [this, guard] {
+        m_link.request(QStringLiteral("status"), control::Value::map(), this, [guard](const DaemonReply& reply) {
+            if (!guard || !reply.ok || text(reply.body["project"]).isEmpty())
+                return;
+            QSettings().setValue(QStringLiteral("firstRunDone"), true);
+            if (guard->currentId() == FirstRunWizard::kWelcome)
+                guard->reject();
+        });
+    };
+    check();
+    connect(&m_link, &DaemonLink::attachedChanged, wizard, [check](bool attached) {
+        if (attached)
+            check();
     });
     return true;
 }
