@@ -853,6 +853,18 @@ private slots:
         QVERIFY(server.stopWithin(2s));
         QVERIFY(Clock::now() - start < 1s);
 
+        // A failure of the sockets ends run() with an error (the daemon
+        // then exits non-zero), not as a stop.
+        auto broken = ControlServer::open(freshDir(), demoHandler);
+        QVERIFY(broken.ok());
+        auto failed = std::async(std::launch::async, [&] { return (*broken)->run(); });
+        QVERIFY(connectClient((*broken)->dir())->call("echo").ok());
+        (*broken)->breakSockets();
+        QCOMPARE(failed.wait_for(5s), std::future_status::ready);
+        const Status ran = failed.get();
+        QVERIFY(!ran.ok());
+        QCOMPARE(ran.error().code, std::string("zmq_error"));
+
         // stop() before run(): run() returns at once.
         auto idle = ControlServer::open(freshDir(), demoHandler);
         QVERIFY(idle.ok());

@@ -231,6 +231,11 @@ Status ControlServer::run()
     return Status::success();
 }
 
+void ControlServer::breakSockets()
+{
+    zmq_ctx_shutdown(m_context->handle());
+}
+
 void ControlServer::stop()
 {
     m_stopping.store(true);

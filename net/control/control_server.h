@@ -94,6 +94,10 @@ public:
 
     std::filesystem::path dir() const { return m_dir; }
 
+    // Fault injection for tests: shuts the sockets' context down, as a
+    // libzmq failure would; run() then returns its error.
+    void breakSockets();
+
     struct Outbox; // replies waiting to be sent (control_server.cpp)
 
 private:
