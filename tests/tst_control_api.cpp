@@ -708,6 +708,38 @@ private slots:
         QCOMPARE(dropped["id"], Value(1001));
     }
 
+    // Clients that never read hold at most the bound of replies, all
+    // together: past it a reply is replaced by "busy"; once they leave,
+    // their share is free again.
+    void unreadRepliesAreBounded()
+    {
+        const fs::path dir = freshDir();
+        const std::string big(64 << 10, 'x');
+        ServerThread server(dir, [&](const Request&) -> Result<Value> { return Value::map().set("big", big); });
+        server.server().setHeldReplyBudget(4u << 20);
+        {
+            std::vector<std::unique_ptr<RawClient>> silent;
+            for (int c = 0; c < 10; ++c) {
+                silent.push_back(std::make_unique<RawClient>(dir));
+                for (int k = 0; k < kReplyQueueLength; ++k)
+                    silent.back()->send({encodeRequest("big", uint64_t(k + 1), Value::map())});
+            }
+            RawClient reader(dir);
+            // Whatever order the requests are served in, the bound is
+            // reached: 10 x 16 x 64 KiB is 10 MiB.
+            QTRY_VERIFY_WITH_TIMEOUT(
+                [&] {
+                    reader.send({encodeRequest("big", 1, Value::map())});
+                    const Value reply = reader.receive(5s);
+                    return reply["error"]["code"] == Value("busy");
+                }(),
+                20000);
+        }
+        // The silent clients have gone (their sockets are closed).
+        auto client = connectClient(dir);
+        QTRY_VERIFY_WITH_TIMEOUT(client->call("big").ok(), 20000);
+    }
+
     void unsupportedVersion()
     {
         const fs::path dir = freshDir();
@@ -852,6 +884,18 @@ private slots:
         const auto start = Clock::now();
         QVERIFY(server.stopWithin(2s));
         QVERIFY(Clock::now() - start < 1s);
+
+        // A failure of the sockets ends run() with an error (the daemon
+        // then exits non-zero), not as a stop.
+        auto broken = ControlServer::open(freshDir(), demoHandler);
+        QVERIFY(broken.ok());
+        auto failed = std::async(std::launch::async, [&] { return (*broken)->run(); });
+        QVERIFY(connectClient((*broken)->dir())->call("echo").ok());
+        (*broken)->breakSockets();
+        QCOMPARE(failed.wait_for(5s), std::future_status::ready);
+        const Status ran = failed.get();
+        QVERIFY(!ran.ok());
+        QCOMPARE(ran.error().code, std::string("zmq_error"));
 
         // stop() before run(): run() returns at once.
         auto idle = ControlServer::open(freshDir(), demoHandler);

@@ -15,6 +15,7 @@
 
 #include "net/control/control_envelope.h"
 #include "net/control/control_paths.h"
+#include "net/control/event_subscriber.h"
 #include "net/transport/curve_keys.h"
 
 #include <QTemporaryDir>
@@ -323,10 +324,19 @@ private slots:
             hubs.push_back(std::make_unique<SilentHub>());
             call(*c, "follow", bodyWith("link", hubs.back()->link));
         }
+        auto events = control::EventSubscriber::connect(h.control(), {"progress"});
+        QVERIFY(events);
+        QVERIFY(waitUntil([&] { return (*events)->next(0).has_value(); }, 10000)); // subscribed
         zmq::context_t context;
         zmq::socket_t dealer(context, zmq::socket_type::dealer);
         dealer.set(zmq::sockopt::linger, 0);
         dealer.connect(control::controlEndpoint(h.control()));
+        const auto unixMs = [] {
+            return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+        };
+        const uint64_t sentMs = unixMs();
         const std::string refresh = control::encodeRequest("catalog", 1, bodyWith("refresh", true));
         const std::string status = control::encodeRequest("status", 2, Value::map());
         dealer.send(zmq::buffer(refresh));
@@ -343,6 +353,12 @@ private slots:
             order.push_back(reply->id);
         }
         QCOMPARE(order, (std::vector<uint64_t>{2, 1}));
+        // Status events went on while the hubs were asked (every 500 ms).
+        const uint64_t repliedMs = unixMs();
+        int during = 0;
+        while (auto event = (*events)->next(0))
+            during += event->timeMs >= sentMs && event->timeMs <= repliedMs ? 1 : 0;
+        QVERIFY2(during >= 5, std::to_string(during).c_str());
         // The command line says so too while the daemon is slow elsewhere.
         dealer.send(zmq::buffer(refresh));
         const CliResult s = worker(h, {QStringLiteral("status")});

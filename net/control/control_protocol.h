@@ -45,12 +45,18 @@ inline constexpr std::size_t kMaxErrorMessageBytes = 4096;
 // without pause is read no faster than it is answered, with at most
 // kRequestQueueLength requests waiting. Events to a subscriber that is
 // kEventQueueLength events behind are dropped.
-inline constexpr int kReplyQueueLength = 100;
+inline constexpr int kReplyQueueLength = 16;
 inline constexpr int kRequestQueueLength = 16;
 inline constexpr int kEventQueueLength = 1000;
 // Requests read but not answered yet, over all clients (the daemon answers
 // slow ones late, off its serving thread); one more is answered "busy".
 inline constexpr std::size_t kMaxRequestsInFlight = 64;
+// Bytes of replies the daemon may hold for clients that have not read them,
+// all clients together: the last kReplyQueueLength replies sent to each
+// connected client count (those are all a client's queue can hold) until it
+// disconnects. A reply that would pass the bound is replaced by a "busy"
+// error reply.
+inline constexpr std::size_t kMaxHeldReplyBytes = 256u << 20; // 256 MiB
 
 // How long ControlClient::call waits by default.
 inline constexpr int kDefaultCallTimeoutMs = 5000;

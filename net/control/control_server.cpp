@@ -19,6 +19,7 @@ namespace crowdtrain::control {
 namespace {
 
 constexpr const char* kWakeEndpoint = "inproc://crowdtrain-control-wake";
+constexpr const char* kMonitorEndpoint = "inproc://crowdtrain-control-monitor";
 
 // Whether something still listens on the ipc socket file at `path`.
 // libzmq removes an existing file when it binds, so without this check a
@@ -51,17 +52,22 @@ Error bindFailed(const std::string& endpoint, const std::string& why)
 // Replies made on any thread, sent by run()'s thread. `wake` is cleared
 // (under the mutex) when the server goes, so late answers go nowhere.
 struct ControlServer::Outbox {
+    struct Reply {
+        std::string route;
+        RequestHeader header;
+        std::string frame;
+    };
     std::mutex mutex;
-    std::deque<std::pair<std::string, std::string>> replies; // route, frame
+    std::deque<Reply> replies;
     std::function<void()> wake;
     std::atomic<std::size_t> inFlight{0};
 
-    void post(std::string route, std::string frame)
+    void post(Reply reply)
     {
         std::lock_guard lock(mutex);
         if (!wake)
             return;
-        replies.emplace_back(std::move(route), std::move(frame));
+        replies.push_back(std::move(reply));
         wake();
     }
 };
@@ -76,7 +82,7 @@ struct Responder::State {
     {
         if (answered.exchange(true))
             return;
-        outbox->post(route, encodeReply(header, std::move(outcome)));
+        outbox->post({route, header, encodeReply(header, std::move(outcome))});
         outbox->inFlight.fetch_sub(1);
     }
     ~State() { answer(Error::make(errc::kInternal, "the daemon dropped the request \"" + header.type + "\"")); }
@@ -158,6 +164,11 @@ Status ControlServer::bind()
         m_wakeSender = std::make_unique<zmq::socket_t>(*m_context, zmq::socket_type::pair);
         m_wakeSender->set(zmq::sockopt::linger, 0);
         m_wakeSender->connect(kWakeEndpoint);
+        if (zmq_socket_monitor(m_router->handle(), kMonitorEndpoint, ZMQ_EVENT_DISCONNECTED) != 0)
+            throw zmq::error_t();
+        m_monitor = std::make_unique<zmq::socket_t>(*m_context, zmq::socket_type::pair);
+        m_monitor->set(zmq::sockopt::linger, 0);
+        m_monitor->connect(kMonitorEndpoint);
     } catch (const zmq::error_t& e) {
         return Error::make(errc::kBindFailed, std::string("cannot create the control sockets: ") + e.what());
     }
@@ -181,6 +192,7 @@ ControlServer::~ControlServer()
         m_outbox->wake = nullptr;
         m_outbox->replies.clear();
     }
+    m_monitor.reset();
     m_router.reset();
     m_publisher.reset();
     m_wakeReceiver.reset();
@@ -202,15 +214,30 @@ ControlServer::~ControlServer()
 Status ControlServer::run()
 {
     while (!m_stopping.load()) {
-        std::array<zmq::pollitem_t, 2> items{{
+        std::array<zmq::pollitem_t, 3> items{{
             {m_router->handle(), 0, ZMQ_POLLIN, 0},
             {m_wakeReceiver->handle(), 0, ZMQ_POLLIN, 0},
+            {m_monitor->handle(), 0, ZMQ_POLLIN, 0},
         }};
         try {
             zmq::poll(items);
             if (items[1].revents & ZMQ_POLLIN) {
                 zmq::message_t wake;
                 while (m_wakeReceiver->recv(wake, zmq::recv_flags::dontwait)) { }
+            }
+            // A monitor event: [event id (uint16) + value (uint32, the fd)] [endpoint].
+            for (zmq::message_t event; m_monitor->recv(event, zmq::recv_flags::dontwait);) {
+                zmq::message_t endpoint;
+                if (event.more())
+                    (void)m_monitor->recv(endpoint, zmq::recv_flags::dontwait);
+                if (event.size() == 6) {
+                    uint16_t id = 0;
+                    uint32_t fd = 0;
+                    std::memcpy(&id, event.data(), 2);
+                    std::memcpy(&fd, static_cast<const char*>(event.data()) + 2, 4);
+                    if (id == ZMQ_EVENT_DISCONNECTED)
+                        forgetConnection(int(fd));
+                }
             }
             // A few requests at a time, so that answers made elsewhere
             // are sent between them.
@@ -229,6 +256,11 @@ Status ControlServer::run()
         }
     }
     return Status::success();
+}
+
+void ControlServer::breakSockets()
+{
+    zmq_ctx_shutdown(m_context->handle());
 }
 
 void ControlServer::stop()
@@ -262,6 +294,15 @@ void ControlServer::serveOne()
     auto state = std::make_shared<Responder::State>();
     state->outbox = m_outbox;
     state->route = route.to_string();
+    // Which connection this client is on, so its held replies are
+    // forgotten when it goes (a reused fd means the old one has gone).
+    if (const int fd = zmq_msg_get(payload.handle(), ZMQ_SRCFD); fd >= 0) {
+        auto [it, added] = m_routeOfFd.try_emplace(fd, state->route);
+        if (!added && it->second != state->route) {
+            forgetConnection(fd);
+            m_routeOfFd.emplace(fd, state->route);
+        }
+    }
     m_outbox->inFlight.fetch_add(1);
     Responder respond(state);
     if (frames > 1)
@@ -283,19 +324,53 @@ void ControlServer::serveOne()
 
 void ControlServer::sendReplies()
 {
-    std::deque<std::pair<std::string, std::string>> replies;
+    std::deque<Outbox::Reply> replies;
     {
         std::lock_guard lock(m_outbox->mutex);
         replies.swap(m_outbox->replies);
     }
-    // Never blocks: with ROUTER_MANDATORY off a full or gone peer's reply
-    // is dropped, and a failed send must not end the loop.
-    for (const auto& [route, frame] : replies) {
+    const std::size_t budget = m_heldBudget.load();
+    for (Outbox::Reply& reply : replies) {
+        // What this client's queue may hold once this reply is in it: its
+        // last kReplyQueueLength replies. Past the bound over all clients,
+        // a short "busy" replaces the reply.
+        Held& held = m_held[reply.route];
+        const std::size_t leaving
+            = held.sizes.size() >= std::size_t(kReplyQueueLength) ? held.sizes.front() : std::size_t(0);
+        if (m_heldBytes - leaving + reply.frame.size() > budget)
+            reply.frame = encodeReply(reply.header,
+                Error::make(errc::kBusy,
+                    "the daemon holds " + std::to_string(m_heldBytes >> 20)
+                        + " MiB of replies its clients have not read yet; try again shortly"));
+        // Never blocks: with ROUTER_MANDATORY off a full or gone peer's
+        // reply is dropped, and a failed send must not end the loop.
         try {
-            m_router->send(zmq::buffer(route), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-            m_router->send(zmq::buffer(frame), zmq::send_flags::dontwait);
-        } catch (const zmq::error_t&) { }
+            m_router->send(zmq::buffer(reply.route), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+            m_router->send(zmq::buffer(reply.frame), zmq::send_flags::dontwait);
+        } catch (const zmq::error_t&) {
+            continue;
+        }
+        held.sizes.push_back(reply.frame.size());
+        held.bytes += reply.frame.size();
+        m_heldBytes += reply.frame.size();
+        if (held.sizes.size() > std::size_t(kReplyQueueLength)) {
+            held.bytes -= held.sizes.front();
+            m_heldBytes -= held.sizes.front();
+            held.sizes.pop_front();
+        }
     }
+}
+
+void ControlServer::forgetConnection(int fd)
+{
+    auto route = m_routeOfFd.find(fd);
+    if (route == m_routeOfFd.end())
+        return;
+    if (auto held = m_held.find(route->second); held != m_held.end()) {
+        m_heldBytes -= held->second.bytes;
+        m_held.erase(held);
+    }
+    m_routeOfFd.erase(route);
 }
 
 void ControlServer::publish(std::string_view type, const Value& body)

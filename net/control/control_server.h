@@ -20,11 +20,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 
 namespace zmq {
 class context_t;
@@ -94,6 +96,12 @@ public:
 
     std::filesystem::path dir() const { return m_dir; }
 
+    // Fault injection for tests: shuts the sockets' context down, as a
+    // libzmq failure would; run() then returns its error.
+    void breakSockets();
+    // kMaxHeldReplyBytes unless set (tests use a smaller bound).
+    void setHeldReplyBudget(std::size_t bytes) { m_heldBudget.store(bytes); }
+
     struct Outbox; // replies waiting to be sent (control_server.cpp)
 
 private:
@@ -101,12 +109,25 @@ private:
     Status bind();
     void serveOne();
     void sendReplies();
+    void forgetConnection(int fd);
 
     std::filesystem::path m_dir;
     AsyncHandler m_handler;
     std::shared_ptr<Outbox> m_outbox;
     std::unique_ptr<zmq::context_t> m_context;
     std::unique_ptr<zmq::socket_t> m_router;
+    std::unique_ptr<zmq::socket_t> m_monitor; // the ROUTER's disconnections
+    // Replies possibly still queued for each client (run()'s thread only):
+    // the sizes of the last kReplyQueueLength sent, by routing id, and the
+    // connection (fd) each routing id came on, so a disconnection frees them.
+    struct Held {
+        std::deque<std::size_t> sizes;
+        std::size_t bytes = 0;
+    };
+    std::unordered_map<std::string, Held> m_held;
+    std::unordered_map<int, std::string> m_routeOfFd;
+    std::size_t m_heldBytes = 0;
+    std::atomic<std::size_t> m_heldBudget{kMaxHeldReplyBytes};
     std::unique_ptr<zmq::socket_t> m_wakeReceiver; // polled by run()
     std::unique_ptr<zmq::socket_t> m_wakeSender; // written by stop()
     std::mutex m_wakeMutex; // guards m_wakeSender

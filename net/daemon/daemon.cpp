@@ -137,6 +137,7 @@ Status Daemon::initialise()
 
     m_changes = std::make_unique<WorkQueue>(kMaxQueuedChanges);
     m_reads = std::make_unique<WorkQueue>(kMaxQueuedReads);
+    m_background = std::make_unique<WorkQueue>(1);
     auto server = control::ControlServer::open(m_options.controlDir,
         [this](const control::Request& request, control::Responder respond) { handle(request, std::move(respond)); });
     if (!server)
@@ -162,6 +163,7 @@ Daemon::~Daemon()
     // The queues first: their jobs use everything below.
     m_changes.reset();
     m_reads.reset();
+    m_background.reset();
     if (m_poller.joinable())
         m_poller.join();
     std::unique_ptr<ProjectRunner> runner;
@@ -215,6 +217,8 @@ void Daemon::stop()
         m_changes->stop();
     if (m_reads)
         m_reads->stop();
+    if (m_background)
+        m_background->stop();
 }
 
 void Daemon::log(const std::string& line)
@@ -501,6 +505,60 @@ control::Value Daemon::status() const
     return v;
 }
 
+void Daemon::refreshHubs()
+{
+    m_hubs->refresh(2000);
+    std::unique_lock lock(m_mutex);
+    const std::string project = m_joinedProject;
+    std::optional<HubLink> hub;
+    std::string hubText;
+    if (m_runner) {
+        hub = m_runner->target().hub;
+        hubText = m_runner->target().hubLink;
+    }
+    const uint64_t since = m_nextMetricRound;
+    const bool autoDownload = m_settings.boolean("auto_download");
+    const uint64_t autoMax = uint64_t(m_settings.integer("auto_download_max_bytes"));
+    lock.unlock();
+    if (hub) {
+        auto rows = m_hubs->call<net::MetricsReply>(*hub, net::MetricsRequest{project, since, 4096}, 3000);
+        if (rows && !rows->rows.empty()) {
+            Value added = Value::array();
+            lock.lock();
+            if (m_joinedProject != project) // joined another project meanwhile
+                return;
+            for (const net::MetricRow& row : rows->rows) {
+                m_metricRows.push_back(metricValue(row));
+                added.push(metricValue(row));
+                m_nextMetricRound = row.round + 1;
+            }
+            while (m_metricRows.size() > kMaxMetricRows)
+                m_metricRows.pop_front();
+            lock.unlock();
+            Value body = Value::map();
+            body.set("project", project).set("rows", std::move(added));
+            publish("metrics", body);
+        }
+        // A new checkpoint: tell, and fetch it when the settings say so.
+        auto list = m_hubs->call<net::ListCheckpointsReply>(*hub, net::ListCheckpointsRequest{project}, 3000);
+        if (list && !list->checkpoints.empty()) {
+            const net::CheckpointInfo& newest = list->checkpoints.back();
+            const auto local = m_checkpoints->newestLocal(project);
+            uint64_t bytes = 0;
+            for (const auto& f : newest.files)
+                bytes += f.bytes;
+            if (!local || *local < newest.round) {
+                Value body = Value::map();
+                body.set("project", project).set("round", newest.round).set("bytes", bytes);
+                body.set("val_loss", newest.valLoss ? Value(*newest.valLoss) : Value());
+                publish("checkpoint_published", body);
+                if (autoDownload && bytes <= autoMax)
+                    (void)m_checkpoints->download(hubText, project, newest.round);
+            }
+        }
+    }
+}
+
 void Daemon::poll()
 {
     std::unique_lock lock(m_mutex);
@@ -555,54 +613,13 @@ void Daemon::poll()
 
         if (std::chrono::steady_clock::now() >= nextRefresh) {
             nextRefresh = std::chrono::steady_clock::now() + std::chrono::milliseconds(m_options.hubRefreshMs);
-            m_hubs->refresh(2000);
-            lock.lock();
-            const std::string project = m_joinedProject;
-            std::optional<HubLink> hub;
-            std::string hubText;
-            if (m_runner) {
-                hub = m_runner->target().hub;
-                hubText = m_runner->target().hubLink;
-            }
-            const uint64_t since = m_nextMetricRound;
-            const bool autoDownload = m_settings.boolean("auto_download");
-            const uint64_t autoMax = uint64_t(m_settings.integer("auto_download_max_bytes"));
-            lock.unlock();
-            if (hub) {
-                auto rows = m_hubs->call<net::MetricsReply>(*hub, net::MetricsRequest{project, since, 4096}, 3000);
-                if (rows && !rows->rows.empty()) {
-                    Value added = Value::array();
-                    lock.lock();
-                    for (const net::MetricRow& row : rows->rows) {
-                        m_metricRows.push_back(metricValue(row));
-                        added.push(metricValue(row));
-                        m_nextMetricRound = row.round + 1;
-                    }
-                    while (m_metricRows.size() > kMaxMetricRows)
-                        m_metricRows.pop_front();
-                    lock.unlock();
-                    Value body = Value::map();
-                    body.set("project", project).set("rows", std::move(added));
-                    publish("metrics", body);
-                }
-                // A new checkpoint: tell, and fetch it when the settings say so.
-                auto list = m_hubs->call<net::ListCheckpointsReply>(*hub, net::ListCheckpointsRequest{project}, 3000);
-                if (list && !list->checkpoints.empty()) {
-                    const net::CheckpointInfo& newest = list->checkpoints.back();
-                    const auto local = m_checkpoints->newestLocal(project);
-                    uint64_t bytes = 0;
-                    for (const auto& f : newest.files)
-                        bytes += f.bytes;
-                    if (!local || *local < newest.round) {
-                        Value body = Value::map();
-                        body.set("project", project).set("round", newest.round).set("bytes", bytes);
-                        body.set("val_loss", newest.valLoss ? Value(*newest.valLoss) : Value());
-                        publish("checkpoint_published", body);
-                        if (autoDownload && bytes <= autoMax)
-                            (void)m_checkpoints->download(hubText, project, newest.round);
-                    }
-                }
-            }
+            // Off this thread: hubs that do not answer (2 s each) must not
+            // hold the status events up.
+            if (!m_refreshing.exchange(true) && !m_background->post([this] {
+                    refreshHubs();
+                    m_refreshing = false;
+                }))
+                m_refreshing = false;
         }
         lock.lock();
     }

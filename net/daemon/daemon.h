@@ -21,9 +21,10 @@
 // without refresh), two work queues (work_queue.h) for the rest: "changes"
 // runs the requests that change something (join, leave, pause, settings,
 // downloads, ...) in the order they came, "reads" the hub reads (catalog
-// refresh, contributions, checkpoints); the poller (status events, the
-// catalog, metrics, auto-downloads), the runner's agent thread, and the
-// checkpoint worker. m_mutex guards the daemon's state and is never held
+// refresh, contributions, checkpoints); the poller (status events every
+// pollMs) and its background queue (every hubRefreshMs: the catalog,
+// metrics, new checkpoints, auto-downloads, so a silent hub never holds the
+// events up), the runner's agent thread, and the checkpoint worker. m_mutex guards the daemon's state and is never held
 // across a hub call, a child process or the stop of an agent, so status
 // answers in milliseconds whatever else is going on. Every wait wakes on
 // stop().
@@ -41,6 +42,7 @@
 #include "net/daemon/settings.h"
 #include "net/daemon/work_queue.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -92,6 +94,9 @@ private:
     // Runs `work` on `queue` and answers with its result ("busy" when full).
     void later(WorkQueue& queue, control::Responder respond, std::function<Result<control::Value>()> work);
     void poll();
+    // The poller's hub work (every hubRefreshMs, on m_background): the
+    // catalog, the joined project's metrics, new checkpoints, auto-downloads.
+    void refreshHubs();
     void log(const std::string& line);
     void notice(const std::string& line);
     void publish(std::string_view type, const control::Value& body);
@@ -182,6 +187,8 @@ private:
     std::unique_ptr<control::ControlServer> m_server;
     std::unique_ptr<WorkQueue> m_changes;
     std::unique_ptr<WorkQueue> m_reads;
+    std::unique_ptr<WorkQueue> m_background; // the poller's hub refresh
+    std::atomic<bool> m_refreshing{false}; // one is queued or running
     std::thread m_poller;
 };
 
