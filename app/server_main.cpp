@@ -98,6 +98,9 @@ int main(int argc, char** argv)
     }
     const std::string publicHost = args.has("public-host") ? args.value("public-host") : std::string();
     const std::filesystem::path stateDir = options.stateDir;
+    std::vector<std::string> projectNames;
+    for (const coordinator::ProjectSpec& spec : specs)
+        projectNames.push_back(spec.name);
     auto server = coordinator::CoordinatorServer::start(std::move(options), std::move(specs));
     if (!server) {
         std::cerr << "crowdtrain-server: " << server.error().message << "\n";
@@ -132,7 +135,8 @@ int main(int argc, char** argv)
     std::fflush(stdout);
     std::cerr << "Hub link (volunteers paste it in Crowdtrain): " << hubLink << "\n";
     if (!pageUrl.empty())
-        std::cerr << "Project page: " << pageUrl << "\n";
+        for (const std::string& name : projectNames)
+            std::cerr << "Project page: " << pageUrl << "projects/" << name << "\n";
     std::cerr << std::flush;
     const Status served = (*server)->run();
     g_server = nullptr;

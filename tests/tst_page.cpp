@@ -96,6 +96,7 @@ class TestPage : public QObject {
     PageServerProcess m_server;
     std::unique_ptr<httplib::Client> m_http;
     std::optional<ProtocolVolunteer> m_volunteer;
+    net::CurveKeyPair m_identity;
     uint64_t m_version = 0;
 
     std::filesystem::path root() const { return m_dir.path().toStdString(); }
@@ -119,6 +120,10 @@ class TestPage : public QObject {
     // One round: a task, a small random update, the close.
     void closeRound()
     {
+        // A fresh session with the same key: the browser's seconds may have
+        // outlived the last one (the volunteer sends no heartbeats meanwhile).
+        m_volunteer = joinProject(m_context, m_server.first["requests"].get<std::string>(),
+            m_server.first["public_key"].get<std::string>(), "tiny", kHostileName, m_identity);
         auto task = askForTask(*m_volunteer, m_version);
         QVERIFY(task);
         const auto delta
@@ -170,8 +175,9 @@ private slots:
         QVERIFY2(page.starts_with("http://127.0.0.1:"), page.c_str());
         m_http = std::make_unique<httplib::Client>(page.substr(0, page.size() - 1));
         m_http->set_read_timeout(20, 0);
-        m_volunteer = joinProject(m_context, m_server.first["requests"].get<std::string>(),
-            m_server.first["public_key"].get<std::string>(), "tiny", kHostileName);
+        auto identity = net::generateKeyPair();
+        QVERIFY(identity);
+        m_identity = *identity;
     }
 
     void theServerPrintsTheHubLinkAndThePage()

@@ -112,9 +112,8 @@ std::string statsHtml(const ProjectPage& page)
     stat("round", "Round", groupedNumber(i.round));
     stat("online", "Volunteers online", groupedNumber(i.volunteersOnline));
     stat("val-loss", "Validation loss", loss(i.valLoss));
-    stat("model", "Model",
-        groupedNumber(i.parameters) + " parameters, " + std::to_string(i.model.nLayer) + " layers, "
-            + std::to_string(i.model.nEmbd) + " wide");
+    stat("parameters", "Parameters", groupedNumber(i.parameters));
+    stat("shape", "Layers × width", std::to_string(i.model.nLayer) + " × " + std::to_string(i.model.nEmbd));
     out += "</dl>\n";
     const uint64_t percent = i.tokenGoal ? std::min<uint64_t>(100, i.tokensTrained * 100 / i.tokenGoal) : 0;
     out += "<p id=\"goal-line\"" + std::string(i.tokenGoal ? "" : " hidden")
