@@ -73,5 +73,7 @@ shoot() { # NAME WIDTH HEIGHT [extra chromium flags]
 }
 shoot desktop 1280 2600
 shoot phone 390 3600 --force-device-scale-factor=1
+shoot phone-first-screen 390 844 --force-device-scale-factor=1
+shoot phone-dark-first-screen 390 844 --force-device-scale-factor=1 --blink-settings=preferredColorScheme=0 --force-dark-mode
 shoot desktop-dark 1280 2600 --blink-settings=preferredColorScheme=0 --force-dark-mode
 ls -l "$out"
