@@ -56,9 +56,12 @@ async def viewer(i, host, port, project, until, latencies, statuses):
 
 
 def version(api):
-    import urllib.request
-    with urllib.request.urlopen(api, timeout=10) as r:
-        return json.load(r)["version"]
+    import urllib.error, urllib.request
+    try:
+        with urllib.request.urlopen(api, timeout=10) as r:
+            return json.load(r)["version"]
+    except urllib.error.HTTPError:  # before the loop's first snapshot, or rate-limited
+        return -1
 
 
 def round_times(api_metrics, first, last):
