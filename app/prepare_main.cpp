@@ -4,8 +4,12 @@
 #include "engine/data_prepare.h"
 #include "engine/tokenizer.h"
 
+#include <nlohmann/json.hpp>
+
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -121,6 +125,52 @@ int tokenizeStdin(const std::string& dir, bool reverse)
     return 0;
 }
 
+// A project slug ([a-z0-9-]{1,64}) from a spec file's name.
+std::string slugOf(const std::filesystem::path& specFile)
+{
+    std::string stem = specFile.filename().string();
+    for (const char* suffix : {".json", ".project"})
+        if (stem.ends_with(suffix))
+            stem.resize(stem.size() - std::string_view(suffix).size());
+    std::string slug;
+    for (char c : stem) {
+        const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (std::isalnum(static_cast<unsigned char>(lower)) && static_cast<unsigned char>(lower) < 0x80)
+            slug += lower;
+        else if (!slug.empty() && slug.back() != '-')
+            slug += '-';
+    }
+    while (!slug.empty() && slug.back() == '-')
+        slug.pop_back();
+    slug.resize(std::min<std::size_t>(slug.size(), 64));
+    return slug.empty() ? "project" : slug;
+}
+
+// A project spec for the prepared data (docs/examples/README.md): the
+// vocabulary from the tokenizer, a small model that trains on a laptop,
+// every other field at its default. The host edits it before launching.
+bool writeSpec(const std::filesystem::path& specFile, const std::filesystem::path& dataDir, int32_t vocabSize)
+{
+    std::error_code ec;
+    const auto specDir = std::filesystem::absolute(specFile, ec).parent_path();
+    auto data = std::filesystem::relative(std::filesystem::absolute(dataDir, ec), specDir, ec);
+    if (ec || data.empty())
+        data = std::filesystem::absolute(dataDir, ec);
+    const nlohmann::json spec = {{"name", slugOf(specFile)}, {"description", ""},
+        {"model", {{"n_layer", 6}, {"n_head", 6}, {"n_embd", 384}, {"block_size", 256}, {"vocab_size", vocabSize}}},
+        {"data", data.string()}, {"checkpoints", {{"every_rounds", 10}, {"keep_last", 5}}}, {"token_goal", 0},
+        {"license", ""}, {"checkpoint_access", "everyone"}, {"prompts", nlohmann::json::array()}};
+    const auto temporary = specFile.string() + ".tmp";
+    {
+        std::ofstream out(temporary);
+        out << spec.dump(2) << '\n';
+        if (!out)
+            return false;
+    }
+    std::filesystem::rename(temporary, specFile, ec);
+    return !ec;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -128,7 +178,8 @@ int main(int argc, char** argv)
     using crowdtrain::app::Args;
     Args args("crowdtrain-prepare", "turn a text corpus into a tokenizer and token shards",
         "  crowdtrain-prepare INPUT... --out DIR [options]   prepare a data folder from text files or\n"
-        "                                                  folders (searched for *.txt)\n"
+        "                                                  folders (every text file in them; hidden files\n"
+        "                                                  and folders, and binary files, are skipped)\n"
         "  crowdtrain-prepare tokenize --tokenizer-dir DIR   print the token ids of standard input\n"
         "  crowdtrain-prepare detokenize --tokenizer-dir DIR print the text of the ids on standard input\n"
         "\n"
@@ -142,6 +193,9 @@ int main(int argc, char** argv)
     args.option("shard-tokens", "at most this many tokens per shard", "100000000");
     args.option("name", "shard file name prefix (default: the first input's name)");
     args.option("tokenizer-dir", "tokenizer folder, for tokenize/detokenize");
+    args.option("spec",
+        "also write a project spec FILE for crowdtrain-server: its name from the file's, the\n"
+        "vocabulary from the data, a small model, the rest at defaults (a new file)");
     if (auto exitCode = args.parse(crowdtrain::app::argumentsOf(argc, argv)))
         return *exitCode;
 
@@ -172,6 +226,11 @@ int main(int argc, char** argv)
     options.tokenizer = args.value("tokenizer");
     options.gpt2Dir = args.value("gpt2-dir");
     options.name = args.value("name");
+    const std::filesystem::path specFile = args.has("spec") ? args.value("spec") : std::string();
+    if (!specFile.empty() && std::filesystem::exists(specFile)) {
+        std::cerr << "crowdtrain-prepare: --spec " << specFile.string() << ": exists; give a new file\n";
+        return 2;
+    }
 
     ProgressReporter reporter;
     auto summary = crowdtrain::engine::prepareDataSet(options, [&](const PrepareProgress& p) { reporter(p); });
@@ -189,5 +248,13 @@ int main(int argc, char** argv)
               << "  tokens:    " << withCommas(s.trainTokens + s.valTokens) << " (train " << withCommas(s.trainTokens)
               << ", val " << withCommas(s.valTokens) << ")\n"
               << "  shards:    " << s.trainShards.size() << " train, " << s.valShards.size() << " val\n";
+    if (!specFile.empty()) {
+        if (!writeSpec(specFile, options.outDir, s.vocabSize)) {
+            std::cerr << "crowdtrain-prepare: cannot write " << specFile.string() << '\n';
+            return 1;
+        }
+        std::cout << "  spec:      " << specFile.string() << " (edit it, then: crowdtrain-server " << specFile.string()
+                  << " --http 127.0.0.1:8080)\n";
+    }
     return 0;
 }

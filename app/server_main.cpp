@@ -2,6 +2,7 @@
 #include "app/args.h"
 #include "engine/cpu_runtime.h"
 #include "net/coordinator/coordinator_server.h"
+#include "net/page/page_server.h"
 
 #include <csignal>
 #include <cstdio>
@@ -34,8 +35,9 @@ int main(int argc, char** argv)
     engine::prepareCpuRuntime(argv);
     app::Args args("crowdtrain-server", "the Crowdtrain project coordinator",
         "  crowdtrain-server PROJECT_SPEC...   coordinate the projects described by the spec files\n"
-        "Prints the server's public key (volunteers pass it to crowdtrain-worker --server-key) and the\n"
-        "bound endpoints, then serves until SIGINT or SIGTERM.");
+        "First prints one JSON line: the server's public key, the bound endpoints, the hub link\n"
+        "volunteers paste (crowdtrain://HOST:PORT/KEY) and, with --http, the public page's address;\n"
+        "then the same in words on stderr, and serves until SIGINT or SIGTERM.");
     const coordinator::ServerOptions defaults;
     args.option("bind", "ZeroMQ endpoint for requests (ROUTER); port * picks a free one", defaults.bindEndpoint);
     args.option("publish", "ZeroMQ endpoint for live events (PUB)", defaults.publishEndpoint);
@@ -46,6 +48,12 @@ int main(int argc, char** argv)
     args.option("liveness", "missed heartbeat intervals before a volunteer counts as gone",
         std::to_string(defaults.runtime.heartbeatLiveness));
     args.option("threads", "CPU threads for evaluation (0 = all cores)", "0");
+    args.option("http",
+        "serve the public, read-only project page on ADDRESS:PORT (e.g. 127.0.0.1:8080; "
+        "0.0.0.0:8080 opens it to the network; port 0 picks a free one); off by default");
+    args.option("public-host",
+        "the host name volunteers and viewers reach this server by, in the hub link and "
+        "the page's address; default: the bound address, or this machine's name");
     if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
         return *exitCode;
     if (args.positionals().empty()) {
@@ -79,18 +87,57 @@ int main(int argc, char** argv)
         }
         specs.push_back(std::move(*spec));
     }
+    std::optional<page::HttpAddress> httpAddress;
+    if (args.has("http")) {
+        auto address = page::parseHttpAddress(args.value("http"));
+        if (!address) {
+            std::cerr << "crowdtrain-server: " << address.error().message << "\n";
+            return 2;
+        }
+        httpAddress = *address;
+    }
+    const std::string publicHost = args.has("public-host") ? args.value("public-host") : std::string();
+    const std::filesystem::path stateDir = options.stateDir;
+    std::vector<std::string> projectNames;
+    for (const coordinator::ProjectSpec& spec : specs)
+        projectNames.push_back(spec.name);
     auto server = coordinator::CoordinatorServer::start(std::move(options), std::move(specs));
     if (!server) {
         std::cerr << "crowdtrain-server: " << server.error().message << "\n";
         return 1;
     }
+    const std::string hubLink = page::hubLink((*server)->requestEndpoint(), (*server)->keys().publicKey, publicHost);
+    // The page reads snapshots the loop publishes; it never touches a project.
+    std::unique_ptr<page::PageServer> pageServer;
+    std::string pageUrl;
+    if (httpAddress) {
+        auto feed = std::make_shared<page::PageFeed>(stateDir);
+        (*server)->setTickObserver(
+            [feed](coordinator::ProjectRuntime& project, int64_t nowMs) { feed->refresh(project, nowMs); });
+        page::PageOptions pageOptions;
+        pageOptions.address = *httpAddress;
+        pageOptions.hubLink = hubLink;
+        auto started = page::PageServer::start(std::move(pageOptions), feed);
+        if (!started) {
+            std::cerr << "crowdtrain-server: " << started.error().message << "\n";
+            return 1;
+        }
+        pageServer = std::move(*started);
+        pageUrl = page::pageUrl(page::reachableHost(httpAddress->host, publicHost), pageServer->port());
+    }
     g_server = server->get();
     std::signal(SIGINT, onSignal);
     std::signal(SIGTERM, onSignal);
-    // One line a script can parse, then serve.
-    std::printf("{\"public_key\":\"%s\",\"requests\":\"%s\",\"events\":\"%s\"}\n", (*server)->keys().publicKey.c_str(),
-        (*server)->requestEndpoint().c_str(), (*server)->publishEndpoint().c_str());
+    // One line a script can parse, then the same for the host to read.
+    std::printf("{\"public_key\":\"%s\",\"requests\":\"%s\",\"events\":\"%s\",\"hub_link\":\"%s\",\"page\":\"%s\"}\n",
+        (*server)->keys().publicKey.c_str(), (*server)->requestEndpoint().c_str(), (*server)->publishEndpoint().c_str(),
+        hubLink.c_str(), pageUrl.c_str());
     std::fflush(stdout);
+    std::cerr << "Hub link (volunteers paste it in Crowdtrain): " << hubLink << "\n";
+    if (!pageUrl.empty())
+        for (const std::string& name : projectNames)
+            std::cerr << "Project page: " << pageUrl << "projects/" << name << "\n";
+    std::cerr << std::flush;
     const Status served = (*server)->run();
     g_server = nullptr;
     if (!served) {

@@ -10,6 +10,24 @@
 #include <string>
 
 namespace crowdtrain::engine {
+namespace {
+
+bool isHidden(const std::filesystem::path& path)
+{
+    return path.filename().string().starts_with('.');
+}
+
+// A NUL byte in the first 8 KiB: an image, an archive, a compiled file (the
+// rule git and grep use); UTF-16 text counts as binary too.
+bool looksBinary(const std::filesystem::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    char head[8192];
+    in.read(head, sizeof head);
+    return std::find(head, head + in.gcount(), '\0') != head + in.gcount();
+}
+
+} // namespace
 
 Result<std::vector<std::filesystem::path>> listCorpusFiles(const std::vector<std::filesystem::path>& inputs)
 {
@@ -26,7 +44,12 @@ Result<std::vector<std::filesystem::path>> listCorpusFiles(const std::vector<std
         std::filesystem::recursive_directory_iterator it(
             input, std::filesystem::directory_options::follow_directory_symlink, ec);
         for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-            if (it->is_regular_file(ec) && it->path().extension() == ".txt")
+            if (isHidden(it->path())) {
+                if (it->is_directory(ec))
+                    it.disable_recursion_pending();
+                continue;
+            }
+            if (it->is_regular_file(ec) && !looksBinary(it->path()))
                 found.push_back(it->path());
         }
         if (ec)
@@ -35,7 +58,8 @@ Result<std::vector<std::filesystem::path>> listCorpusFiles(const std::vector<std
         files.insert(files.end(), found.begin(), found.end());
     }
     if (files.empty())
-        return Error::make(errc::kNotFound, "no input text: the folders hold no *.txt files");
+        return Error::make(
+            errc::kNotFound, "no input text: the folders hold no text files (hidden and binary files are skipped)");
     return files;
 }
 

@@ -16,9 +16,12 @@
 
 namespace crowdtrain::engine {
 
-// Files named directly are taken whatever their extension; folders are
-// searched recursively for *.txt. Each group comes out sorted, in argument
-// order. A missing input, or no file at all, is an error.
+// Files named directly are taken whatever they hold. Folders are searched
+// recursively for every file whatever its name, except hidden ones (a name
+// starting with '.', or in such a folder) and binary ones (a NUL byte in
+// the first 8 KiB). Each group comes out sorted, in argument order. A
+// missing input, or no file at all, is an error; a file taken that is not
+// UTF-8 fails later, when it is read, with its name.
 Result<std::vector<std::filesystem::path>> listCorpusFiles(const std::vector<std::filesystem::path>& inputs);
 
 // Calls visit with consecutive chunks of the file, each about chunkBytes

@@ -20,7 +20,7 @@
 namespace crowdtrain::engine {
 
 struct PrepareOptions {
-    std::vector<std::filesystem::path> inputs; // files, or folders searched for *.txt
+    std::vector<std::filesystem::path> inputs; // files, or folders (listCorpusFiles: text files, not hidden)
     std::filesystem::path outDir; // must not exist, or be empty
     std::string tokenizer = "gpt2"; // "gpt2" or "char"
     std::filesystem::path gpt2Dir; // encoder.json + vocab.bpe, for "gpt2"

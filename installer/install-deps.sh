@@ -32,6 +32,10 @@ packages=(
     libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libssl-dev libsodium-dev
     # JSON (encoder.json, config.json, safetensors headers); header-only.
     nlohmann-json3-dev
+    # The public project page (crowdtrain-server --http): the HTTP server; and
+    # the headless browser its test opens the page in (tests/tst_page.cpp,
+    # tools/page-screenshots.sh).
+    libcpp-httplib-dev chromium
     # The demo project's corpus: Debian's fortune cookies, real English text
     # (/usr/share/games/fortunes, about 2.4 MB; net/daemon/demo_hub.h).
     fortunes

@@ -174,13 +174,39 @@ private slots:
         QVERIFY2(badId.err.contains(QStringLiteral("'65'")), qPrintable(badId.err));
     }
 
+    // --spec writes a project spec with the data's vocabulary, its data
+    // path relative to the spec, and its name from the file's; never over
+    // an existing file.
+    void specForTheData()
+    {
+        const auto dir = m_root / "spec";
+        std::filesystem::create_directories(dir);
+        const auto spec = dir / "My Shakespeare.json";
+        const Run run = prepare({q(kShared / "tinyshakespeare.txt"), QStringLiteral("--tokenizer"),
+            QStringLiteral("char"), QStringLiteral("--out"), q(dir / "data"), QStringLiteral("--spec"), q(spec)});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.err));
+        const auto json = nlohmann::json::parse(readAll(spec));
+        QCOMPARE(json["name"].get<std::string>(), std::string("my-shakespeare"));
+        QCOMPARE(json["model"]["vocab_size"].get<int>(), 65);
+        QCOMPARE(json["data"].get<std::string>(), std::string("data"));
+        const Run again = prepare({q(kShared / "tinyshakespeare.txt"), QStringLiteral("--tokenizer"),
+            QStringLiteral("char"), QStringLiteral("--out"), q(dir / "data2"), QStringLiteral("--spec"), q(spec)});
+        QCOMPARE(again.exitCode, 2);
+        QVERIFY(again.err.contains(QStringLiteral("exists")));
+        QVERIFY(!std::filesystem::exists(dir / "data2"));
+    }
+
     void gpt2ShardsAndFolders()
     {
         const auto corpus = m_root / "corpus";
         std::filesystem::create_directories(corpus / "sub");
+        // Every text file, whatever its name; hidden and binary ones skipped.
         writeAll(corpus / "b.txt", "Second file.");
-        writeAll(corpus / "sub" / "c.txt", "Third file, in a folder.");
-        writeAll(corpus / "skipped.md", "not a .txt file");
+        writeAll(corpus / "sub" / "c", "Third file, in a folder.");
+        writeAll(corpus / ".hidden.txt", "a hidden file");
+        std::filesystem::create_directories(corpus / ".git");
+        writeAll(corpus / ".git" / "HEAD", "in a hidden folder");
+        writeAll(corpus / "image.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
         const auto out = m_root / "gpt2";
         const Run run = prepare({q(kShared / "tinyshakespeare.txt"), q(corpus), QStringLiteral("--out"), q(out),
             QStringLiteral("--gpt2-dir"), q(kShared / "gpt2"), QStringLiteral("--shard-tokens"),
@@ -222,7 +248,7 @@ private slots:
         QTest::newRow("bad fraction") << QStringLiteral("fraction") << QStringLiteral("[0, 1)");
         QTest::newRow("unknown tokenizer") << QStringLiteral("tokenizer") << QStringLiteral("unknown tokenizer 'bpe'");
         QTest::newRow("missing gpt2 files") << QStringLiteral("gpt2dir") << QStringLiteral("encoder.json");
-        QTest::newRow("empty folder") << QStringLiteral("emptyfolder") << QStringLiteral("no *.txt files");
+        QTest::newRow("empty folder") << QStringLiteral("emptyfolder") << QStringLiteral("no text files");
     }
 
     void badInputLeavesNothing()

@@ -113,7 +113,10 @@ void CoordinatorServer::tickProjects()
 {
     for (auto& [name, runtime] : m_projects) {
         try {
-            publish(runtime->tick(unixTimeMs()));
+            const int64_t now = unixTimeMs();
+            publish(runtime->tick(now));
+            if (m_tickObserver)
+                m_tickObserver(*runtime, now);
         } catch (const std::exception& e) {
             const uint64_t failures = ++m_failedTicks;
             std::fprintf(stderr, "%s: tick failed (%llu so far), trying again: %s\n", name.c_str(),

@@ -47,6 +47,13 @@ public:
     // The reply bytes for one request from `peerKey` (exposed for tests).
     std::string handle(std::string_view request, const std::string& peerKey, int64_t nowMs);
 
+    // Set before run(): called on the loop's thread after each project's
+    // tick (the public page's feed reads the project's queries there).
+    void setTickObserver(std::function<void(ProjectRuntime&, int64_t nowMs)> observer)
+    {
+        m_tickObserver = std::move(observer);
+    }
+
     // Ticks of a project that threw since start (each is logged).
     uint64_t failedTicks() const { return m_failedTicks.load(); }
 
@@ -65,6 +72,7 @@ private:
     std::map<std::string, std::unique_ptr<ProjectRuntime>, std::less<>> m_projects;
     std::atomic<bool> m_stop{false};
     std::atomic<uint64_t> m_failedTicks{0};
+    std::function<void(ProjectRuntime&, int64_t nowMs)> m_tickObserver;
 };
 
 } // namespace crowdtrain::coordinator
