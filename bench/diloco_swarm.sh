@@ -9,6 +9,7 @@
 #
 #   bench/diloco_swarm.sh [BUILD_DIR] [ROUNDS] [VOLUNTEERS] [H]
 #
+# CODEC=int8|sparse (see below) picks the payload codec.
 # HOSTILE=zeros|noise|flip adds one hostile volunteer (bench_hostile_worker)
 # beside the honest ones; the honest ones are stopped after STALL_SECONDS
 # (default 1200) if the project stalls. bench/attack_swarm.sh uses both.
@@ -21,7 +22,16 @@ H=${4:-100}
 batch=8; block=64; layers=2; heads=2; embd=64
 lr=${INNER_LR:-3e-3}; min_lr=3e-4; warmup=20
 decay=${DECAY:-1}   # 1: inner cosine decay to min_lr over the run (both DiLoCo and sync); 0: constant
-outer_lr=${OUTER_LR:-0.7}; outer_momentum=${OUTER_MOMENTUM:-0.9}
+# CODEC=sparse: the sparse codec (SPARSE_K of SPARSE_CHUNK, decay SPARSE_DECAY),
+# whose outer step is plain SGD (momentum 0, lr OUTER_LR, default 1).
+codec=${CODEC:-int8}
+if [ "$codec" = sparse ]; then
+    outer_lr=${OUTER_LR:-1.0}; outer_momentum=0
+    codec_json="\"codec\": \"sparse\", \"sparse\": {\"chunk\": ${SPARSE_CHUNK:-4096}, \"k\": ${SPARSE_K:-64}, \"decay\": ${SPARSE_DECAY:-0.95}},"
+else
+    outer_lr=${OUTER_LR:-0.7}; outer_momentum=${OUTER_MOMENTUM:-0.9}
+    codec_json="\"codec\": \"$codec\","
+fi
 text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
 [ -f "$text" ] || { echo "$0: missing input $text (set CROWDTRAIN_SHAKESPEARE)" >&2; exit 1; }
 work=$(mktemp -d)
@@ -38,7 +48,7 @@ cat > "$work/spec.json" <<JSON
            "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
  "outer": {"lr": $outer_lr, "momentum": $outer_momentum, "nesterov": true},
  "round": {"token_target": $((volunteers * H * batch * block)), "deadline_seconds": 600},
- "codec": "int8", "checkpoints": {"every_rounds": 1000, "keep_last": 1},
+ $codec_json "checkpoints": {"every_rounds": 1000, "keep_last": 1},
  "validation": {"batches": 100, "batch_size": 16}}
 JSON
 "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" --bind 'tcp://127.0.0.1:*' \

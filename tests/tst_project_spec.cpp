@@ -134,7 +134,19 @@ private slots:
         row("nesterov as text", R"({"outer": {"nesterov": "yes"}})", "outer.nesterov: must be true or false");
         row("deadline zero", R"({"round": {"deadline_seconds": 0}})", "round.deadline_seconds: must be in");
         row("token target negative", R"({"round": {"token_target": -5}})", "round.token_target: must be in");
-        row("codec int4", R"({"codec": "int4"})", "codec: must be \"int8\", \"fp16\" or \"fp32\"");
+        row("codec int4", R"({"codec": "int4"})", "codec: must be \"int8\", \"fp16\", \"fp32\" or \"sparse\"");
+        row("sparse without its codec", R"({"sparse": {"k": 8}})", "sparse: is only for");
+        row("sparse with momentum", R"({"codec": "sparse"})", "outer.momentum: must be 0 with the sparse codec");
+        row("sparse chunk not a power of two",
+            R"({"codec": "sparse", "outer": {"momentum": 0}, "sparse": {"chunk": 100}})",
+            "sparse: sparse codec: chunk must be a power of two");
+        row("sparse k above chunk",
+            R"({"codec": "sparse", "outer": {"momentum": 0}, "sparse": {"chunk": 64, "k": 65}})",
+            "sparse: sparse codec: k must be in");
+        row("sparse decay", R"({"codec": "sparse", "outer": {"momentum": 0}, "sparse": {"decay": 1.5}})",
+            "sparse.decay: must be in");
+        row("sparse unknown field", R"({"codec": "sparse", "outer": {"momentum": 0}, "sparse": {"topk": 3}})",
+            "sparse.topk: unknown field");
         row("keep none", R"({"checkpoints": {"keep_last": 0}})", "checkpoints.keep_last: must be in");
         row("validation batch", R"({"validation": {"batch_size": -1}})", "validation.batch_size: must be in");
         row("section not object", R"({"outer": 3})", "outer: must be an object");
@@ -211,9 +223,35 @@ private slots:
             parsed.error().message.c_str());
     }
 
+    // "codec": "sparse" with its parameters; its outer step is plain SGD
+    // (momentum 0, lr 1 unless given).
+    void sparseCodec()
+    {
+        json spec = goodSpec();
+        spec["codec"] = "sparse";
+        spec["sparse"] = {{"chunk", 1024}, {"k", 16}, {"decay", 0.9}};
+        spec["outer"] = {{"momentum", 0}};
+        auto parsed = parseProjectSpec(spec.dump(), m_root / "sparse.json");
+        QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.error().message.c_str());
+        QCOMPARE(parsed->codec, Codec::Sparse);
+        QCOMPARE(parsed->sparse.chunk, int64_t(1024));
+        QCOMPARE(parsed->sparse.k, int64_t(16));
+        QCOMPARE(parsed->sparse.decay, 0.9);
+        QCOMPARE(parsed->outer.momentum, 0.0);
+        QCOMPARE(parsed->outer.lr, 1.0);
+        spec.erase("sparse");
+        spec.erase("outer");
+        parsed = parseProjectSpec(spec.dump(), m_root / "sparse.json");
+        QVERIFY(parsed.ok());
+        QCOMPARE(parsed->sparse.chunk, int64_t(4096));
+        QCOMPARE(parsed->sparse.k, int64_t(64));
+        QCOMPARE(parsed->sparse.decay, 0.95);
+        QCOMPARE(parsed->outer.momentum, 0.0);
+    }
+
     void codecNames()
     {
-        for (Codec codec : {Codec::Int8, Codec::Fp16, Codec::Fp32})
+        for (Codec codec : {Codec::Int8, Codec::Fp16, Codec::Fp32, Codec::Sparse})
             QCOMPARE(*diloco::parseCodec(diloco::codecName(codec)), codec);
         QVERIFY(!diloco::parseCodec("INT8"));
     }

@@ -198,6 +198,43 @@ private slots:
         server.terminate();
     }
 
+    // The sparse codec end to end: two volunteers send top-k messages, the
+    // coordinator publishes sparse updates, and each volunteer applies them
+    // to the bit (the state's SHA-256 after the update is checked; a
+    // mismatch would fall back to a full download, which must not happen).
+    void sparseCodecTrains()
+    {
+        const auto spec
+            = writeSpec(dir() / "s", m_data, SpecOptions{.innerSteps = 20, .tasksPerRound = 2, .codec = "sparse"});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir() / "s/state"));
+        Observer observer(m_context, server);
+        WorkerProcess w1, w2;
+        w1.start(server, m_data, dir() / "s/w1", "w1", 4);
+        w2.start(server, m_data, dir() / "s/w2", "w2", 4);
+        const auto s1 = w1.finish(240000), s2 = w2.finish(240000);
+        QVERIFY(!s1.is_null() && !s2.is_null());
+        QCOMPARE(s1.value("accepted", 0) + s2.value("accepted", 0), 8);
+        QVERIFY2(observer.waitForVersion(4, 30000), server.stderrText().constData());
+        int applied = 0;
+        for (WorkerProcess* w : {&w1, &w2}) {
+            const QByteArray log = w->log();
+            applied += log.count("applied the update");
+            QVERIFY2(!log.contains("not usable"), log.right(3000).constData());
+            QVERIFY2(log.contains("bytes uploaded"), log.right(3000).constData());
+        }
+        QVERIFY(applied >= 4);
+        std::vector<net::MetricRow> rows;
+        for (const auto& row : observer.metrics())
+            if (row.valLoss)
+                rows.push_back(row);
+        QVERIFY(rows.size() >= 4);
+        qInfo("sparse: validation loss round %llu %.3f -> round %llu %.3f", (unsigned long long)rows.front().round,
+            *rows.front().valLoss, (unsigned long long)rows.back().round, *rows.back().valLoss);
+        QVERIFY(*rows.back().valLoss < *rows.front().valLoss - 0.3);
+        server.terminate();
+    }
+
     // kill -9 of the server mid-run: workers reconnect to the restarted
     // server by themselves and go on with their tasks, and every submission
     // a worker saw accepted is in the ledger. A submit whose reply died with

@@ -335,6 +335,41 @@ private slots:
             std::string("checksum_mismatch"));
     }
 
+    // A sparse project: the layout comes from the join reply's manifest and
+    // settings; its update is applied to the bit and checked by SHA-256.
+    void publishedSparseUpdateIsAppliedExactly()
+    {
+        net::JoinReply join;
+        join.codec = "sparse";
+        join.manifest = {{"a", {3, 100}}, {"b", {70}}};
+        QCOMPARE(sparseLayoutOf(join).error().code, std::string("bad_codec"));
+        join.sparse = net::SparseSettings{64, 4, 0.9};
+        auto layout = sparseLayoutOf(join);
+        QVERIFY(layout);
+        QCOMPARE(layout->elements(), int64_t(370));
+        QCOMPARE(layout->chunks(), int64_t(5 + 2));
+
+        std::vector<float> theta(370, 0.5f);
+        std::vector<float> u(370, 0.0f);
+        for (std::size_t i = 0; i < u.size(); i += 7)
+            u[i] = 1e-3f * float(i % 13) - 5e-3f;
+        const std::string payload = diloco::encodeSparseUpdate(*layout, u.data());
+        std::vector<float> expected = theta;
+        QVERIFY(diloco::applySparseUpdate(*layout, payload, expected.data()));
+        const std::string sha = floatsSha256(expected);
+        auto next = applyPublishedUpdate(theta, diloco::Codec::Sparse, payload, sha, &*layout);
+        QVERIFY(next);
+        QCOMPARE(*next, expected);
+        QVERIFY(*next != theta);
+        QCOMPARE(
+            applyPublishedUpdate(theta, diloco::Codec::Sparse, payload, sha).error().code, std::string("bad_codec"));
+        QCOMPARE(
+            applyPublishedUpdate(theta, diloco::Codec::Sparse, payload.substr(0, payload.size() - 1), sha, &*layout)
+                .error()
+                .code,
+            std::string("bad_size"));
+    }
+
     void backoffDoublesAndResets()
     {
         ReconnectBackoff backoff;

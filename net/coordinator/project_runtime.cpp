@@ -84,8 +84,14 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     for (const auto& entry : manifest.entries)
         m_wireManifest.push_back({entry.name, std::vector<uint64_t>(entry.shape.begin(), entry.shape.end())});
     m_manifestSha = net::sha256Hex(net::manifestText(m_wireManifest));
+    if (m_codec == diloco::Codec::Sparse) {
+        auto layout = diloco::SparseLayout::make(manifest, m_spec.sparse);
+        if (!layout)
+            return layout.error();
+        m_sparseLayout = std::move(*layout);
+    }
     m_evaluation = std::make_unique<Evaluation>(m_spec, *m_data, model, m_options.faultPoint);
-    m_round = std::make_unique<RoundState>(m_spec, *m_store, m_parameters);
+    m_round = std::make_unique<RoundState>(m_spec, *m_store, m_parameters, m_sparseLayout);
 
     std::string gateRecord;
     if (!m_store->lastRound()) {
@@ -112,8 +118,9 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     m_plan = std::move(*plan);
     m_tasks = std::make_unique<TaskBoard>(
         *m_store, *m_plan, uint64_t(m_spec.inner.steps * m_spec.inner.batchSize * m_spec.model.blockSize));
-    m_submissions = std::make_unique<Submissions>(m_spec, m_codec, m_parameters, *m_store, *m_plan, *m_tasks, *m_round,
-        [this](uint64_t taskId) { endTask(taskId, true); });
+    m_submissions
+        = std::make_unique<Submissions>(m_spec, m_codec, m_parameters, m_sparseLayout ? &*m_sparseLayout : nullptr,
+            *m_store, *m_plan, *m_tasks, *m_round, [this](uint64_t taskId) { endTask(taskId, true); });
     m_queries = std::make_unique<ProjectQueries>(*m_store, *m_checkpoints);
     if (Status s = m_submissions->open(gateRecord); !s)
         return Error::make(s.error().code, m_store->lastRound()->stateFile + ": " + s.error().message);
@@ -269,6 +276,9 @@ Result<net::JoinReply> ProjectRuntime::join(const std::string& key, const net::J
     reply.stateBytes = uint64_t(m_parameters) * 4;
     reply.chunkBytes = net::kDefaultChunkBytes;
     reply.codec = std::string(diloco::codecName(m_codec));
+    if (m_sparseLayout)
+        reply.sparse
+            = net::SparseSettings{uint64_t(m_spec.sparse.chunk), uint64_t(m_spec.sparse.k), m_spec.sparse.decay};
     const InnerSpec& in = m_spec.inner;
     reply.inner = {uint64_t(in.steps), uint64_t(in.batchSize), uint64_t(m_spec.model.blockSize), in.learningRate,
         in.minLr, uint64_t(in.warmupIters), uint64_t(in.lrDecayIters), in.beta1, in.beta2, in.weightDecay, in.gradClip};
@@ -391,7 +401,8 @@ Result<net::GetUpdateReply> ProjectRuntime::getUpdate(const net::GetUpdateReques
     auto description = m_resources.describe(name);
     if (!description)
         return description.error();
-    return net::GetUpdateReply{request.fromVersion, uint64_t(version), "int8", uint64_t(m_parameters), name,
+    const std::string codec(m_sparseLayout ? net::kCodecSparse : net::kCodecInt8);
+    return net::GetUpdateReply{request.fromVersion, uint64_t(version), codec, uint64_t(m_parameters), name,
         description->bytes, description->sha256, m_round->paramsSha()};
 }
 

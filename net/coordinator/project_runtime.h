@@ -151,6 +151,7 @@ private:
     ProjectSpec m_spec;
     RuntimeOptions m_options;
     diloco::Codec m_codec = diloco::Codec::Int8;
+    std::optional<diloco::SparseLayout> m_sparseLayout; // with the sparse codec
     std::optional<engine::DataSet> m_data;
     std::optional<ProjectStore> m_store;
     std::optional<CheckpointStore> m_checkpoints;

@@ -217,6 +217,38 @@ std::optional<Error> parseTraining(const FieldReader& top, const json& root, Pro
     return std::nullopt;
 }
 
+// "sparse": {"chunk", "k", "decay"}, only with "codec": "sparse". Its outer
+// step is plain SGD (error feedback replaces momentum, and momentum would
+// make the update dense): outer.momentum defaults to 0 there and must be 0,
+// outer.lr defaults to 1.
+std::optional<Error> parseSparse(const FieldReader& top, const json& root, ProjectSpec& spec)
+{
+    const json* o = nullptr;
+    CT_TRY(top.object(root, "sparse", o));
+    if (spec.codec != Codec::Sparse) {
+        if (o)
+            return top.error("sparse", "is only for \"codec\": \"sparse\"");
+        return std::nullopt;
+    }
+    if (o) {
+        const FieldReader r = top.nested("sparse");
+        CT_TRY(r.checkKeys(*o, {"chunk", "k", "decay"}));
+        CT_TRY(r.integer(*o, "chunk", spec.sparse.chunk, 64, 32768));
+        CT_TRY(r.integer(*o, "k", spec.sparse.k, 1, 32768));
+        CT_TRY(r.number(*o, "decay", spec.sparse.decay, 0.0, 1.0));
+        if (Status ok = diloco::checkSparseOptions(spec.sparse); !ok)
+            return top.error("sparse", ok.error().message);
+    }
+    const json* outer = root.contains("outer") && root["outer"].is_object() ? &root["outer"] : nullptr;
+    if (!outer || !outer->contains("momentum"))
+        spec.outer.momentum = 0.0;
+    else if (spec.outer.momentum != 0.0)
+        return top.error("outer.momentum", "must be 0 with the sparse codec (its outer step is plain SGD)");
+    if (!outer || !outer->contains("lr"))
+        spec.outer.lr = 1.0;
+    return std::nullopt;
+}
+
 std::optional<Error> parseOutputs(const FieldReader& top, const json& root, ProjectSpec& spec)
 {
     if (root.contains("codec")) {
@@ -224,10 +256,11 @@ std::optional<Error> parseOutputs(const FieldReader& top, const json& root, Proj
         const auto parsed = codec.is_string() ? diloco::parseCodec(codec.get<std::string>())
                                               : Result<Codec>(Error::make(net::errc::kBadCodec, "not a string"));
         if (!parsed)
-            return top.error("codec", "must be \"int8\", \"fp16\" or \"fp32\", got " + codec.dump());
+            return top.error("codec", "must be \"int8\", \"fp16\", \"fp32\" or \"sparse\", got " + codec.dump());
         spec.codec = *parsed;
     }
     const json* o = nullptr;
+    CT_TRY(parseSparse(top, root, spec));
     CT_TRY(top.object(root, "checkpoints", o));
     if (o) {
         const FieldReader r = top.nested("checkpoints");
@@ -331,7 +364,7 @@ Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesyste
         return Error::make(net::errc::kBadSpec, fileName + ": must hold a JSON object");
     const FieldReader top(fileName, "");
     CT_TRY(top.checkKeys(root,
-        {"name", "description", "model", "data", "init", "inner", "outer", "round", "codec", "checkpoints",
+        {"name", "description", "model", "data", "init", "inner", "outer", "round", "codec", "sparse", "checkpoints",
             "validation", "token_goal", "license", "checkpoint_access", "prompts"}));
 
     if (!root.contains("name") || !root["name"].is_string())

@@ -14,7 +14,8 @@
 //              "lr_decay_iters": 0, "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1, "grad_clip": 1.0},
 //    "outer": {"lr": 0.7, "momentum": 0.9, "nesterov": true},
 //    "round": {"token_target": 0, "deadline_seconds": 600, "wrap_up": true},
-//    "codec": "int8",
+//    "codec": "int8",                       or "sparse", with
+//    "sparse": {"chunk": 4096, "k": 64, "decay": 0.95},   (outer then plain SGD: momentum 0, lr 1)
 //    "checkpoints": {"every_rounds": 10, "keep_last": 5, "milestone_every": 100},
 //    "validation": {"batches": 20, "batch_size": 8},
 //    "token_goal": 0, "license": "CC-BY-4.0", "checkpoint_access": "everyone",
@@ -23,6 +24,7 @@
 // Plain data; thread-safe to copy.
 
 #include "engine/diloco/codec.h"
+#include "engine/diloco/sparse_codec.h"
 #include "engine/gpt_config.h"
 #include "engine/result.h"
 
@@ -107,6 +109,7 @@ struct ProjectSpec {
     OuterSpec outer;
     RoundSpec round;
     Codec codec = Codec::Int8;
+    diloco::SparseOptions sparse; // with Codec::Sparse
     CheckpointSpec checkpoints;
     ValidationSpec validation;
     uint64_t tokenGoal = 0; // tokens the project means to train (0: no goal)

@@ -1,23 +1,30 @@
 #include "net/coordinator/round_state.h"
 
+#include "engine/atomic_file.h"
+#include "engine/error_codes.h"
 #include "net/coordinator/file_slices.h"
 
 namespace crowdtrain::coordinator {
 
-RoundState::RoundState(const ProjectSpec& spec, ProjectStore& store, int64_t parameters)
+RoundState::RoundState(
+    const ProjectSpec& spec, ProjectStore& store, int64_t parameters, std::optional<diloco::SparseLayout> sparse)
     : m_spec(spec)
     , m_store(store)
     , m_parameters(parameters)
     , m_outer(std::make_unique<diloco::OuterNesterov>(
-          parameters, diloco::OuterOptions{spec.outer.lr, spec.outer.momentum, spec.outer.nesterov}))
-    , m_aggregator(parameters)
-{ }
+          sparse ? 0 : parameters, diloco::OuterOptions{spec.outer.lr, spec.outer.momentum, spec.outer.nesterov}))
+    , m_aggregator(sparse ? 0 : parameters)
+{
+    if (sparse)
+        m_sparse.emplace(std::move(*sparse));
+}
 
 Status RoundState::createVersionZero(std::vector<float> params, std::optional<double> valLoss, int64_t nowMs)
 {
     m_params = std::move(params);
     m_paramsSha = parametersSha256Hex(m_params);
-    m_residual.assign(std::size_t(m_parameters), 0.0f);
+    if (!m_sparse)
+        m_residual.assign(std::size_t(m_parameters), 0.0f);
     m_version = 0;
     m_lastValLoss = valLoss;
     GlobalState state{0, m_params, {}, {}, {}};
@@ -36,9 +43,10 @@ Result<std::string> RoundState::load()
     m_version = state->version;
     m_params = std::move(state->params);
     m_paramsSha = parametersSha256Hex(m_params);
-    m_residual = state->updateResidual.empty() ? std::vector<float>(std::size_t(m_parameters), 0.0f)
-                                               : std::move(state->updateResidual);
-    if (!state->momentum.empty())
+    if (!m_sparse)
+        m_residual = state->updateResidual.empty() ? std::vector<float>(std::size_t(m_parameters), 0.0f)
+                                                   : std::move(state->updateResidual);
+    if (!m_sparse && !state->momentum.empty())
         if (Status s = m_outer->setMomentum(std::move(state->momentum)); !s)
             return s.error();
     m_lastValLoss = m_store.lastRound()->valLoss;
@@ -57,12 +65,20 @@ int64_t RoundState::target() const
 Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec)
 {
     const double weight = double(accepted.record.tokens);
-    if (Status s = m_aggregator.begin(codec, weight); !s)
-        return s;
-    if (Status s = forEachSlice(payload, [&](std::string_view slice) { return m_aggregator.feed(slice); }); !s)
-        return s;
-    if (Status s = m_aggregator.commit(); !s)
-        return s;
+    if (m_sparse) { // a few MB at most: read whole
+        auto bytes = engine::readWholeFile(payload);
+        if (!bytes)
+            return bytes.error();
+        if (Status s = m_sparse->add(*bytes, weight); !s)
+            return s;
+    } else {
+        if (Status s = m_aggregator.begin(codec, weight); !s)
+            return s;
+        if (Status s = forEachSlice(payload, [&](std::string_view slice) { return m_aggregator.feed(slice); }); !s)
+            return s;
+        if (Status s = m_aggregator.commit(); !s)
+            return s;
+    }
     m_acceptedTokens += accepted.record.tokens;
     m_accepted.push_back(std::move(accepted));
     return Status::success();
@@ -75,13 +91,23 @@ Status RoundState::commit(const std::vector<float>& average, Closed& closed, std
     uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
 {
     // Delta = theta_v - theta_local plays the gradient: theta_{v+1} = theta_v + u,
-    // with u quantised (error feedback on our side) so that volunteers who
-    // apply the same bytes get the same weights, bit for bit.
-    std::vector<float> update = m_outer->step(average.data());
-    closed.update = diloco::encode(diloco::Codec::Int8, update.data(), m_parameters, m_residual.data());
+    // with u quantised (error feedback on our side, or on the volunteers'
+    // for sparse) so that volunteers who apply the same bytes get the same
+    // weights, bit for bit.
     next = m_params;
-    if (Status s = diloco::applyUpdate(diloco::Codec::Int8, closed.update, m_parameters, next.data()); !s)
-        return s;
+    if (m_sparse) {
+        auto update = m_sparse->closeRound(m_spec.outer.lr);
+        if (!update)
+            return update.error();
+        closed.update = std::move(*update);
+        if (Status s = diloco::applySparseUpdate(m_sparse->layout(), closed.update, next.data()); !s)
+            return s;
+    } else {
+        std::vector<float> update = m_outer->step(average.data());
+        closed.update = diloco::encode(diloco::Codec::Int8, update.data(), m_parameters, m_residual.data());
+        if (Status s = diloco::applyUpdate(diloco::Codec::Int8, closed.update, m_parameters, next.data()); !s)
+            return s;
+    }
     double lossSum = 0;
     for (const AcceptedSubmission& a : m_accepted)
         lossSum += a.record.trainLoss * double(a.record.tokens);
@@ -101,9 +127,11 @@ Status RoundState::commit(const std::vector<float>& average, Closed& closed, std
 Result<RoundState::Closed> RoundState::close(
     int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
 {
-    auto average = m_aggregator.average();
+    auto average = m_sparse ? Result<std::vector<float>>(std::vector<float>()) : m_aggregator.average();
     if (!average)
         return average.error();
+    if (m_sparse && m_sparse->submissions() == 0)
+        return Error::make(engine::errc::kEmpty, "no submissions to average");
     std::vector<float> savedMomentum = m_outer->momentum();
     std::vector<float> savedResidual = m_residual;
     auto restore = [&] {
@@ -129,6 +157,8 @@ Result<RoundState::Closed> RoundState::close(
     m_paramsSha = parametersSha256Hex(m_params);
     m_totalTokens += m_acceptedTokens;
     m_aggregator.reset();
+    if (m_sparse)
+        m_sparse->reset();
     m_accepted.clear();
     m_acceptedTokens = 0;
     return closed;

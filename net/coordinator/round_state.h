@@ -5,7 +5,9 @@
 // residual, the streaming token-weighted sum of the round's accepted
 // pseudo-gradients, and the list of those accepted. close() makes the next
 // version: average, outer step, int8 quantisation with error feedback,
-// theta_{v+1} = theta_v + decode(u), and one atomic commit
+// theta_{v+1} = theta_v + decode(u), and one atomic commit. With the
+// sparse codec the round is a diloco::SparseAggregator instead (median-norm
+// scaling, plain outer SGD, a sparse update; no momentum, no residual):
 // (ProjectStore::commit). Until that commit nothing here changes: a
 // failure, an error or an exception, leaves the round open as it was.
 //
@@ -14,6 +16,7 @@
 
 #include "engine/diloco/aggregator.h"
 #include "engine/diloco/outer_optimizer.h"
+#include "engine/diloco/sparse_aggregator.h"
 #include "net/coordinator/data_plan.h"
 #include "net/coordinator/project_spec.h"
 #include "net/coordinator/state_store.h"
@@ -38,7 +41,9 @@ struct AcceptedSubmission {
 
 class RoundState {
 public:
-    RoundState(const ProjectSpec& spec, ProjectStore& store, int64_t parameters);
+    // sparse: the layout, for a project whose codec is sparse.
+    RoundState(const ProjectSpec& spec, ProjectStore& store, int64_t parameters,
+        std::optional<diloco::SparseLayout> sparse = std::nullopt);
 
     // First start: theta_0 is committed as round 0.
     Status createVersionZero(std::vector<float> params, std::optional<double> valLoss, int64_t nowMs);
@@ -85,6 +90,7 @@ private:
     std::optional<double> m_lastValLoss;
     int64_t m_totalTokens = 0;
     diloco::RoundAggregator m_aggregator;
+    std::optional<diloco::SparseAggregator> m_sparse;
     std::vector<AcceptedSubmission> m_accepted;
     int64_t m_acceptedTokens = 0;
 };

@@ -49,12 +49,14 @@ std::string pendingStem(int64_t round, uint64_t taskId)
 
 } // namespace
 
-Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t parameters, ProjectStore& store,
-    DataPlan& plan, TaskBoard& tasks, RoundState& round, std::function<void(uint64_t)> endTask)
+Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t parameters,
+    const diloco::SparseLayout* sparse, ProjectStore& store, DataPlan& plan, TaskBoard& tasks, RoundState& round,
+    std::function<void(uint64_t)> endTask)
     : m_spec(spec)
     , m_codec(codec)
     , m_parameters(parameters)
-    , m_payloadBytes(uint64_t(diloco::encodedBytes(codec, parameters)))
+    , m_sparse(sparse)
+    , m_payloadBytes(uint64_t(sparse ? sparse->messageBytes() : diloco::encodedBytes(codec, parameters)))
     , m_store(store)
     , m_plan(plan)
     , m_tasks(tasks)
@@ -160,7 +162,7 @@ Status Submissions::resumeUpload(OpenTask& task)
     auto checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
     const Status read = forEachSlice(task.uploadFile, [&](std::string_view slice) {
         checks->sha.update(slice);
-        if (checks->inspected)
+        if (checks->inspected && !m_sparse)
             checks->inspected = checks->inspector.feed(slice);
         return Status::success();
     });
@@ -194,7 +196,7 @@ Result<net::UploadChunkReply> Submissions::uploadChunk(
     if (request.index == 0)
         task.checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
     task.checks->sha.update(request.data);
-    if (task.checks->inspected)
+    if (task.checks->inspected && !m_sparse)
         task.checks->inspected = task.checks->inspector.feed(request.data);
     task.receivedBytes += request.data.size();
     ++task.nextChunk;
@@ -243,9 +245,7 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     const std::string sha = net::Sha256(task.checks->sha).finishHex();
     if (sha != request.sha256)
         return refuse(Error::make(net::errc::kChecksumMismatch, "the uploaded payload's SHA-256 is " + sha));
-    if (!task.checks->inspected)
-        return refuse(task.checks->inspected.error());
-    auto stats = diloco::StreamInspector(task.checks->inspector).finish();
+    auto stats = inspectUpload(task);
     if (!stats)
         return refuse(stats.error());
     if (!stats->finite)
@@ -277,6 +277,25 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     if (Status s = acceptDurably(key, task, request, {gateNorm, cosine}, nowMs); !s)
         return s.error();
     return net::SubmitReply{request.taskId, request.round, request.version};
+}
+
+// The decoded payload's norms: from the chunks' inspector, or for a sparse
+// payload (a few MB) from the whole file, where an index outside its chunk
+// or repeated is bad_shape.
+Result<diloco::PayloadStats> Submissions::inspectUpload(const OpenTask& task) const
+{
+    if (!m_sparse) {
+        if (!task.checks->inspected)
+            return task.checks->inspected.error();
+        return diloco::StreamInspector(task.checks->inspector).finish();
+    }
+    auto bytes = engine::readWholeFile(task.uploadFile);
+    if (!bytes)
+        return bytes.error();
+    auto stats = diloco::inspectSparse(*m_sparse, *bytes, direction());
+    if (!stats && stats.error().code != net::errc::kNonFinite)
+        return Error::make(net::errc::kBadShape, stats.error().code + ": " + stats.error().message);
+    return stats;
 }
 
 // A submit of a task that is no longer open: when this key's submission of

@@ -30,8 +30,11 @@ namespace crowdtrain::coordinator {
 class Submissions {
 public:
     // `endTask(id)`: ends a refused task (its range back to the pool).
-    Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t parameters, ProjectStore& store, DataPlan& plan,
-        TaskBoard& tasks, RoundState& round, std::function<void(uint64_t)> endTask);
+    // `sparse`: the layout of a sparse project (outlives this), else null;
+    // its payloads are checked whole at submit, not chunk by chunk.
+    Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t parameters, const diloco::SparseLayout* sparse,
+        ProjectStore& store, DataPlan& plan, TaskBoard& tasks, RoundState& round,
+        std::function<void(uint64_t)> endTask);
 
     // Creates pending/, restores the gate from the state file's bytes and
     // the round's direction from the outer momentum.
@@ -56,6 +59,7 @@ private:
     Status reject(const std::string& key, const OpenTask& task, const net::SubmitRequest& request, const Error& why,
         int64_t nowMs);
     Result<net::SubmitReply> resubmission(const std::string& key, const net::SubmitRequest& request);
+    Result<diloco::PayloadStats> inspectUpload(const OpenTask& task) const;
     int64_t creditedComputeMs(const OpenTask& task, const net::SubmitRequest& request, int64_t nowMs) const;
     Status acceptDurably(
         const std::string& key, const OpenTask& task, const net::SubmitRequest& request, GateStats gate, int64_t nowMs);
@@ -66,6 +70,7 @@ private:
     const ProjectSpec& m_spec;
     diloco::Codec m_codec;
     int64_t m_parameters;
+    const diloco::SparseLayout* m_sparse;
     uint64_t m_payloadBytes;
     ProjectStore& m_store;
     DataPlan& m_plan;

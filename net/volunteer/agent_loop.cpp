@@ -1,6 +1,7 @@
 #include "net/volunteer/agent_loop.h"
 
 #include "crowdtrain/version.h"
+#include "net/volunteer/theta_update.h"
 #include "net/wire/error_codes.h"
 
 #include <nlohmann/json.hpp>
@@ -255,12 +256,19 @@ Status AgentLoop::checkJoin(const net::JoinReply& reply)
     const uint64_t elements = net::manifestElements(reply.manifest);
     if (reply.stateBytes != elements * 4)
         return Error::make(net::errc::kMalformed, "the state's size does not match the manifest");
+    std::optional<diloco::SparseLayout> sparse;
+    if (*codec == diloco::Codec::Sparse) {
+        auto layout = sparseLayoutOf(reply);
+        if (!layout)
+            return Error::make(net::errc::kBadCodec, "the project's sparse codec: " + layout.error().message);
+        sparse = std::move(*layout);
+    }
     if (!(model == m_model))
         m_theta->reset();
     m_model = model;
     m_theta->setElements(elements);
     m_runner->configure(model, reply.inner);
-    m_uploader->configure(*codec, elements);
+    m_uploader->configure(*codec, elements, std::move(sparse));
     return Status::success();
 }
 

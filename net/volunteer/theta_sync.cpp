@@ -99,10 +99,17 @@ Status ThetaSync::applyOneUpdate()
     auto codec = diloco::parseCodec(reply->codec);
     if (!codec)
         return codec.error();
+    std::optional<diloco::SparseLayout> sparse;
+    if (*codec == diloco::Codec::Sparse) {
+        auto layout = sparseLayoutOf(m_session.joinReply());
+        if (!layout)
+            return layout.error();
+        sparse = std::move(*layout);
+    }
     auto bytes = downloadResource(reply->resource, reply->sha256);
     if (!bytes)
         return bytes.error();
-    auto next = applyPublishedUpdate(m_theta->values, *codec, *bytes, reply->stateSha256);
+    auto next = applyPublishedUpdate(m_theta->values, *codec, *bytes, reply->stateSha256, sparse ? &*sparse : nullptr);
     if (!next)
         return Error::make(
             next.error().code, "update from version " + std::to_string(from) + ": " + next.error().message);

@@ -6,14 +6,35 @@
 namespace crowdtrain::volunteer {
 
 Result<std::vector<float>> applyPublishedUpdate(const std::vector<float>& theta, diloco::Codec codec,
-    std::string_view payload, const std::string& expectedStateSha256)
+    std::string_view payload, const std::string& expectedStateSha256, const diloco::SparseLayout* sparse)
 {
     std::vector<float> next = theta;
-    if (Status applied = diloco::applyUpdate(codec, payload, int64_t(next.size()), next.data()); !applied)
+    if (codec == diloco::Codec::Sparse) {
+        if (!sparse || sparse->elements() != int64_t(next.size()))
+            return Error::make(net::errc::kBadCodec, "a sparse update needs the project's sparse layout");
+        if (Status applied = diloco::applySparseUpdate(*sparse, payload, next.data()); !applied)
+            return applied.error();
+    } else if (Status applied = diloco::applyUpdate(codec, payload, int64_t(next.size()), next.data()); !applied) {
         return applied.error();
+    }
     if (floatsSha256(next) != expectedStateSha256)
         return Error::make(net::errc::kChecksumMismatch, "theta after the update does not match the published SHA-256");
     return next;
+}
+
+Result<diloco::SparseLayout> sparseLayoutOf(const net::JoinReply& join)
+{
+    if (!join.sparse)
+        return Error::make(net::errc::kBadCodec, "the project's codec is sparse but its join reply has no settings");
+    std::vector<int64_t> sizes;
+    for (const net::TensorSpec& tensor : join.manifest) {
+        int64_t n = 1;
+        for (const uint64_t d : tensor.shape)
+            n *= int64_t(d);
+        sizes.push_back(n);
+    }
+    const diloco::SparseOptions options{int64_t(join.sparse->chunk), int64_t(join.sparse->k), join.sparse->decay};
+    return diloco::SparseLayout::make(std::move(sizes), options);
 }
 
 } // namespace crowdtrain::volunteer

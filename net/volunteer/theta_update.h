@@ -1,14 +1,16 @@
 #pragma once
 
 // Applying a published update to theta_v on the volunteer side: the
-// coordinator's encoded update (int8 in protocol version 1) added to the
-// fp32 weights with diloco::applyUpdate (bit-exact), then the SHA-256 of the
-// result checked against the published stateSha256 of theta_{v+1}. A
-// mismatch means this copy is not the coordinator's: fall back to the full
-// state. Thread-safe.
+// coordinator's encoded update (int8, or the sparse codec's update) added to
+// the fp32 weights bit-exactly (diloco::applyUpdate, applySparseUpdate),
+// then the SHA-256 of the result checked against the published stateSha256
+// of theta_{v+1}. A mismatch means this copy is not the coordinator's: fall
+// back to the full state. Thread-safe.
 
 #include "engine/diloco/codec.h"
+#include "engine/diloco/sparse_codec.h"
 #include "engine/result.h"
+#include "net/wire/messages_session.h"
 
 #include <string>
 #include <string_view>
@@ -17,8 +19,13 @@
 namespace crowdtrain::volunteer {
 
 // theta + decode(payload), when its SHA-256 is expectedStateSha256. Errors:
-// the codec's ("bad_size", "non_finite"), "checksum_mismatch".
+// the codec's ("bad_size", "bad_index", "non_finite"), "checksum_mismatch",
+// "bad_codec" for a sparse update without a layout.
 Result<std::vector<float>> applyPublishedUpdate(const std::vector<float>& theta, diloco::Codec codec,
-    std::string_view payload, const std::string& expectedStateSha256);
+    std::string_view payload, const std::string& expectedStateSha256, const diloco::SparseLayout* sparse = nullptr);
+
+// The sparse codec's layout of a project, from its join reply's manifest
+// and `sparse` settings. "bad_codec" when the reply has no settings.
+Result<diloco::SparseLayout> sparseLayoutOf(const net::JoinReply& join);
 
 } // namespace crowdtrain::volunteer

@@ -25,9 +25,10 @@ Uploader::Uploader(Session& session, const ProjectFolder& folder, Reporter& repo
     , m_alter(std::move(alterPseudoGradient))
 { }
 
-void Uploader::configure(diloco::Codec codec, uint64_t elements)
+void Uploader::configure(diloco::Codec codec, uint64_t elements, std::optional<diloco::SparseLayout> sparse)
 {
     m_codec = codec;
+    m_sparse = std::move(sparse);
     if (!m_residualLoaded) {
         m_residualLoaded = true;
         auto residual = loadFloats(m_folder.residualFile());
@@ -50,7 +51,8 @@ Status Uploader::take(const net::Task& task, const Theta& theta, const TaskOutco
         m_residual.assign(m_elements, 0.0f);
     PendingSubmission pending;
     pending.task = task;
-    pending.payload = diloco::encode(m_codec, delta.data(), n, m_residual.data());
+    pending.payload = m_sparse ? diloco::encodeSparse(*m_sparse, delta.data(), m_residual.data())
+                               : diloco::encode(m_codec, delta.data(), n, m_residual.data());
     pending.sha256 = net::sha256Hex(pending.payload);
     pending.tokens = outcome.tokens;
     pending.computeMs = outcome.computeMs;

@@ -11,6 +11,7 @@
 // One owner (AgentLoop), used on run()'s thread only.
 
 #include "engine/diloco/codec.h"
+#include "engine/diloco/sparse_codec.h"
 #include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/reporter.h"
@@ -43,9 +44,11 @@ public:
     Uploader(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop,
         std::function<void(std::vector<float>&)> alterPseudoGradient);
 
-    // The project's codec and size (from a join); a changed size forgets the
-    // residual. The first call loads the residual saved by an earlier run.
-    void configure(diloco::Codec codec, uint64_t elements);
+    // The project's codec and size (from a join), and its layout when the
+    // codec is sparse (the residual is then its error-feedback buffer); a
+    // changed size forgets the residual. The first call loads the residual
+    // saved by an earlier run.
+    void configure(diloco::Codec codec, uint64_t elements, std::optional<diloco::SparseLayout> sparse = std::nullopt);
 
     // Encodes the task's pseudo-gradient and keeps it as the pending
     // submission (the residual is saved first). Errors: "io_error".
@@ -67,6 +70,7 @@ private:
     const std::atomic<bool>& m_stop;
     std::function<void(std::vector<float>&)> m_alter;
     diloco::Codec m_codec = diloco::Codec::Int8;
+    std::optional<diloco::SparseLayout> m_sparse;
     uint64_t m_elements = 0;
     bool m_residualLoaded = false;
     std::vector<float> m_residual;

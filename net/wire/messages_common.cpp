@@ -13,7 +13,7 @@ constexpr double kMaxHyper = 1e6;
 
 std::string readCodec(MapView& view, std::string_view key)
 {
-    return view.oneOf(key, {kCodecInt8, kCodecFp16, kCodecFp32});
+    return view.oneOf(key, {kCodecInt8, kCodecFp16, kCodecFp32, kCodecSparse});
 }
 
 void ModelConfig::write(MapWriter& w) const

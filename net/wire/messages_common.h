@@ -17,6 +17,8 @@ namespace crowdtrain::net {
 inline constexpr std::string_view kCodecInt8 = "int8";
 inline constexpr std::string_view kCodecFp16 = "fp16";
 inline constexpr std::string_view kCodecFp32 = "fp32";
+// Sizes depend on the model's tensors and the join reply's `sparse` settings.
+inline constexpr std::string_view kCodecSparse = "sparse";
 std::string readCodec(MapView& view, std::string_view key);
 
 template <typename T> MapWriter mapOf(const T& value)

@@ -30,6 +30,22 @@ JoinRequest JoinRequest::read(MapView v)
     return r;
 }
 
+void SparseSettings::write(MapWriter& w) const
+{
+    w.u64("chunk", chunk).u64("k", k).f64("decay", decay);
+}
+
+SparseSettings SparseSettings::read(MapView v)
+{
+    SparseSettings s;
+    s.chunk = v.u64("chunk", 64, 32768);
+    if (!v.context().failed() && (s.chunk & (s.chunk - 1)) != 0)
+        v.fail("chunk", "must be a power of two");
+    s.k = v.u64("k", 1, s.chunk);
+    s.decay = v.f64("decay", 0.0, 1.0);
+    return s;
+}
+
 void JoinReply::write(MapWriter& w) const
 {
     w.str("session", session).map("project", mapOf(project)).array("manifest", arrayOf(manifest));
@@ -38,6 +54,8 @@ void JoinReply::write(MapWriter& w) const
     w.str("codec", codec).map("inner", mapOf(inner));
     w.u64("heartbeat_interval_ms", heartbeatIntervalMs).u64("heartbeat_liveness", heartbeatLiveness);
     w.u64("events_port", eventsPort);
+    if (sparse)
+        w.map("sparse", mapOf(*sparse));
 }
 
 JoinReply JoinReply::read(MapView v)
@@ -64,6 +82,8 @@ JoinReply JoinReply::read(MapView v)
     r.heartbeatIntervalMs = v.u64("heartbeat_interval_ms", kMinHeartbeatIntervalMs, kMaxHeartbeatIntervalMs);
     r.heartbeatLiveness = v.u64("heartbeat_liveness", kMinHeartbeatLiveness, kMaxHeartbeatLiveness);
     r.eventsPort = v.has("events_port") ? v.u64("events_port", 0, 65535) : 0;
+    if (!v.context().failed() && r.codec == kCodecSparse)
+        r.sparse = SparseSettings::read(v.map("sparse"));
     return r;
 }
 

@@ -36,6 +36,16 @@ struct JoinRequest {
     bool operator==(const JoinRequest&) const = default;
 };
 
+// The sparse codec's parameters (docs/protocol.md §7 "sparse").
+struct SparseSettings {
+    uint64_t chunk = 0; // a power of two in [64, 32768]
+    uint64_t k = 0; // [1, chunk]
+    double decay = 0; // [0, 1]
+    void write(MapWriter& w) const;
+    static SparseSettings read(MapView v);
+    bool operator==(const SparseSettings&) const = default;
+};
+
 struct JoinReply {
     static constexpr std::string_view kType = "join";
     std::string session; // opaque, sent back with every session request
@@ -54,6 +64,8 @@ struct JoinReply {
     // The TCP port of the coordinator's PUB socket on the host the volunteer
     // reached (0: not known; optional on the wire).
     uint64_t eventsPort = 0;
+    // Present exactly when codec is "sparse".
+    std::optional<SparseSettings> sparse;
     void write(MapWriter& w) const;
     static JoinReply read(MapView v);
     bool operator==(const JoinReply&) const = default;

@@ -75,7 +75,8 @@ SubmitRequest SubmitRequest::read(MapView v)
     r.codec = readCodec(v, "codec");
     r.elements = v.u64("elements", 1, kMaxElements);
     r.totalBytes = v.u64("total_bytes", 1, kMaxResourceBytes);
-    if (!v.context().failed() && r.totalBytes != payloadBytes(r.codec, r.elements))
+    // A sparse payload's size depends on the model's tensors: the coordinator checks it.
+    if (!v.context().failed() && r.codec != kCodecSparse && r.totalBytes != payloadBytes(r.codec, r.elements))
         v.fail("total_bytes",
             "must be " + std::to_string(payloadBytes(r.codec, r.elements)) + " for " + std::to_string(r.elements)
                 + " elements in " + r.codec);
@@ -128,7 +129,7 @@ GetUpdateReply GetUpdateReply::read(MapView v)
     r.elements = v.u64("elements", 1, kMaxElements);
     r.resource = v.str("resource", {kMaxResourceNameChars});
     r.bytes = v.u64("bytes", 1, kMaxResourceBytes);
-    if (!v.context().failed() && r.bytes != payloadBytes(r.codec, r.elements))
+    if (!v.context().failed() && r.codec != kCodecSparse && r.bytes != payloadBytes(r.codec, r.elements))
         v.fail("bytes", "must be " + std::to_string(payloadBytes(r.codec, r.elements)) + " for the codec");
     r.sha256 = v.sha256Hex("sha256");
     r.stateSha256 = v.sha256Hex("state_sha256");
