@@ -38,26 +38,25 @@ std::string loss(const std::optional<double>& value)
     return text;
 }
 
-std::string utcTime(uint64_t ms)
+// Unix milliseconds as UTC in strftime's `format`.
+std::string formatUtc(uint64_t ms, const char* format)
 {
-    if (ms == 0)
-        return "–";
     const std::time_t seconds = std::time_t(ms / 1000);
     std::tm tm{};
     gmtime_r(&seconds, &tm);
     char text[40];
-    std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm);
+    std::strftime(text, sizeof text, format, &tm);
     return text;
+}
+
+std::string utcTime(uint64_t ms)
+{
+    return ms == 0 ? std::string("–") : formatUtc(ms, "%Y-%m-%d %H:%M UTC");
 }
 
 std::string isoTime(uint64_t ms)
 {
-    const std::time_t seconds = std::time_t(ms / 1000);
-    std::tm tm{};
-    gmtime_r(&seconds, &tm);
-    char text[40];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return text;
+    return formatUtc(ms, "%Y-%m-%dT%H:%M:%SZ");
 }
 
 std::string bytes(uint64_t n)
