@@ -9,6 +9,7 @@
 
 #include "engine/diloco/codec.h"
 #include "engine/token_shard.h"
+#include "net/coordinator/state_store.h"
 #include "net/transfer/download.h"
 #include "net/transfer/sha256.h"
 #include "net/transfer/socket_source.h"
@@ -313,6 +314,59 @@ private slots:
         QVERIFY(!r);
         QCOMPARE(r.error().code, std::string("norm_out_of_bounds"));
         restarted.kill();
+    }
+
+    // A volunteer some versions behind replays the kept updates, each to
+    // the state the coordinator names, as long as they add up to no more
+    // than one full state; past that it is sent to the state.
+    void laggingVolunteerReplaysKeptUpdates()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const auto spec = writeSpec(root / "replay", root / "data", SpecOptions{.tasksPerRound = 1});
+        const uint64_t tokens = 20 * 8 * 32;
+        ServerProcess server;
+        QVERIFY(server.start(spec, root / "replay/state"));
+        Volunteer a = join("a", &server);
+        const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
+        const std::filesystem::path target = root / "replay/download.bin";
+        QVERIFY(net::downloadResource(*a.client, "tiny", a.joined.stateResource, target));
+        std::string theta0 = readAll(target);
+        QCOMPARE(theta0.size(), size_t(4 * n));
+        auto closeOne = [&](uint64_t version, uint32_t seed) {
+            a.joined.version = version;
+            const auto delta = randomDelta(n, 1e-3f, seed);
+            auto r = submit(a, task(a), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+            QTRY_COMPARE_WITH_TIMEOUT(heartbeat(a, version).version, version + 1, 20000);
+        };
+        // int8 updates are ~P bytes against the state's 4P: three are kept.
+        for (uint64_t v = 0; v < 3; ++v)
+            closeOne(v, 21 + uint32_t(v));
+        std::vector<float> theta(static_cast<size_t>(n));
+        std::memcpy(theta.data(), theta0.data(), theta0.size());
+        for (uint64_t from = 0; from < 3; ++from) {
+            auto update = a.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", from});
+            QVERIFY2(update, update ? "" : update.error().message.c_str());
+            QCOMPARE(update->fromVersion, from);
+            QCOMPARE(update->toVersion, from + 1);
+            QVERIFY(net::downloadResource(*a.client, "tiny", update->resource, target));
+            const std::string bytes = readAll(target);
+            QCOMPARE(net::sha256Hex(bytes), update->sha256);
+            QVERIFY(diloco::applyUpdate(diloco::Codec::Int8, bytes, n, theta.data()));
+            QCOMPARE(coordinator::parametersSha256Hex(theta), update->stateSha256);
+        }
+        QVERIFY(!a.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 3}));
+        // Two more rounds: five updates weigh more than the state, so the
+        // oldest are withdrawn and a volunteer at version 0 downloads it.
+        closeOne(3, 31);
+        closeOne(4, 32);
+        auto old = a.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 0});
+        QVERIFY(!old);
+        QCOMPARE(old.error().code, std::string("not_found"));
+        auto recent = a.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 4});
+        QVERIFY2(recent, recent ? "" : recent.error().message.c_str());
+        QCOMPARE(recent->toVersion, uint64_t(5));
+        server.kill();
     }
 
     void plaintextClientIsRefused()

@@ -371,6 +371,64 @@ private slots:
         QVERIFY(sameBits(theta, expected));
     }
 
+    // The coordinator's re-sparsified update: at most ceil(down_k L / C)
+    // entries per chunk, the largest of its residual, whatever the number of
+    // messages; what it sends leaves the residual exactly, the rest stays.
+    void topKUpdateKeepsTheRestInTheResidual()
+    {
+        const SparseLayout layout = layoutOf({4096 * 2 + 100, 300}, 4096, 64);
+        const int64_t downK = 32;
+        std::vector<float> sum(size_t(layout.elements()), 0.0f);
+        for (uint32_t v = 0; v < 16; ++v) { // a union of 16 messages: ~16 x 64 per chunk
+            const std::vector<float> delta = randomVector(layout.elements(), 1e-3f, 40 + v);
+            std::vector<float> e(delta.size(), 0.0f);
+            QVERIFY(
+                accumulateSparse(layout, encodeSparse(layout, delta.data(), e.data()), 1.0f / 16.0f, sum.data()).ok());
+        }
+        const std::vector<float> before = sum;
+        std::vector<float> residual = sum;
+        const std::string update = encodeSparseUpdateTopK(layout, downK, residual.data());
+        std::vector<float> u(sum.size());
+        QVERIFY(decodeSparseUpdate(layout, update, u.data()).ok());
+        const int64_t entries = *sparseUpdateEntries(layout, update);
+        QVERIFY(entries > 0);
+        QVERIFY(entries <= 32 * 2 + 1 + 3); // chunks of 4096, 4096, 100 and 300 elements
+        QVERIFY(entries < *sparseUpdateEntries(layout, encodeSparseUpdate(layout, sum.data())) / 8);
+        const auto& sizes = layout.tensorElements();
+        const auto& offsets = layout.tensorOffsets();
+        for (size_t t = 0; t < sizes.size(); ++t) {
+            for (int64_t first = 0; first < sizes[t]; first += 4096) {
+                const int64_t from = offsets[t] + first;
+                const int64_t length = std::min<int64_t>(4096, sizes[t] - first);
+                float smallestSent = INFINITY;
+                float largestKept = 0.0f;
+                for (int64_t i = from; i < from + length; ++i) {
+                    if (u[size_t(i)] != 0.0f) {
+                        smallestSent = std::min(smallestSent, std::fabs(before[size_t(i)]));
+                        QCOMPARE(residual[size_t(i)], before[size_t(i)] - u[size_t(i)]);
+                    } else {
+                        largestKept = std::max(largestKept, std::fabs(before[size_t(i)]));
+                        QCOMPARE(residual[size_t(i)], before[size_t(i)]);
+                    }
+                }
+                // Entries that round to q = 0 are left out, so only the
+                // sent ones are known to be the chunk's largest.
+                const int64_t sent
+                    = std::count_if(u.begin() + from, u.begin() + from + length, [](float x) { return x != 0.0f; });
+                QVERIFY(sent <= (downK * length + 4095) / 4096);
+                if (sent == (downK * length + 4095) / 4096)
+                    QVERIFY(smallestSent >= largestKept);
+            }
+        }
+        // A second round sends what the first left behind.
+        std::vector<float> again = residual;
+        const std::string next = encodeSparseUpdateTopK(layout, downK, again.data());
+        std::vector<float> u2(sum.size());
+        QVERIFY(decodeSparseUpdate(layout, next, u2.data()).ok());
+        for (size_t i = 0; i < u2.size(); ++i)
+            QVERIFY(u2[i] == 0.0f || u[i] == 0.0f || residual[i] != 0.0f);
+    }
+
     void malformedUpdatesAreRefused()
     {
         const SparseLayout layout = layoutOf({100}, 64, 8);

@@ -184,49 +184,100 @@ std::string encodeSparse(const SparseLayout& layout, const float* delta, float* 
     return bytes;
 }
 
+namespace {
+
+// One chunk of an update: u16 count, and when count > 0 the float32 scale
+// s = max|u| / 127, the packed indices and the int8 values of the entries
+// that are nonzero and do not round to 0. Returns s (0 for an empty chunk)
+// and leaves the chunk's entries in index/q.
+struct UpdateChunkScratch {
+    std::vector<uint16_t> index;
+    std::vector<int8_t> q;
+    std::vector<unsigned char> packed;
+    int64_t count = 0;
+};
+
+float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, int bits, UpdateChunkScratch& scratch)
+{
+    uint32_t maxBits = 0;
+    for (int64_t i = 0; i < length; ++i)
+        maxBits = std::max(maxBits, magnitudeBits(u[i]));
+    const float s = std::bit_cast<float>(maxBits) / 127.0f;
+    const bool usable = s > 0.0f && std::isfinite(s);
+    int64_t count = 0;
+    for (int64_t i = 0; i < length; ++i) {
+        if (u[i] == 0.0f)
+            continue;
+        int value = 0;
+        if (usable) // as the int8 codec: round half away from zero
+            value = int(std::clamp(std::round(u[i] / s), -127.0f, 127.0f));
+        if (value == 0 && usable)
+            continue; // a non-finite scale keeps its entries, so decoders refuse it
+        scratch.index[size_t(count)] = uint16_t(i);
+        scratch.q[size_t(count)] = int8_t(value);
+        ++count;
+    }
+    scratch.count = count;
+    const unsigned char header[2] = {uint8_t(count & 0xff), uint8_t(count >> 8)};
+    bytes.append(reinterpret_cast<const char*>(header), 2);
+    if (count == 0)
+        return 0.0f;
+    bytes.append(reinterpret_cast<const char*>(&s), 4);
+    BitWriter writer(scratch.packed.data());
+    for (int64_t i = 0; i < count; ++i)
+        writer.put(scratch.index[size_t(i)], bits);
+    writer.finish();
+    bytes.append(reinterpret_cast<const char*>(scratch.packed.data()), size_t(packedBytes(count, bits)));
+    bytes.append(reinterpret_cast<const char*>(scratch.q.data()), size_t(count));
+    return s;
+}
+
+UpdateChunkScratch updateScratch(const SparseLayout& layout)
+{
+    const auto chunk = size_t(layout.chunk());
+    return {std::vector<uint16_t>(chunk), std::vector<int8_t>(chunk),
+        std::vector<unsigned char>(size_t(packedBytes(layout.chunk(), layout.indexBits()))), 0};
+}
+
+} // namespace
+
 std::string encodeSparseUpdate(const SparseLayout& layout, const float* update)
 {
     std::string bytes;
+    UpdateChunkScratch scratch = updateScratch(layout);
+    const auto& sizes = layout.tensorElements();
+    const auto& offsets = layout.tensorOffsets();
+    for (size_t t = 0; t < sizes.size(); ++t)
+        for (int64_t first = 0; first < sizes[t]; first += layout.chunk())
+            appendUpdateChunk(bytes, update + offsets[t] + first, std::min(layout.chunk(), sizes[t] - first),
+                layout.indexBits(), scratch);
+    return bytes;
+}
+
+std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, float* residual)
+{
+    std::string bytes;
+    UpdateChunkScratch scratch = updateScratch(layout);
     const int64_t chunk = layout.chunk();
-    const int bits = layout.indexBits();
-    std::vector<uint16_t> index(static_cast<size_t>(chunk));
-    std::vector<int8_t> q(static_cast<size_t>(chunk));
-    std::vector<unsigned char> packed(size_t(packedBytes(chunk, bits)));
+    std::vector<uint64_t> keys;
+    std::vector<uint16_t> picked(static_cast<size_t>(chunk));
+    std::vector<float> selected(static_cast<size_t>(chunk));
     const auto& sizes = layout.tensorElements();
     const auto& offsets = layout.tensorOffsets();
     for (size_t t = 0; t < sizes.size(); ++t) {
         for (int64_t first = 0; first < sizes[t]; first += chunk) {
-            const float* u = update + offsets[t] + first;
+            float* e = residual + offsets[t] + first;
             const int64_t length = std::min(chunk, sizes[t] - first);
-            uint32_t maxBits = 0;
-            for (int64_t i = 0; i < length; ++i)
-                maxBits = std::max(maxBits, magnitudeBits(u[i]));
-            const float s = std::bit_cast<float>(maxBits) / 127.0f;
-            const bool usable = s > 0.0f && std::isfinite(s);
-            int64_t count = 0;
-            for (int64_t i = 0; i < length; ++i) {
-                if (u[i] == 0.0f)
-                    continue;
-                int value = 0;
-                if (usable) // as the int8 codec: round half away from zero
-                    value = int(std::clamp(std::round(u[i] / s), -127.0f, 127.0f));
-                if (value == 0 && usable)
-                    continue; // a non-finite scale keeps its entries, so decoders refuse it
-                index[size_t(count)] = uint16_t(i);
-                q[size_t(count)] = int8_t(value);
-                ++count;
+            const int64_t kept = std::min(length, (downK * length + chunk - 1) / chunk);
+            topK(e, length, kept, keys, picked.data());
+            std::fill(selected.begin(), selected.begin() + length, 0.0f);
+            for (int64_t i = 0; i < kept; ++i)
+                selected[picked[size_t(i)]] = e[picked[size_t(i)]];
+            const float s = appendUpdateChunk(bytes, selected.data(), length, layout.indexBits(), scratch);
+            for (int64_t i = 0; i < scratch.count; ++i) {
+                float& slot = e[scratch.index[size_t(i)]];
+                slot = slot - float(scratch.q[size_t(i)]) * s;
             }
-            const unsigned char header[2] = {uint8_t(count & 0xff), uint8_t(count >> 8)};
-            bytes.append(reinterpret_cast<const char*>(header), 2);
-            if (count == 0)
-                continue;
-            bytes.append(reinterpret_cast<const char*>(&s), 4);
-            BitWriter writer(packed.data());
-            for (int64_t i = 0; i < count; ++i)
-                writer.put(index[size_t(i)], bits);
-            writer.finish();
-            bytes.append(reinterpret_cast<const char*>(packed.data()), size_t(packedBytes(count, bits)));
-            bytes.append(reinterpret_cast<const char*>(q.data()), size_t(count));
         }
     }
     return bytes;

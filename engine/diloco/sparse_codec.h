@@ -113,6 +113,13 @@ Result<PayloadStats> inspectSparse(const SparseLayout& layout, std::string_view 
 // under one scale per chunk (s = max|u| / 127); entries that round to 0 are
 // left out. update must be finite.
 std::string encodeSparseUpdate(const SparseLayout& layout, const float* update);
+// The coordinator's re-sparsified update (error feedback on its side): per
+// chunk of L elements, the ceil(downK L / C) largest |residual| (ties: the
+// lower index), encoded as encodeSparseUpdate encodes them, and residual <-
+// residual - decoded(update) on those entries. So the update's size does
+// not grow with the number of messages in the round, and what it leaves
+// out goes into a later round. residual must be finite.
+std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, float* residual);
 // params[i] += float32(q) * s on the update's support: bit-exact.
 Status applySparseUpdate(const SparseLayout& layout, std::string_view update, float* params);
 // out[i] = the decoded update, zero off its support.

@@ -135,8 +135,8 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     return m_tasks->restore(m_round->openRound(), [this](OpenTask& task) { return m_submissions->resumeUpload(task); });
 }
 
-// The current state for joiners, and the update that produced it for those
-// one version behind. Older ones are withdrawn.
+// The current state for joiners, and the latest updates for those some
+// versions behind (m_keptUpdates). Older states are withdrawn.
 Status ProjectRuntime::publishResources()
 {
     const int64_t version = m_round->version();
@@ -148,12 +148,23 @@ Status ProjectRuntime::publishResources()
             return s;
     }
     m_resources.remove(stateResourceName(version - 1));
-    m_resources.remove(updateResourceName(version - 1));
     if (version > 0 && !m_resources.contains(updateResourceName(version))) {
         auto update = m_store->readUpdate(version);
-        if (update)
+        if (update) {
+            const uint64_t bytes = update->size();
             if (Status s = m_resources.addBlob(updateResourceName(version), std::move(*update)); !s)
                 return s;
+            m_keptUpdates.push_back({version, m_round->paramsSha(), bytes});
+        }
+    }
+    const uint64_t stateBytes = uint64_t(m_parameters) * sizeof(float);
+    uint64_t keptBytes = 0;
+    for (const KeptUpdate& kept : m_keptUpdates)
+        keptBytes += kept.bytes;
+    while (!m_keptUpdates.empty() && (keptBytes > stateBytes || m_keptUpdates.size() > kMaxKeptUpdates)) {
+        keptBytes -= m_keptUpdates.front().bytes;
+        m_resources.remove(updateResourceName(m_keptUpdates.front().version));
+        m_keptUpdates.pop_front();
     }
     auto list = m_checkpoints->list();
     if (!list)
@@ -393,8 +404,10 @@ Result<net::SubmitReply> ProjectRuntime::submit(
 Result<net::GetUpdateReply> ProjectRuntime::getUpdate(const net::GetUpdateRequest& request) const
 {
     const int64_t version = m_round->version();
-    const std::string name = updateResourceName(version);
-    if (int64_t(request.fromVersion) + 1 != version || !m_resources.contains(name))
+    const auto kept = std::find_if(m_keptUpdates.begin(), m_keptUpdates.end(),
+        [&](const KeptUpdate& u) { return u.version == int64_t(request.fromVersion) + 1; });
+    const std::string name = kept == m_keptUpdates.end() ? std::string() : updateResourceName(kept->version);
+    if (name.empty() || !m_resources.contains(name))
         return Error::make(net::errc::kNotFound,
             "no update from version " + std::to_string(request.fromVersion) + " (the project is at version "
                 + std::to_string(version) + "): download " + stateResourceName(version));
@@ -402,8 +415,8 @@ Result<net::GetUpdateReply> ProjectRuntime::getUpdate(const net::GetUpdateReques
     if (!description)
         return description.error();
     const std::string codec(m_sparseLayout ? net::kCodecSparse : net::kCodecInt8);
-    return net::GetUpdateReply{request.fromVersion, uint64_t(version), codec, uint64_t(m_parameters), name,
-        description->bytes, description->sha256, m_round->paramsSha()};
+    return net::GetUpdateReply{request.fromVersion, uint64_t(kept->version), codec, uint64_t(m_parameters), name,
+        description->bytes, description->sha256, kept->stateSha256};
 }
 
 bool ProjectRuntime::othersAreWorking(const std::string& key) const

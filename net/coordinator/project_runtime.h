@@ -185,6 +185,17 @@ private:
     static constexpr int kMaxRejectionsPerKeyPerRound = 3;
     std::map<std::string, int> m_rejectionsThisRound;
     net::ResourceTable m_resources;
+    // The latest updates, oldest first, while their bytes together stay
+    // within one full state's: a volunteer some rounds behind replays them
+    // (get_update from each version in turn) when that is smaller than
+    // downloading the state, and downloads the state otherwise.
+    struct KeptUpdate {
+        int64_t version = 0; // the update makes theta_version
+        std::string stateSha256; // of theta_version
+        uint64_t bytes = 0;
+    };
+    std::deque<KeptUpdate> m_keptUpdates;
+    static constexpr std::size_t kMaxKeptUpdates = 256;
     std::vector<net::FileInfo> m_tokenizerFiles;
     std::optional<DataPieces> m_pieces; // builds the data resources into m_resources
 };

@@ -217,10 +217,11 @@ std::optional<Error> parseTraining(const FieldReader& top, const json& root, Pro
     return std::nullopt;
 }
 
-// "sparse": {"chunk", "k", "decay"}, only with "codec": "sparse". Its outer
-// step is plain SGD (error feedback replaces momentum, and momentum would
-// make the update dense): outer.momentum defaults to 0 there and must be 0,
-// outer.lr defaults to 1.
+// "sparse": {"chunk", "k", "decay", "down_k"}, only with "codec": "sparse".
+// Error feedback on the volunteers plays the outer momentum, so outer.lr
+// defaults to 1 and outer.momentum to 0 there. Momentum is allowed when
+// the coordinator re-sparsifies (down_k > 0), since its own error feedback
+// keeps the update sparse; with the union (down_k 0) it must be 0.
 std::optional<Error> parseSparse(const FieldReader& top, const json& root, ProjectSpec& spec)
 {
     const json* o = nullptr;
@@ -230,20 +231,27 @@ std::optional<Error> parseSparse(const FieldReader& top, const json& root, Proje
             return top.error("sparse", "is only for \"codec\": \"sparse\"");
         return std::nullopt;
     }
+    bool downKGiven = false;
     if (o) {
         const FieldReader r = top.nested("sparse");
-        CT_TRY(r.checkKeys(*o, {"chunk", "k", "decay"}));
+        CT_TRY(r.checkKeys(*o, {"chunk", "k", "decay", "down_k"}));
         CT_TRY(r.integer(*o, "chunk", spec.sparse.chunk, 64, 32768));
         CT_TRY(r.integer(*o, "k", spec.sparse.k, 1, 32768));
         CT_TRY(r.number(*o, "decay", spec.sparse.decay, 0.0, 1.0));
+        downKGiven = o->contains("down_k");
+        CT_TRY(r.integer(*o, "down_k", spec.sparseDownK, 0, 32768));
         if (Status ok = diloco::checkSparseOptions(spec.sparse); !ok)
             return top.error("sparse", ok.error().message);
+        if (spec.sparseDownK > spec.sparse.chunk)
+            return top.error("sparse.down_k", "must not exceed chunk (" + std::to_string(spec.sparse.chunk) + ")");
     }
+    if (!downKGiven)
+        spec.sparseDownK = spec.sparse.k;
     const json* outer = root.contains("outer") && root["outer"].is_object() ? &root["outer"] : nullptr;
     if (!outer || !outer->contains("momentum"))
         spec.outer.momentum = 0.0;
-    else if (spec.outer.momentum != 0.0)
-        return top.error("outer.momentum", "must be 0 with the sparse codec (its outer step is plain SGD)");
+    else if (spec.outer.momentum != 0.0 && spec.sparseDownK == 0)
+        return top.error("outer.momentum", "must be 0 with the sparse codec's union update (sparse.down_k 0)");
     if (!outer || !outer->contains("lr"))
         spec.outer.lr = 1.0;
     return std::nullopt;

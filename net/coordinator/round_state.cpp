@@ -11,8 +11,8 @@ RoundState::RoundState(
     : m_spec(spec)
     , m_store(store)
     , m_parameters(parameters)
-    , m_outer(std::make_unique<diloco::OuterNesterov>(
-          sparse ? 0 : parameters, diloco::OuterOptions{spec.outer.lr, spec.outer.momentum, spec.outer.nesterov}))
+    , m_outer(std::make_unique<diloco::OuterNesterov>(sparse && spec.outer.momentum == 0.0 ? 0 : parameters,
+          diloco::OuterOptions{spec.outer.lr, spec.outer.momentum, spec.outer.nesterov}))
     , m_aggregator(sparse ? 0 : parameters)
 {
     if (sparse)
@@ -23,7 +23,7 @@ Status RoundState::createVersionZero(std::vector<float> params, std::optional<do
 {
     m_params = std::move(params);
     m_paramsSha = parametersSha256Hex(m_params);
-    if (!m_sparse)
+    if (keepsResidual())
         m_residual.assign(std::size_t(m_parameters), 0.0f);
     m_version = 0;
     m_lastValLoss = valLoss;
@@ -43,10 +43,11 @@ Result<std::string> RoundState::load()
     m_version = state->version;
     m_params = std::move(state->params);
     m_paramsSha = parametersSha256Hex(m_params);
-    if (!m_sparse)
-        m_residual = state->updateResidual.empty() ? std::vector<float>(std::size_t(m_parameters), 0.0f)
-                                                   : std::move(state->updateResidual);
-    if (!m_sparse && !state->momentum.empty())
+    if (keepsResidual())
+        m_residual = state->updateResidual.size() == std::size_t(m_parameters)
+            ? std::move(state->updateResidual)
+            : std::vector<float>(std::size_t(m_parameters), 0.0f);
+    if (m_outer->size() > 0 && !state->momentum.empty())
         if (Status s = m_outer->setMomentum(std::move(state->momentum)); !s)
             return s.error();
     m_lastValLoss = m_store.lastRound()->valLoss;
@@ -96,10 +97,8 @@ Status RoundState::commit(const std::vector<float>& average, Closed& closed, std
     // weights, bit for bit.
     next = m_params;
     if (m_sparse) {
-        auto update = m_sparse->closeRound(m_spec.outer.lr);
-        if (!update)
-            return update.error();
-        closed.update = std::move(*update);
+        if (Status s = sparseUpdate(closed.update); !s)
+            return s;
         if (Status s = diloco::applySparseUpdate(m_sparse->layout(), closed.update, next.data()); !s)
             return s;
     } else {
@@ -122,6 +121,39 @@ Status RoundState::commit(const std::vector<float>& average, Closed& closed, std
         int64_t(plan.epoch()), int64_t(plan.completedCount()), int64_t(plan.rangeCount()), plan.serialize()};
     GlobalState state{m_version + 1, next, m_outer->momentum(), m_residual, std::move(serviceBytes)};
     return m_store.commit(state, commit, closed.update);
+}
+
+bool RoundState::keepsResidual() const
+{
+    return !m_sparse || m_spec.sparseDownK > 0;
+}
+
+// u = the outer step on the median-scaled average (plain SGD, or Nesterov
+// when the project asks for momentum); then either the union of u's
+// support, or the top down_k of each chunk of residual + u, the rest kept
+// in the residual for later rounds.
+Status RoundState::sparseUpdate(std::string& update)
+{
+    auto average = m_sparse->average();
+    if (!average)
+        return average.error();
+    std::vector<float> u;
+    if (m_outer->size() > 0) {
+        u = m_outer->step(average->data());
+    } else {
+        u = std::move(*average);
+        const float minusLr = float(-m_spec.outer.lr);
+        for (float& v : u)
+            v = minusLr * v;
+    }
+    if (m_spec.sparseDownK == 0) {
+        update = diloco::encodeSparseUpdate(m_sparse->layout(), u.data());
+        return Status::success();
+    }
+    for (std::size_t i = 0; i < u.size(); ++i)
+        m_residual[i] += u[i];
+    update = diloco::encodeSparseUpdateTopK(m_sparse->layout(), m_spec.sparseDownK, m_residual.data());
+    return Status::success();
 }
 
 Result<RoundState::Closed> RoundState::close(
