@@ -195,6 +195,7 @@ int joinOne(app::Args& args)
     options.threads = int(args.integer("threads"));
     options.maxTasks = uint64_t(std::max(0LL, args.integer("max-tasks")));
     options.maxRounds = uint64_t(std::max(0LL, args.integer("max-rounds")));
+    options.overlap = args.isSet("overlap");
     options.log = logLine;
     StopSignals signals;
     volunteer::VolunteerAgent agent(options);
@@ -229,6 +230,7 @@ int main(int argc, char** argv)
     args.option("device", "join: cpu, cuda, cuda:N or auto", "cpu");
     args.option("max-tasks", "join: stop after this many submitted tasks (0 = never)", "0");
     args.option("max-rounds", "join: stop after the model advanced this many versions (0 = never)", "0");
+    args.flag("overlap", "join: train the next round's task while this one uploads and its round closes");
     if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
         return *exitCode;
     const auto& positionals = args.positionals();

@@ -229,6 +229,7 @@ int runCommand(int argc, char** argv)
     args.option("temperature", "generate: sampling temperature (0 = greedy)", "0.8");
     args.option("top-k", "generate: sample among the k most likely tokens (0 = all)", "200");
     args.option("max-tokens", "generate: tokens to generate", "200");
+    args.flag("overlap", "join ENDPOINT: train the next round's task while this one uploads and its round closes");
     args.flag("json", "print the daemon's answer as JSON");
     if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
         return *exitCode;
@@ -244,6 +245,8 @@ int runCommand(int argc, char** argv)
                 forwarded.push_back(std::string("--") + name);
                 forwarded.push_back(args.value(name));
             }
+        if (args.isSet("overlap"))
+            forwarded.push_back("--overlap");
         return execDaemon(forwarded);
     }
 

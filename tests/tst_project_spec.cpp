@@ -136,7 +136,7 @@ private slots:
         row("token target negative", R"({"round": {"token_target": -5}})", "round.token_target: must be in");
         row("codec int4", R"({"codec": "int4"})", "codec: must be \"int8\", \"fp16\", \"fp32\" or \"sparse\"");
         row("sparse without its codec", R"({"sparse": {"k": 8}})", "sparse: is only for");
-        row("sparse union with momentum", R"({"codec": "sparse", "sparse": {"down_k": 0}})",
+        row("sparse union with momentum", R"({"codec": "sparse"})",
             "outer.momentum: must be 0 with the sparse codec's union update");
         row("sparse down_k above chunk", R"({"codec": "sparse", "sparse": {"chunk": 64, "k": 8, "down_k": 65}})",
             "sparse.down_k: must not exceed chunk");
@@ -240,7 +240,7 @@ private slots:
         QCOMPARE(parsed->sparse.chunk, int64_t(1024));
         QCOMPARE(parsed->sparse.k, int64_t(16));
         QCOMPARE(parsed->sparse.decay, 0.9);
-        QCOMPARE(parsed->sparseDownK, int64_t(16));
+        QCOMPARE(parsed->sparseDownK, int64_t(0));
         QCOMPARE(parsed->outer.momentum, 0.0);
         QCOMPARE(parsed->outer.lr, 1.0);
         spec.erase("sparse");
@@ -250,7 +250,7 @@ private slots:
         QCOMPARE(parsed->sparse.chunk, int64_t(4096));
         QCOMPARE(parsed->sparse.k, int64_t(64));
         QCOMPARE(parsed->sparse.decay, 0.95);
-        QCOMPARE(parsed->sparseDownK, int64_t(64)); // down_k defaults to k
+        QCOMPARE(parsed->sparseDownK, int64_t(0)); // the union by default
         QCOMPARE(parsed->outer.momentum, 0.0);
         // The coordinator's re-sparsified update allows outer momentum.
         spec["sparse"] = {{"k", 32}, {"down_k", 128}};

@@ -26,16 +26,17 @@ public:
         }
     }
     void start(const ServerProcess& server, const std::filesystem::path& data, const std::filesystem::path& home,
-        const std::string& name, int maxTasks)
+        const std::string& name, int maxTasks, const QStringList& extra = {})
     {
         dieWithTheTest(m_process);
         m_process.start(QString::fromStdString(binary("crowdtrain-worker").string()),
-            {QStringLiteral("join"), QString::fromStdString(server.endpoint), QStringLiteral("tiny"),
+            QStringList{QStringLiteral("join"), QString::fromStdString(server.endpoint), QStringLiteral("tiny"),
                 QStringLiteral("--server-key"), QString::fromStdString(server.publicKey), QStringLiteral("--data"),
                 QString::fromStdString(data.string()), QStringLiteral("--data-dir"),
                 QString::fromStdString(home.string()), QStringLiteral("--name"), QString::fromStdString(name),
                 QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--max-tasks"),
-                QString::number(maxTasks)});
+                QString::number(maxTasks)}
+                + extra);
         QVERIFY(m_process.waitForStarted(10000));
     }
     // The worker's JSON summary (its last stdout line) once it has exited.
@@ -231,6 +232,40 @@ private slots:
         QVERIFY(rows.size() >= 4);
         qInfo("sparse: validation loss round %llu %.3f -> round %llu %.3f", (unsigned long long)rows.front().round,
             *rows.front().valLoss, (unsigned long long)rows.back().round, *rows.back().valLoss);
+        QVERIFY(*rows.back().valLoss < *rows.front().valLoss - 0.3);
+        server.terminate();
+    }
+
+    // Overlap: each worker leases the next round's task as soon as its own
+    // is trained and trains it from its last weights while that one uploads
+    // and the round closes, then moves its progress onto the new version;
+    // every task is accepted and the loss falls.
+    void overlapTrainsTheNextRoundsTask()
+    {
+        const auto spec = writeSpec(dir() / "o", m_data, SpecOptions{.innerSteps = 100, .tasksPerRound = 2});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir() / "o/state"));
+        Observer observer(m_context, server);
+        WorkerProcess w1, w2;
+        w1.start(server, m_data, dir() / "o/w1", "w1", 4, {QStringLiteral("--overlap")});
+        w2.start(server, m_data, dir() / "o/w2", "w2", 4, {QStringLiteral("--overlap")});
+        const auto s1 = w1.finish(240000), s2 = w2.finish(240000);
+        QVERIFY(!s1.is_null() && !s2.is_null());
+        QCOMPARE(s1.value("accepted", 0) + s2.value("accepted", 0), 8);
+        QCOMPARE(s1.value("rejected", 0) + s2.value("rejected", 0), 0);
+        QVERIFY2(observer.waitForVersion(4, 30000), server.stderrText().constData());
+        int ahead = 0;
+        for (WorkerProcess* w : {&w1, &w2}) {
+            const QByteArray log = w->log();
+            ahead += log.count("leased ahead");
+            QVERIFY2(!log.contains("dropped"), log.right(3000).constData());
+        }
+        QVERIFY2(ahead >= 4, QByteArray(w1.log().right(4000) + "\n----\n" + w2.log().right(2500)).constData());
+        std::vector<net::MetricRow> rows;
+        for (const auto& row : observer.metrics())
+            if (row.valLoss)
+                rows.push_back(row);
+        QVERIFY(rows.size() >= 4);
         QVERIFY(*rows.back().valLoss < *rows.front().valLoss - 0.3);
         server.terminate();
     }

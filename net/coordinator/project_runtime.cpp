@@ -352,8 +352,8 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
     auto toWire = [&](const OpenTask& task) {
         net::Task wire;
         wire.taskId = task.lease.id;
-        wire.round = uint64_t(version + 1);
-        wire.version = uint64_t(version);
+        wire.round = uint64_t(version + (task.ahead ? 2 : 1));
+        wire.version = uint64_t(version + (task.ahead ? 1 : 0));
         for (const Piece& piece : task.lease.pieces)
             wire.shards.push_back({m_data->train[piece.shard].path().filename().string(), piece.begin, piece.end});
         wire.innerSteps = uint64_t(m_spec.inner.steps);
@@ -362,9 +362,41 @@ Result<net::GetTaskReply> ProjectRuntime::getTask(
         wire.deadlineMs = uint64_t(std::max<int64_t>(1, task.lease.deadlineMs - nowMs));
         return wire;
     };
+    net::GetTaskReply none{std::nullopt, m_options.retryAfterMs};
+    if (request.ahead) {
+        // Work for the next round, trained while this one closes: at most
+        // one such task per key and the next round's target in all.
+        if (const OpenTask* held = m_tasks->aheadHeldBy(key)) {
+            // Asked again: it has trained it and waits for the open round to
+            // close. If it delivered in that round, the round wraps up rather
+            // than keep it waiting; if the round is short of hands (a task
+            // refused or lost) and it did not, it gives the task back and
+            // takes the open round's work.
+            const auto& accepted = m_round->accepted();
+            const bool delivered = std::any_of(accepted.begin(), accepted.end(),
+                [&](const AcceptedSubmission& a) { return a.record.publicKey == key; });
+            if (delivered && m_spec.round.wrapUp) {
+                m_wrapUp.active = true;
+            } else if (!delivered && !m_wrapUp.active && !workHandedOut()) {
+                endTask(held->lease.id, true);
+                return none;
+            }
+            return net::GetTaskReply{toWire(*held), 0};
+        }
+        if (auto rejected = m_rejectionsThisRound.find(key);
+            rejected != m_rejectionsThisRound.end() && rejected->second >= kMaxRejectionsPerKeyPerRound)
+            return none;
+        if (!(m_wrapUp.active || workHandedOut()))
+            return none; // the open round still has work: submit, then ask for it
+        if (int64_t(m_tasks->aheadTokens()) >= m_round->target())
+            return none;
+        auto task = m_tasks->lease(key, version + 1, nowMs, true);
+        if (!task)
+            return task.error();
+        return *task ? net::GetTaskReply{toWire(**task), 0} : none;
+    }
     if (const OpenTask* held = m_tasks->heldBy(key))
         return net::GetTaskReply{toWire(*held), 0};
-    net::GetTaskReply none{std::nullopt, m_options.retryAfterMs};
     if (m_wrapUp.active || workHandedOut()) {
         wrapUpIfIdle(key);
         return none;
@@ -469,7 +501,7 @@ bool ProjectRuntime::roundDue() const
 {
     // A round that wrapped up closes with the tokens its volunteers trained
     // in the time the first one took, which may fall short of the target.
-    return !m_round->accepted().empty() && m_tasks->empty()
+    return !m_round->accepted().empty() && m_tasks->outstandingTokens() == 0
         && (m_round->acceptedTokens() >= m_round->target() || m_wrapUp.active);
 }
 
@@ -477,7 +509,7 @@ void ProjectRuntime::wrapUpIfIdle(const std::string& key)
 {
     // A volunteer that delivered in this round asks for more and there is
     // none: rather than let it wait for the slowest, the round wraps up.
-    if (!m_spec.round.wrapUp || m_wrapUp.active || m_tasks->empty() || !workHandedOut())
+    if (!m_spec.round.wrapUp || m_wrapUp.active || m_tasks->outstandingTokens() == 0 || !workHandedOut())
         return;
     const auto& accepted = m_round->accepted();
     if (std::any_of(
@@ -496,7 +528,7 @@ void ProjectRuntime::dropSilentHolders(int64_t nowMs)
 {
     std::vector<uint64_t> silent;
     for (const auto& [id, task] : m_tasks->tasks())
-        if (task.lastUploadMs < m_wrapUp.atMs || nowMs - task.lastUploadMs > wrapUpGraceMs())
+        if (!task.ahead && (task.lastUploadMs < m_wrapUp.atMs || nowMs - task.lastUploadMs > wrapUpGraceMs()))
             silent.push_back(id);
     for (uint64_t id : silent) {
         m_wrapUp.silentKeys.insert(m_tasks->tasks().at(id).lease.publicKey);
@@ -520,6 +552,7 @@ Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
     net::RoundClosedEvent event{uint64_t(round), uint64_t(round), record.trainLoss, std::nullopt, uint64_t(tokens),
         uint64_t(closed->commit.contributions.size()), rejected ? uint64_t(rejected->size()) : 0, volunteersOnline()};
     m_submissions->roundClosed();
+    m_tasks->promoteAhead();
     m_wrapUp = WrapUp{};
     m_rejectionsThisRound.clear();
 

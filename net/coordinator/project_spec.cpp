@@ -231,22 +231,18 @@ std::optional<Error> parseSparse(const FieldReader& top, const json& root, Proje
             return top.error("sparse", "is only for \"codec\": \"sparse\"");
         return std::nullopt;
     }
-    bool downKGiven = false;
     if (o) {
         const FieldReader r = top.nested("sparse");
         CT_TRY(r.checkKeys(*o, {"chunk", "k", "decay", "down_k"}));
         CT_TRY(r.integer(*o, "chunk", spec.sparse.chunk, 64, 32768));
         CT_TRY(r.integer(*o, "k", spec.sparse.k, 1, 32768));
         CT_TRY(r.number(*o, "decay", spec.sparse.decay, 0.0, 1.0));
-        downKGiven = o->contains("down_k");
         CT_TRY(r.integer(*o, "down_k", spec.sparseDownK, 0, 32768));
         if (Status ok = diloco::checkSparseOptions(spec.sparse); !ok)
             return top.error("sparse", ok.error().message);
         if (spec.sparseDownK > spec.sparse.chunk)
             return top.error("sparse.down_k", "must not exceed chunk (" + std::to_string(spec.sparse.chunk) + ")");
     }
-    if (!downKGiven)
-        spec.sparseDownK = spec.sparse.k;
     const json* outer = root.contains("outer") && root["outer"].is_object() ? &root["outer"] : nullptr;
     if (!outer || !outer->contains("momentum"))
         spec.outer.momentum = 0.0;

@@ -15,7 +15,7 @@
 //    "outer": {"lr": 0.7, "momentum": 0.9, "nesterov": true},
 //    "round": {"token_target": 0, "deadline_seconds": 600, "wrap_up": true},
 //    "codec": "int8",                       or "sparse", with
-//    "sparse": {"chunk": 4096, "k": 64, "decay": 0.95, "down_k": 64},
+//    "sparse": {"chunk": 4096, "k": 64, "decay": 0.95, "down_k": 0},
 //                                         (outer lr then defaults to 1, momentum to 0)
 //    "checkpoints": {"every_rounds": 10, "keep_last": 5, "milestone_every": 100},
 //    "validation": {"batches": 20, "batch_size": 8},
@@ -112,8 +112,9 @@ struct ProjectSpec {
     Codec codec = Codec::Int8;
     diloco::SparseOptions sparse; // with Codec::Sparse
     // Entries per chunk of the round's update (the coordinator's top-k of
-    // its error-feedback buffer); 0: the union of the messages' supports.
-    int64_t sparseDownK = 64;
+    // its error-feedback buffer); 0: the union of the messages' supports,
+    // better for a few volunteers (bench/RESULTS.md), dense for hundreds.
+    int64_t sparseDownK = 0;
     CheckpointSpec checkpoints;
     ValidationSpec validation;
     uint64_t tokenGoal = 0; // tokens the project means to train (0: no goal)

@@ -174,6 +174,16 @@ Status Submissions::resumeUpload(OpenTask& task)
     return Status::success();
 }
 
+// A task leased ahead is trained from the version the open round will make;
+// its payload means nothing before that version exists.
+Error Submissions::aheadTooEarly(const OpenTask& task) const
+{
+    return Error::make(net::errc::kStaleVersion,
+        "task " + std::to_string(task.lease.id)
+            + " is for the round after the open one: upload and submit it from version "
+            + std::to_string(m_round.version() + 1));
+}
+
 Result<net::UploadChunkReply> Submissions::uploadChunk(
     const std::string& key, const net::UploadChunkRequest& request, int64_t nowMs)
 {
@@ -182,6 +192,8 @@ Result<net::UploadChunkReply> Submissions::uploadChunk(
         return Error::make(
             net::errc::kUnknownTask, "task " + std::to_string(request.taskId) + " is not yours or has ended");
     OpenTask& task = *found;
+    if (task.ahead)
+        return aheadTooEarly(task);
     const uint64_t expected = m_payloadBytes;
     if (request.index != task.nextChunk) // a repeat or a gap: say where to go on
         return net::UploadChunkReply{request.taskId, task.nextChunk, task.receivedBytes};
@@ -209,6 +221,8 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     const OpenTask* found = m_tasks.find(request.taskId, key);
     if (!found)
         return resubmission(key, request);
+    if (found->ahead)
+        return aheadTooEarly(*found);
     const OpenTask task = *found;
     auto refuse = [&](Error why) -> Result<net::SubmitReply> {
         m_endTask(request.taskId);

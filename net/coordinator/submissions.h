@@ -56,6 +56,7 @@ public:
     void roundClosed();
 
 private:
+    Error aheadTooEarly(const OpenTask& task) const;
     Status reject(const std::string& key, const OpenTask& task, const net::SubmitRequest& request, const Error& why,
         int64_t nowMs);
     Result<net::SubmitReply> resubmission(const std::string& key, const net::SubmitRequest& request);

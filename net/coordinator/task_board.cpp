@@ -78,7 +78,7 @@ Status TaskBoard::record(const OpenTask& task, int64_t round)
     return engine::writeFileAtomically(tasksDir() / taskFileName(lease.id), record.dump());
 }
 
-Result<OpenTask*> TaskBoard::lease(const std::string& key, int64_t round, int64_t nowMs)
+Result<OpenTask*> TaskBoard::lease(const std::string& key, int64_t round, int64_t nowMs, bool ahead)
 {
     if (!m_plan.canLease())
         return static_cast<OpenTask*>(nullptr);
@@ -87,9 +87,11 @@ Result<OpenTask*> TaskBoard::lease(const std::string& key, int64_t round, int64_
     auto lease = m_plan.lease(key, nowMs);
     if (!lease)
         return static_cast<OpenTask*>(nullptr);
-    OpenTask task{*lease, m_taskTokens, 0, 0, uploadFileOf(lease->id), nullptr, 0};
-    // Recorded before the volunteer hears of it, so that a restart keeps it.
-    if (Status s = record(task, round); !s) {
+    OpenTask task{*lease, m_taskTokens, 0, 0, uploadFileOf(lease->id), nullptr, 0, ahead};
+    // Recorded before the volunteer hears of it, so that a restart keeps it
+    // (one leased ahead is recorded for its own round, so a restart before
+    // that round opens drops it).
+    if (Status s = record(task, ahead ? round + 1 : round); !s) {
         m_plan.releaseLease(lease->id);
         return s.error();
     }
@@ -106,7 +108,15 @@ OpenTask* TaskBoard::find(uint64_t taskId, const std::string& key)
 const OpenTask* TaskBoard::heldBy(const std::string& key) const
 {
     for (const auto& [id, task] : m_tasks)
-        if (task.lease.publicKey == key)
+        if (task.lease.publicKey == key && !task.ahead)
+            return &task;
+    return nullptr;
+}
+
+const OpenTask* TaskBoard::aheadHeldBy(const std::string& key) const
+{
+    for (const auto& [id, task] : m_tasks)
+        if (task.lease.publicKey == key && task.ahead)
             return &task;
     return nullptr;
 }
@@ -152,8 +162,30 @@ uint64_t TaskBoard::outstandingTokens() const
 {
     uint64_t tokens = 0;
     for (const auto& [id, task] : m_tasks)
-        tokens += task.tokens;
+        tokens += task.ahead ? 0 : task.tokens;
     return tokens;
+}
+
+uint64_t TaskBoard::aheadTokens() const
+{
+    uint64_t tokens = 0;
+    for (const auto& [id, task] : m_tasks)
+        tokens += task.ahead ? task.tokens : 0;
+    return tokens;
+}
+
+std::vector<uint64_t> TaskBoard::promoteAhead()
+{
+    std::vector<uint64_t> dropped;
+    for (const auto& [id, task] : m_tasks)
+        if (task.ahead)
+            if (const OpenTask* old = heldBy(task.lease.publicKey))
+                dropped.push_back(old->lease.id);
+    for (uint64_t id : dropped)
+        drop(id, true);
+    for (auto& [id, task] : m_tasks)
+        task.ahead = false;
+    return dropped;
 }
 
 Status TaskBoard::restore(int64_t round, const std::function<Status(OpenTask&)>& resume)

@@ -45,6 +45,10 @@ struct OpenTask {
     std::filesystem::path uploadFile;
     std::shared_ptr<UploadChecks> checks; // of the chunks received so far
     int64_t lastUploadMs = 0; // when its last chunk came (0: none yet)
+    // Leased for the round after the open one (get_task "ahead"): its holder
+    // trains it while the open round closes; it counts toward no round's
+    // target until that round opens (promoteAhead).
+    bool ahead = false;
 };
 
 class TaskBoard {
@@ -54,11 +58,13 @@ public:
     // Creates the folders and continues above the reserved lease ids.
     Status open();
 
-    // Leases the next range to `key` for `round` and records it durably;
-    // nullptr when the plan has no range to hand out.
-    Result<OpenTask*> lease(const std::string& key, int64_t round, int64_t nowMs);
+    // Leases the next range to `key` for `round` (ahead: for the round
+    // after it) and records it durably; nullptr when the plan has no range
+    // to hand out.
+    Result<OpenTask*> lease(const std::string& key, int64_t round, int64_t nowMs, bool ahead = false);
     OpenTask* find(uint64_t taskId, const std::string& key); // the key's task of that id, if open
-    const OpenTask* heldBy(const std::string& key) const;
+    const OpenTask* heldBy(const std::string& key) const; // its task for the open round
+    const OpenTask* aheadHeldBy(const std::string& key) const; // its task leased ahead
     std::vector<uint64_t> idsHeldBy(const std::string& key) const;
 
     // Ends a task that was not accepted: its upload is deleted, its range goes
@@ -71,7 +77,13 @@ public:
     std::vector<uint64_t> expire(int64_t nowMs);
 
     bool empty() const { return m_tasks.empty(); }
-    uint64_t outstandingTokens() const;
+    uint64_t outstandingTokens() const; // of the open round's tasks
+    uint64_t aheadTokens() const;
+    // At a round's close: the tasks leased ahead become the new open round's
+    // (their records name it already). A key that still holds a task of the old round
+    // beside one leased ahead has moved past it: that task is dropped (its
+    // range back to the pool). Returns the dropped ids.
+    std::vector<uint64_t> promoteAhead();
     const std::map<uint64_t, OpenTask>& tasks() const { return m_tasks; }
 
     // After a restart: the recorded tasks of `round` come back with their

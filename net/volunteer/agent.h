@@ -48,6 +48,11 @@ struct AgentOptions {
     int threads = 0; // torch intra-op threads for training (0 = as configured)
     uint64_t maxTasks = 0; // stop after this many submissions (0 = forever)
     uint64_t maxRounds = 0; // stop after the version advanced this many times (0 = forever)
+    // Overlap: after a task, lease one for the next round at once and train
+    // it while this one uploads and the round closes; the round's update is
+    // blended into the weights when it arrives (docs/protocol.md, get_task
+    // "ahead"). Off: wait for the round to close before the next task.
+    bool overlap = false;
     std::string clientVersion; // sent at join
     std::function<void(const std::string&)> log; // progress lines; called on run()'s thread
     // Called on the training thread after each inner step with the step's

@@ -222,6 +222,10 @@ Status AgentLoop::run()
         m_session->forget();
         sleepUntil(Clock::now() + std::chrono::milliseconds(delayMs));
     }
+    // A task trained before a limit was reached still goes in.
+    if (m_uploader && m_uploader->pending() && !stopping() && m_session->joined())
+        if (Status submitted = m_uploader->submit(); !submitted)
+            m_reporter.log("the last task was not submitted: %s", submitted.error().message.c_str());
     m_session->leave();
     m_reporter.summary().phase = "stopped";
     m_reporter.publish();
@@ -274,7 +278,8 @@ Status AgentLoop::checkJoin(const net::JoinReply& reply)
 
 Status AgentLoop::cycle()
 {
-    if (m_uploader->pending()) {
+    // With a task leased ahead, the last one uploads while it trains.
+    if (m_uploader->pending() && !m_aheadTask) {
         if (Status submitted = m_uploader->submit(); !submitted)
             return submitted;
         if (limitsReached())
@@ -295,11 +300,52 @@ Status AgentLoop::cycle()
             return Status::success();
     }
     std::optional<net::Task> task;
-    if (Status obtained = obtainTask(task); !obtained)
-        return obtained;
+    if (m_aheadTask && m_aheadTask->version >= m_theta->version())
+        task = std::move(m_aheadTask);
+    m_aheadTask.reset();
+    // An ahead task whose round has opened is the coordinator's normal task
+    // by now: asking again returns it with its version.
+    if (!task)
+        if (Status obtained = obtainTask(task); !obtained)
+            return obtained;
     if (!task)
         return Status::success();
     return trainTask(*task);
+}
+
+void AgentLoop::obtainAheadTask()
+{
+    net::GetTaskRequest request{m_options.project, m_session->joinReply().session, m_theta->version(), true};
+    auto reply = m_session->call<net::GetTaskReply>(request, m_session->controlTimeoutMs());
+    if (reply && reply->task && reply->task->version == m_theta->version() + 1)
+        m_aheadTask = std::move(reply->task);
+}
+
+void AgentLoop::syncWhileTraining()
+{
+    if (Status synced = m_theta->sync(); !synced)
+        m_reporter.log("could not update theta while training: %s", synced.error().message.c_str());
+}
+
+Status AgentLoop::waitForBase(const net::Task& task)
+{
+    m_reporter.setPhase("waiting");
+    while (!stopping() && m_session->serverVersion() < task.version) {
+        // Asking for the task again says "done, waiting": the round may wrap up.
+        net::GetTaskRequest request{m_options.project, m_session->joinReply().session, m_theta->version(), true};
+        auto reply = m_session->call<net::GetTaskReply>(request, m_session->controlTimeoutMs());
+        if (!reply)
+            return reply.error();
+        if (!reply->task || reply->task->taskId != task.taskId)
+            return Error::make(net::errc::kUnknownTask, "the coordinator took the task back for the open round's work");
+        if (Status waited = waitForWork(m_session->intervalMs()); !waited)
+            return waited;
+    }
+    if (stopping())
+        return Error::make(net::errc::kCancelled, "stopped while waiting for the round");
+    if (m_theta->version() < m_session->serverVersion())
+        return m_theta->sync();
+    return Status::success();
 }
 
 Status AgentLoop::obtainTask(std::optional<net::Task>& task)
@@ -343,9 +389,25 @@ Status AgentLoop::trainTask(const net::Task& task)
         static_cast<unsigned long long>(task.shards.empty() ? 0 : task.shards.front().beginToken),
         static_cast<unsigned long long>(task.shards.empty() ? 0 : task.shards.front().endToken));
 
-    const std::shared_ptr<const Theta> theta = m_theta->current();
+    // A task leased ahead starts from where the last one ended (a guess at
+    // the coming version); its progress is moved onto the true version after.
+    std::shared_ptr<const Theta> theta = m_theta->current();
+    if (m_aheadStart && task.version > theta->version && m_aheadStart->version == theta->version) {
+        theta = m_aheadStart;
+        m_reporter.log("task %llu: leased ahead; training from the last task's weights while round %llu closes",
+            static_cast<unsigned long long>(task.taskId), static_cast<unsigned long long>(task.round - 1));
+    }
+    m_aheadStart.reset();
     const auto started = Clock::now();
-    auto outcome = m_runner->run(task, theta, std::move(*source));
+    RunHooks hooks;
+    hooks.whileTraining = [this] {
+        if (!m_uploader->pending())
+            return;
+        if (Status submitted = m_uploader->submit(); !submitted)
+            m_reporter.log("the last task's upload waits: %s", submitted.error().message.c_str());
+    };
+    hooks.baseIsOut = [this] { syncWhileTraining(); };
+    auto outcome = m_runner->run(task, theta, std::move(*source), hooks);
     const double wallMs = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     AgentSummary& summary = m_reporter.summary();
     if (!outcome) {
@@ -361,7 +423,32 @@ Status AgentLoop::trainTask(const net::Task& task)
     }
     summary.tokens += outcome->tokens;
     summary.computeMs += outcome->computeMs;
-    if (Status taken = m_uploader->take(task, *theta, *outcome); !taken)
+    if (m_uploader->pending()) // the last task's, if its upload failed while this one trained
+        if (Status submitted = m_uploader->submit(); !submitted)
+            return submitted;
+    std::shared_ptr<const Theta> base = theta;
+    if (task.version > theta->version) { // leased ahead: Delta is taken against theta of its version
+        if (Status reached = waitForBase(task); !reached) {
+            if (reached.error().code != net::errc::kUnknownTask)
+                return reached;
+            ++summary.dropped;
+            m_reporter.log(
+                "task %llu dropped: %s", static_cast<unsigned long long>(task.taskId), reached.error().message.c_str());
+            return Status::success();
+        }
+        base = m_theta->current();
+        if (!base || base->version != task.version) {
+            ++summary.dropped;
+            m_reporter.log(
+                "task %llu dropped: its round closed without it", static_cast<unsigned long long>(task.taskId));
+            return Status::success();
+        }
+        // The outer step applied one round late: the task's progress moves
+        // from where it started onto the version it is for.
+        for (size_t i = 0; i < outcome->local.size(); ++i)
+            outcome->local[i] += base->values[i] - theta->values[i];
+    }
+    if (Status taken = m_uploader->take(task, *base, *outcome); !taken)
         return taken;
     m_reporter.log("task %llu: trained %llu steps, loss %.4f (last %.4f), %.0f tok/s, %.1f s compute of %.1f s",
         static_cast<unsigned long long>(task.taskId), static_cast<unsigned long long>(outcome->steps),
@@ -370,6 +457,15 @@ Status AgentLoop::trainTask(const net::Task& task)
         wallMs / 1e3);
     if (!m_session->joined())
         return Error::make(net::errc::kTimeout, "not connected after training");
+    // The task just taken counts once it is submitted.
+    const bool moreWanted = m_options.maxTasks == 0 || m_reporter.summary().tasks + 1 < m_options.maxTasks;
+    if (m_options.overlap && moreWanted && !limitsReached()) {
+        obtainAheadTask();
+        if (m_aheadTask) {
+            m_aheadStart = std::make_shared<const Theta>(Theta{base->version, std::string(), outcome->local});
+            return Status::success(); // uploads while the next task trains
+        }
+    }
     return m_uploader->submit();
 }
 

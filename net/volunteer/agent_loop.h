@@ -40,6 +40,12 @@ private:
     Status cycle();
     Status obtainTask(std::optional<net::Task>& task);
     Status trainTask(const net::Task& task);
+    // Overlap: asks for a task of the next round; keeps it in m_aheadTask.
+    void obtainAheadTask();
+    // A task leased ahead has trained: waits until the coordinator has
+    // published its version and theta is synced to it.
+    Status waitForBase(const net::Task& task);
+    void syncWhileTraining();
     Status waitForWork(uint64_t retryAfterMs);
     bool limitsReached() const;
     bool stopping() const { return m_stop.load(); }
@@ -60,6 +66,8 @@ private:
     engine::GptConfig m_model;
     std::vector<net::TensorSpec> m_checkedManifest;
     std::optional<uint64_t> m_startVersion;
+    std::optional<net::Task> m_aheadTask; // leased for the next round, not started
+    std::shared_ptr<const Theta> m_aheadStart; // where it starts: the last task's weights
     Clock::time_point m_started;
 };
 

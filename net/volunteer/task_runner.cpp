@@ -121,8 +121,8 @@ void TaskRunner::configure(const engine::GptConfig& model, const net::InnerSetti
     m_inner = inner;
 }
 
-Result<TaskOutcome> TaskRunner::run(
-    const net::Task& task, std::shared_ptr<const Theta> theta, std::unique_ptr<engine::BatchSource> source)
+Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const Theta> theta,
+    std::unique_ptr<engine::BatchSource> source, const RunHooks& hooks)
 {
     const uint64_t steps = task.innerSteps > 0 ? task.innerSteps : m_inner.steps;
     if (!m_trainer) {
@@ -150,6 +150,9 @@ Result<TaskOutcome> TaskRunner::run(
     summary.step = 0;
     m_reporter.setPhase("training");
 
+    const bool ahead = theta->version < task.version;
+    const uint64_t heldVersion = theta->version;
+    bool baseAsked = false;
     // The thread's own shares: a re-join below may replace the trainer or
     // theta_v of the agent, never these.
     TrainingThread thread(run,
@@ -164,6 +167,15 @@ Result<TaskOutcome> TaskRunner::run(
                         betweenSteps(report.stepMs, run->abort);
                 });
         });
+    if (hooks.whileTraining) {
+        hooks.whileTraining();
+        m_reporter.setPhase("training");
+    }
+    auto baseIsOut = [&] {
+        baseAsked = true;
+        if (hooks.baseIsOut)
+            hooks.baseIsOut();
+    };
 
     auto wrapUp = [&](const char* how) {
         if (run->wrapUp.exchange(true))
@@ -179,8 +191,11 @@ Result<TaskOutcome> TaskRunner::run(
             // Short polls: the events socket is the fast path for a wrap-up.
             if (run->isDone())
                 break;
-            if (events->wait(5).wrapUpVersion == task.version)
+            const ProjectEvents seen = events->wait(5);
+            if (seen.wrapUpVersion == task.version)
                 wrapUp("event");
+            if (ahead && !baseAsked && seen.publishedVersion && *seen.publishedVersion >= task.version)
+                baseIsOut();
         } else if (run->waitDone(std::chrono::milliseconds(50))) {
             break;
         }
@@ -203,7 +218,7 @@ Result<TaskOutcome> TaskRunner::run(
                 static_cast<unsigned long long>(task.taskId), static_cast<unsigned long long>(done()),
                 static_cast<unsigned long long>(steps), run->lastLoss.load(), run->tokensPerSecond.load());
         }
-        auto beat = m_session.keepAlive(task.version);
+        auto beat = m_session.keepAlive(ahead && !baseAsked ? heldVersion : task.version);
         if (m_trainer != trainer && !run->abort.load()) {
             m_reporter.log("the project's model or inner settings changed while training task %llu; dropping it",
                 static_cast<unsigned long long>(task.taskId));
@@ -211,9 +226,12 @@ Result<TaskOutcome> TaskRunner::run(
         }
         if (!beat)
             continue;
+        if (ahead && !baseAsked && beat->version >= task.version)
+            baseIsOut();
         if (beat->wrapUp && beat->version == task.version)
             wrapUp("heartbeat");
-        if (beat->version != task.version && !run->abort.load()) {
+        const bool baseNotYetOut = ahead && beat->version + 1 == task.version;
+        if (beat->version != task.version && !baseNotYetOut && !run->abort.load()) {
             m_reporter.log("round %llu closed while training task %llu; dropping it",
                 static_cast<unsigned long long>(task.round), static_cast<unsigned long long>(task.taskId));
             run->abort.store(true);

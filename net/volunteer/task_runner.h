@@ -16,6 +16,7 @@
 #include "net/volunteer/session.h"
 #include "net/volunteer/theta_sync.h"
 
+#include <functional>
 #include <memory>
 
 namespace crowdtrain::volunteer {
@@ -27,6 +28,16 @@ namespace crowdtrain::volunteer {
 Result<int64_t> microBatchFor(
     const AgentOptions& options, const engine::GptConfig& model, const net::InnerSettings& inner);
 
+// What the caller does on its own thread while a task trains.
+struct RunHooks {
+    // Once, just after the training thread started: the last task's upload.
+    std::function<void()> whileTraining;
+    // For a task leased ahead (its version above theta's): called once when
+    // the coordinator has published the task's version, so that the update
+    // downloads while the task trains.
+    std::function<void()> baseIsOut;
+};
+
 class TaskRunner {
 public:
     TaskRunner(const AgentOptions& options, Session& session, Reporter& reporter, const std::atomic<bool>& stop);
@@ -35,11 +46,13 @@ public:
     // or inner settings are not the ones it was built for.
     void configure(const engine::GptConfig& model, const net::InnerSettings& inner);
 
-    // Trains `task` from `theta` on `source`. Errors: "cancelled" (stopped,
-    // or the round closed while training: the task is of no use), the
-    // trainer's errors ("non_finite", "training_failed", ...).
-    Result<TaskOutcome> run(
-        const net::Task& task, std::shared_ptr<const Theta> theta, std::unique_ptr<engine::BatchSource> source);
+    // Trains `task` from `theta` on `source`; theta may be one version
+    // behind the task's (a task leased ahead: the caller moves the outcome
+    // onto the task's version afterwards). Errors:
+    // "cancelled" (stopped, or the round closed while training: the task
+    // is of no use), the trainer's errors ("non_finite", "training_failed", ...).
+    Result<TaskOutcome> run(const net::Task& task, std::shared_ptr<const Theta> theta,
+        std::unique_ptr<engine::BatchSource> source, const RunHooks& hooks = {});
 
 private:
     const AgentOptions& m_options;

@@ -132,6 +132,8 @@ LeaveRequest LeaveRequest::read(MapView v)
 void GetTaskRequest::write(MapWriter& w) const
 {
     w.str("project", project).str("session", session).u64("version", version);
+    if (ahead)
+        w.boolean("ahead", true);
 }
 
 GetTaskRequest GetTaskRequest::read(MapView v)
@@ -140,6 +142,7 @@ GetTaskRequest GetTaskRequest::read(MapView v)
     r.project = v.projectName("project");
     r.session = v.str("session", {kMaxSessionChars});
     r.version = v.u64("version");
+    r.ahead = v.has("ahead") && v.boolean("ahead");
     return r;
 }
 

@@ -118,6 +118,8 @@ struct GetTaskRequest {
     std::string project;
     std::string session;
     uint64_t version = 0; // the theta_v the volunteer holds
+    // A task for the round after the open one, to train while it closes.
+    bool ahead = false;
     void write(MapWriter& w) const;
     static GetTaskRequest read(MapView v);
     bool operator==(const GetTaskRequest&) const = default;
