@@ -166,6 +166,22 @@ void sparseRound(int64_t submissions)
     });
     std::printf("| coordinator: close (average, outer SGD, encode update) | %lld | %.2f | | %.0f |\n",
         static_cast<long long>(submissions), closeSeconds, peakRssMiB());
+    // The same round with the coordinator re-sparsifying (sparse.down_k 64):
+    // the update's size no longer grows with the submissions.
+    std::string topK;
+    const double topKSeconds = secondsOf([&] {
+        auto avg = aggregator.average();
+        check(avg.ok() ? Status::success() : Status(avg.error()));
+        std::vector<float> residual = std::move(*avg);
+        for (float& v : residual)
+            v = -v;
+        topK = encodeSparseUpdateTopK(layout, 64, residual.data());
+    });
+    std::printf(
+        "| coordinator: close with down_k 64 (average, outer SGD, residual, top-k update) | %lld | %.2f | | %.0f |\n",
+        static_cast<long long>(submissions), topKSeconds, peakRssMiB());
+    std::printf("\nwith down_k 64: update %zu bytes, %lld entries, %.4f bytes per element\n", topK.size(),
+        static_cast<long long>(*sparseUpdateEntries(layout, topK)), double(topK.size()) / double(n));
     std::vector<float> theta(size_t(n), 0.0f);
     const double applySeconds = secondsOf([&] { check(applySparseUpdate(layout, update, theta.data())); });
     std::printf("| volunteer: apply update | | %.2f | | %.0f |\n", applySeconds, peakRssMiB());

@@ -10,6 +10,8 @@
 #   bench/diloco_swarm.sh [BUILD_DIR] [ROUNDS] [VOLUNTEERS] [H]
 #
 # CODEC=int8|sparse (see below) picks the payload codec.
+# OVERLAP=1 runs the volunteers with --overlap (the next round's task trains
+# while the last uploads and the round closes).
 # HOSTILE=zeros|noise|flip adds one hostile volunteer (bench_hostile_worker)
 # beside the honest ones; the honest ones are stopped after STALL_SECONDS
 # (default 1200) if the project stalls. bench/attack_swarm.sh uses both.
@@ -68,7 +70,7 @@ fi
 pids=()
 for i in $(seq "$volunteers"); do
     timeout "${STALL_SECONDS:-1200}" "$build/bin/crowdtrain-worker" join "$endpoint" bench --server-key "$key" --data "$work/data" \
-        --data-dir "$work/v$i" --name "v$i" --threads 1 --max-rounds "$rounds" \
+        --data-dir "$work/v$i" --name "v$i" --threads 1 --max-rounds "$rounds" ${OVERLAP:+--overlap} \
         > "$work/v$i.json" 2> "$work/v$i.log" &
     pids+=($!)
 done

@@ -10,7 +10,12 @@
 # One volunteer per PROFILE: cable, dsl, fibre, far; "mixed" stands for
 # cable dsl fibre far. Settings (environment): ROUNDS (3), TASK_SECONDS (8:
 # the bench's compute per task, which sets H), GPU_STEP_S (0.16), GPU_H (500),
-# GPU_PARAMS (124439808), CODEC (int8), KEEP_WORK (keep the folder).
+# GPU_PARAMS (124439808), CODEC (int8, or sparse: outer SGD lr 1, the
+# union down-link), OVERLAP (1: workers train the next round's task while
+# the link works, `--overlap`), LOCAL_DATA (1: volunteers read the prepared
+# data from disk instead of fetching each task's over the link: the bench's
+# tokens per task are not scaled to GPT-2's, see docs/homelink.md),
+# KEEP_WORK (keep the folder).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build/ci}
@@ -27,6 +32,11 @@ gpu_step=${GPU_STEP_S:-0.16}
 gpu_h=${GPU_H:-500}
 gpu_params=${GPU_PARAMS:-124439808}
 codec=${CODEC:-int8}
+outer='"lr": 0.7, "momentum": 0.9, "nesterov": true'
+[ "$codec" = sparse ] && outer='"lr": 1.0, "momentum": 0'
+overlap=()
+[ "${OVERLAP:-0}" = 1 ] && overlap=(--overlap)
+local_data=()
 # 413k parameters on 4 x 64 tokens a step: the bench's task data over its
 # pseudo-gradient comes out near GPT-2's (16 MB of tokens a task next to a
 # 126 MB int8 pseudo-gradient), which a smaller model would not keep.
@@ -61,6 +71,7 @@ trap 'exit 130' INT TERM
 
 "$build/bin/crowdtrain-prepare" "$text" --out "$work/data" --tokenizer char --val-fraction 0.1 >/dev/null 2>&1 \
     || { echo "homelink: crowdtrain-prepare failed" >&2; exit 1; }
+[ "${LOCAL_DATA:-0}" = 1 ] && local_data=(--data "$work/data")
 
 # The CPU's step time, with as many trainers at once as the swarm has.
 calib=()
@@ -88,7 +99,7 @@ cat > "$work/spec.json" <<JSON
  "data": "$work/data", "init": {"seed": 1337},
  "inner": {"steps": $H, "batch_size": $batch, "learning_rate": 3e-3, "min_lr": 3e-4, "warmup_iters": 20,
            "lr_decay_iters": $((rounds * H)), "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
- "outer": {"lr": 0.7, "momentum": 0.9, "nesterov": true},
+ "outer": {$outer},
  "round": {"token_target": $((volunteers * H * batch * block)), "deadline_seconds": 3600},
  "codec": "$codec", "checkpoints": {"every_rounds": 1000, "keep_last": 1},
  "validation": {"batches": 4, "batch_size": 16}}
@@ -142,7 +153,7 @@ start=$(date +%s.%N)
 pids=()
 for i in $(seq "$volunteers"); do
     ip netns exec "hl-v$i-$$" timeout 3000 "$build/bin/crowdtrain-worker" join "tcp://127.0.0.1:$req_port" bench \
-        --server-key "$key" --data-dir "$work/v$i" --name "v$i" --threads 1 --max-rounds "$rounds" \
+        --server-key "$key" --data-dir "$work/v$i" --name "v$i" --threads 1 --max-rounds "$rounds" "${overlap[@]}" "${local_data[@]}" \
         > "$work/v$i.json" 2> "$work/v$i.log" &
     pids+=($!)
 done
@@ -150,7 +161,7 @@ for pid in "${pids[@]}"; do wait "$pid" || true; done
 swarm_seconds=$(echo "$(date +%s.%N) - $start" | bc)
 sleep 1
 
-echo "GPU stand-in: GPT-2 124M, $gpu_params parameters, $gpu_step s per 16k-token step, H = $gpu_h; codec $codec"
+echo "GPU stand-in: GPT-2 124M, $gpu_params parameters, $gpu_step s per 16k-token step, H = $gpu_h; codec $codec; overlap ${OVERLAP:-0}; task data ${LOCAL_DATA:+local, not on the link}"
 echo "bench: $P parameters, H = $H, CPU step ${cpu_step} s (calibration, $volunteers at once);" \
      "tau = $(printf %.4f "$tau") bench s per GPU s, beta = $(printf %.3g "$beta") bench bytes per GPU byte;" \
      "liveness $liveness heartbeats of 1 s"

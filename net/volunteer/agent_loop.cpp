@@ -313,6 +313,27 @@ Status AgentLoop::cycle()
     return trainTask(*task);
 }
 
+bool AgentLoop::wantsAheadTask() const
+{
+    // The task in hand counts once it is submitted.
+    const bool moreWanted = m_options.maxTasks == 0 || m_reporter.summary().tasks + 1 < m_options.maxTasks;
+    return m_options.overlap && moreWanted && !limitsReached();
+}
+
+// While a task trains: the next one leased ahead, and its data fetched, so
+// that it starts the moment this one ends.
+void AgentLoop::leaseAheadEarly()
+{
+    if (!wantsAheadTask() || m_aheadTask)
+        return;
+    obtainAheadTask();
+    if (!m_aheadTask)
+        return;
+    if (Status fetched = m_shards->prefetchTask(m_aheadTask->taskId, m_aheadTask->shards); !fetched)
+        m_reporter.log("task %llu: its data will be fetched when it starts (%s)",
+            static_cast<unsigned long long>(m_aheadTask->taskId), fetched.error().message.c_str());
+}
+
 void AgentLoop::obtainAheadTask()
 {
     net::GetTaskRequest request{m_options.project, m_session->joinReply().session, m_theta->version(), true};
@@ -400,13 +421,18 @@ Status AgentLoop::trainTask(const net::Task& task)
     m_aheadStart.reset();
     const auto started = Clock::now();
     RunHooks hooks;
-    hooks.whileTraining = [this] {
-        if (!m_uploader->pending())
-            return;
-        if (Status submitted = m_uploader->submit(); !submitted)
-            m_reporter.log("the last task's upload waits: %s", submitted.error().message.c_str());
+    const bool leasedAhead = task.version > m_theta->version();
+    hooks.whileTraining = [this, leasedAhead] {
+        if (m_uploader->pending())
+            if (Status submitted = m_uploader->submit(); !submitted)
+                m_reporter.log("the last task's upload waits: %s", submitted.error().message.c_str());
+        if (!leasedAhead) // (one leased ahead asks once its round has opened)
+            leaseAheadEarly();
     };
-    hooks.baseIsOut = [this] { syncWhileTraining(); };
+    hooks.baseIsOut = [this] {
+        syncWhileTraining();
+        leaseAheadEarly();
+    };
     auto outcome = m_runner->run(task, theta, std::move(*source), hooks);
     const double wallMs = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     AgentSummary& summary = m_reporter.summary();
@@ -457,14 +483,11 @@ Status AgentLoop::trainTask(const net::Task& task)
         wallMs / 1e3);
     if (!m_session->joined())
         return Error::make(net::errc::kTimeout, "not connected after training");
-    // The task just taken counts once it is submitted.
-    const bool moreWanted = m_options.maxTasks == 0 || m_reporter.summary().tasks + 1 < m_options.maxTasks;
-    if (m_options.overlap && moreWanted && !limitsReached()) {
+    if (wantsAheadTask() && !m_aheadTask)
         obtainAheadTask();
-        if (m_aheadTask) {
-            m_aheadStart = std::make_shared<const Theta>(Theta{base->version, std::string(), outcome->local});
-            return Status::success(); // uploads while the next task trains
-        }
+    if (wantsAheadTask() && m_aheadTask) {
+        m_aheadStart = std::make_shared<const Theta>(Theta{base->version, std::string(), outcome->local});
+        return Status::success(); // uploads while the next task trains
     }
     return m_uploader->submit();
 }

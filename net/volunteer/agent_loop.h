@@ -42,6 +42,8 @@ private:
     Status trainTask(const net::Task& task);
     // Overlap: asks for a task of the next round; keeps it in m_aheadTask.
     void obtainAheadTask();
+    bool wantsAheadTask() const;
+    void leaseAheadEarly();
     // A task leased ahead has trained: waits until the coordinator has
     // published its version and theta is synced to it.
     Status waitForBase(const net::Task& task);

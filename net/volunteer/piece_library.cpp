@@ -111,12 +111,13 @@ Result<std::vector<uint16_t>> PieceLibrary::readTokens(const std::filesystem::pa
     return tokens;
 }
 
-Status PieceLibrary::prepareTask(uint64_t taskId, const std::vector<net::ShardRange>& ranges)
+Result<std::filesystem::path> PieceLibrary::fetchTaskFile(
+    uint64_t taskId, const std::vector<net::ShardRange>& ranges, uint64_t& count)
 {
-    uint64_t count = 0;
+    count = 0;
     for (const net::ShardRange& range : ranges) {
         if (Status s = checkRange(range); !s)
-            return s;
+            return s.error();
         count += range.endToken - range.beginToken;
     }
     const std::string name = "task-data/" + std::to_string(taskId);
@@ -128,7 +129,7 @@ Status PieceLibrary::prepareTask(uint64_t taskId, const std::vector<net::ShardRa
     if (!description) {
         // A coordinator that serves ranges only: tokens() fetches them one by one.
         if (description.error().code == net::errc::kNotFound)
-            return Status::success();
+            return std::filesystem::path();
         return description.error();
     }
     if (description->bytes != count * sizeof(uint16_t))
@@ -139,7 +140,26 @@ Status PieceLibrary::prepareTask(uint64_t taskId, const std::vector<net::ShardRa
     const std::filesystem::path file = m_dir / "tasks" / (description->sha256 + ".tokens");
     if (auto report = download(name, file, &*description); !report)
         return report.error();
-    auto tokens = readTokens(file, count);
+    evict();
+    return file;
+}
+
+Status PieceLibrary::prefetchTask(uint64_t taskId, const std::vector<net::ShardRange>& ranges)
+{
+    uint64_t count = 0;
+    auto file = fetchTaskFile(taskId, ranges, count);
+    return file ? Status::success() : Status(file.error());
+}
+
+Status PieceLibrary::prepareTask(uint64_t taskId, const std::vector<net::ShardRange>& ranges)
+{
+    uint64_t count = 0;
+    auto file = fetchTaskFile(taskId, ranges, count);
+    if (!file)
+        return file.error();
+    if (file->empty())
+        return Status::success(); // tokens() fetches each range
+    auto tokens = readTokens(*file, count);
     if (!tokens)
         return tokens.error();
     const uint16_t* next = tokens->data();

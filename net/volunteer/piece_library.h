@@ -37,6 +37,7 @@ public:
         const std::atomic<bool>* cancel = nullptr);
 
     Status prepareTask(uint64_t taskId, const std::vector<net::ShardRange>& ranges) override;
+    Status prefetchTask(uint64_t taskId, const std::vector<net::ShardRange>& ranges) override;
     Result<std::span<const uint16_t>> tokens(const net::ShardRange& range) override;
     // Forgets the tokens held in memory (the files stay cached).
     void clear() override { m_held.clear(); }
@@ -54,6 +55,10 @@ private:
     Result<net::DownloadReport> download(
         const std::string& resource, const std::filesystem::path& target, const net::ResourceDescription* known);
     Result<std::vector<uint16_t>> readTokens(const std::filesystem::path& file, uint64_t count);
+    // Downloads task-data/<id> into the cache; an empty path when the
+    // coordinator serves ranges only. `count` is the task's token count.
+    Result<std::filesystem::path> fetchTaskFile(
+        uint64_t taskId, const std::vector<net::ShardRange>& ranges, uint64_t& count);
     void evict();
 
     std::filesystem::path m_dir;

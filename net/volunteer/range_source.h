@@ -43,6 +43,12 @@ public:
     {
         return Status::success();
     }
+    // Fetches a later task's tokens ahead of time (while another trains),
+    // without touching the tokens in use; prepareTask is then quick.
+    virtual Status prefetchTask(uint64_t /*taskId*/, const std::vector<net::ShardRange>& /*ranges*/)
+    {
+        return Status::success();
+    }
     // The previous task's tokens are no longer needed.
     virtual void clear() { }
 };
