@@ -179,11 +179,11 @@ gpu_task, H = float(sys.argv[5]), int(sys.argv[6])
 profiles = sys.argv[7:]
 rows = sqlite3.connect(f"{work}/state/bench/ledger.sqlite").execute(
     "SELECT round, closed_at_ms FROM rounds ORDER BY round").fetchall()
-closes = [t for _, t in rows if t]
+closes = [t for r, t in rows if t and r >= 1]  # round 0 is the project's creation
 gaps = [(b - a) / 1e3 for a, b in zip(closes, closes[1:])]
 round_s = sum(gaps) / len(gaps) if gaps else float("nan")
-print("| volunteer | profile | tasks | accepted | step s | compute s | wall s | utilisation | per round | GPU volunteer | MB sent | MB received | requests / task | heartbeats / task | data requests / task |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| volunteer | profile | tasks | accepted | step s | compute s | wall s | utilisation | steady | per round | GPU volunteer | GPU, steady | MB sent | MB received | requests / task | heartbeats / task | data requests / task |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for i, name in enumerate(profiles, 1):
     try:
         s = json.loads(open(f"{work}/v{i}.json").read().strip().splitlines()[-1])
@@ -199,8 +199,13 @@ for i, name in enumerate(profiles, 1):
     # time outside compute, in GPU seconds.
     gpu_compute = steps / H * gpu_task
     gpu = f"{gpu_compute / (gpu_compute + (s['wall_s'] - s['compute_s']) / tau):.3f}" if steps else "-"
+    # Steady: from the first task on (joining and the first full-state
+    # download, once per volunteer, left out).
+    busy = s["wall_s"] - s.get("first_task_s", 0)
+    steady = f"{s['compute_s'] / busy:.3f}" if busy > 0 else "-"
+    gpu_steady = f"{gpu_compute / (gpu_compute + (busy - s['compute_s']) / tau):.3f}" if steps and busy > 0 else "-"
     print(f"| v{i} | {name} | {s['tasks']} | {s['accepted']} | {step} | {s['compute_s']:.1f} | {s['wall_s']:.1f} | "
-          f"{s['compute_s'] / s['wall_s']:.3f} | {per_task / round_s:.3f} | {gpu} | "
+          f"{s['compute_s'] / s['wall_s']:.3f} | {steady} | {per_task / round_s:.3f} | {gpu} | {gpu_steady} | "
           f"{s['bytes_sent'] / 1e6:.3f} | {s['bytes_received'] / 1e6:.3f} | "
           f"{(s.get('requests', 0) - s.get('heartbeats', 0)) / tasks:.1f} | {s.get('heartbeats', 0) / tasks:.1f} | "
           f"{s.get('data_requests', 0) / tasks:.1f} |")

@@ -210,6 +210,7 @@ private slots:
         QVERIFY(p["name"] == "tiny");
         QVERIFY(p["version"] == 2);
         QVERIFY(p["token_goal"] == 100000);
+        QVERIFY(p["codec"] == "int8");
         QVERIFY(p["terms"]["license"] == "CC-BY-4.0");
         QVERIFY(p["terms"]["checkpoint_access"] == "everyone");
         QVERIFY(p["hub_link"] == m_server.first["hub_link"]);
@@ -253,6 +254,7 @@ private slots:
         const std::string& html = r->body;
         QVERIFY2(html.find(kEscapedName) != std::string::npos, html.c_str());
         QVERIFY(html.find("A &lt;b&gt;tiny&lt;/b&gt; demo &amp; test") != std::string::npos);
+        QVERIFY(html.find("int8 (8 bits per parameter)") != std::string::npos);
         QVERIFY(html.find("alert(\"pwned") == std::string::npos);
         QVERIFY(html.find("<b>tiny") == std::string::npos);
         // Only the page's own two scripts, and no address of another site.

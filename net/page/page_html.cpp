@@ -113,6 +113,10 @@ std::string statsHtml(const ProjectPage& page)
     stat("val-loss", "Validation loss", loss(i.valLoss));
     stat("parameters", "Parameters", groupedNumber(i.parameters));
     stat("shape", "Layers × width", std::to_string(i.model.nLayer) + " × " + std::to_string(i.model.nEmbd));
+    stat("codec", "Update codec",
+        i.codec == "sparse"     ? "sparse (top-k per chunk, 2-bit values)"
+            : i.codec == "int8" ? "int8 (8 bits per parameter)"
+                                : i.codec);
     out += "</dl>\n";
     const uint64_t percent = i.tokenGoal ? std::min<uint64_t>(100, i.tokensTrained * 100 / i.tokenGoal) : 0;
     out += "<p id=\"goal-line\"" + std::string(i.tokenGoal ? "" : " hidden")

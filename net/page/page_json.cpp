@@ -73,7 +73,7 @@ std::string projectJson(const ProjectPage& page, const std::string& hubLink)
             {{"n_layer", i.model.nLayer}, {"n_head", i.model.nHead}, {"n_embd", i.model.nEmbd},
                 {"block_size", i.model.blockSize}, {"vocab_size", i.model.vocabSize}, {"parameters", i.parameters}}},
         {"round", i.round}, {"version", i.version}, {"tokens_trained", i.tokensTrained}, {"token_goal", i.tokenGoal},
-        {"volunteers_online", i.volunteersOnline}, {"val_loss", number(i.valLoss)},
+        {"volunteers_online", i.volunteersOnline}, {"val_loss", number(i.valLoss)}, {"codec", i.codec},
         {"terms", {{"license", i.license}, {"checkpoint_access", i.checkpointAccess}, {"token_goal", i.tokenGoal}}},
         {"hub_link", hubLink}, {"how_to_join", howToJoin(i.name)}, {"leaderboard", leaderboard},
         {"checkpoints", checkpoints}, {"generation", page.generation}, {"updated_ms", page.updatedMs}};

@@ -87,6 +87,7 @@ struct AgentSummary {
     uint64_t tokens = 0; // tokens trained in inner steps
     double computeMs = 0; // time inside inner steps
     double wallMs = 0; // since run() started
+    double firstTaskMs = 0; // wallMs when the first task began training (after joining and the first sync)
     uint64_t bytesSent = 0; // request frames
     uint64_t bytesReceived = 0; // reply frames
     uint64_t version = 0; // theta_v held at the end

@@ -41,6 +41,7 @@ std::string AgentSummary::toJson() const
         {"tokens", tokens},
         {"compute_s", computeMs / 1e3},
         {"wall_s", wallMs / 1e3},
+        {"first_task_s", firstTaskMs / 1e3},
         {"utilisation", utilisation()},
         {"bytes_sent", bytesSent},
         {"bytes_received", bytesReceived},
@@ -420,6 +421,8 @@ Status AgentLoop::trainTask(const net::Task& task)
     }
     m_aheadStart.reset();
     const auto started = Clock::now();
+    if (m_reporter.summary().firstTaskMs == 0)
+        m_reporter.summary().firstTaskMs = std::chrono::duration<double, std::milli>(started - m_started).count();
     RunHooks hooks;
     const bool leasedAhead = task.version > m_theta->version();
     hooks.whileTraining = [this, leasedAhead] {
