@@ -413,6 +413,8 @@ Status AgentLoop::trainTask(const net::Task& task)
 
     // A task leased ahead starts from where the last one ended (a guess at
     // the coming version); its progress is moved onto the true version after.
+    // Starting from theta_v, or from theta_v plus the last outer update, was
+    // tried: the direction gate refused more of those tasks.
     std::shared_ptr<const Theta> theta = m_theta->current();
     if (m_aheadStart && task.version > theta->version && m_aheadStart->version == theta->version) {
         theta = m_aheadStart;
