@@ -21,7 +21,7 @@ import time
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from train_reference import GPT  # noqa: E402
+from train_reference import GPT, char_data  # noqa: E402
 
 
 def lr_at(a, own_step, global_step):
@@ -118,12 +118,7 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
 
-    text = open(a.text, encoding="utf-8").read()
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
-    n = int(0.9 * len(data))
-    train, val = data[:n], data[n:]
+    chars, train, val = char_data(a.text)
     gen = torch.Generator().manual_seed(a.seed + 1)
     vgen = torch.Generator().manual_seed(7)
     val_starts = [torch.randint(len(val) - a.block, (16,), generator=vgen) for _ in range(a.val_batches)]

@@ -70,6 +70,16 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+def char_data(path):
+    """The text's characters (sorted) and its token ids split 90/10 into train and validation."""
+    text = open(path, encoding="utf-8").read()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    n = int(0.9 * len(data))
+    return chars, data[:n], data[n:]
+
+
 def get_lr(it, a):
     if it < a.warmup_iters:
         return a.learning_rate * (it + 1) / (a.warmup_iters + 1)
@@ -99,12 +109,7 @@ def main():
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
 
-    text = open(a.text, encoding="utf-8").read()
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
-    n = int(0.9 * len(data))
-    train, val = data[:n], data[n:]
+    chars, train, val = char_data(a.text)
 
     # nanoGPT draws each window's start at random ("random"); "tiles" cuts the
     # training text into non-overlapping windows at a random offset and takes
