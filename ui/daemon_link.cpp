@@ -62,7 +62,7 @@ void DaemonRequest::finish(DaemonReply reply)
 }
 
 DaemonLink::DaemonLink(std::filesystem::path controlDir, QString workerProgram, QObject* parent)
-    : QObject(parent)
+    : Link(parent)
     , m_dir(std::move(controlDir))
     , m_worker(std::move(workerProgram))
 {
@@ -167,12 +167,10 @@ DaemonRequest* DaemonLink::request(const QString& type, const control::Value& bo
     return job;
 }
 
-DaemonRequest* DaemonLink::request(
-    const QString& type, const control::Value& body, QObject* context, Handler done, int timeoutMs)
+void DaemonLink::request(const QString& type, const control::Value& body, QObject* context, Handler done, int timeoutMs)
 {
     DaemonRequest* job = request(type, body, timeoutMs);
     connect(job, &DaemonRequest::finished, context, std::move(done));
-    return job;
 }
 
 void DaemonLink::scheduleDrain()

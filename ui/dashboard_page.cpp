@@ -1,6 +1,6 @@
-#include "ui/daemon_link.h"
+#include "ui/dashboard_page.h"
+
 #include "ui/format.h"
-#include "ui/pages.h"
 #include "ui/series_chart.h"
 
 #include <algorithm>
@@ -16,8 +16,6 @@
 namespace crowdtrain::ui {
 namespace {
 
-enum Tile { kLoss, kSpeed, kBusy, kRound, kWork, kDevice };
-
 // Chart colours that read on light and dark backgrounds.
 const QColor kBlue(0x1f, 0x77, 0xb4);
 const QColor kRed(0xd6, 0x27, 0x28);
@@ -26,7 +24,7 @@ const QColor kOrange(0xff, 0x7f, 0x0e);
 
 } // namespace
 
-DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
+DashboardPage::DashboardPage(Link& link, QWidget* parent)
     : Page(link, parent)
 {
     auto* layout = new QVBoxLayout(this);
@@ -56,7 +54,7 @@ DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
     auto* tiles = new QGridLayout;
     const QString names[] = {tr("Train loss"), tr("Tokens per second"), tr("Busy share"), tr("Round"),
         tr("Tasks accepted / rejected"), tr("Device")};
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < kTiles; ++i) {
         auto* caption = new QLabel(names[i], this);
         caption->setForegroundRole(QPalette::PlaceholderText);
         m_tiles[i] = new QLabel(QStringLiteral("—"), this);
@@ -69,29 +67,7 @@ DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
     }
     layout->addLayout(tiles);
 
-    m_loss = new SeriesChart(
-        tr("Loss of the project's model"), SeriesChart::XAxis::Number, tr("Tokens trained"), tr("Loss"), this);
-    m_loss->addSeries(tr("Train loss (volunteers)"), kBlue);
-    m_loss->addSeries(tr("Validation loss"), kRed, false, true);
-    m_volunteers
-        = new SeriesChart(tr("Volunteers online"), SeriesChart::XAxis::Time, tr("Time"), tr("Volunteers"), this);
-    m_volunteers->addSeries(tr("Volunteers"), kGreen);
-    m_machine
-        = new SeriesChart(tr("This machine"), SeriesChart::XAxis::Time, tr("Time"), tr("Tokens per second"), this);
-    m_machine->addSeries(tr("Tokens per second"), kBlue);
-    m_machine->addSeries(tr("Busy share (%)"), kOrange, true);
-    m_machine->setRightAxisLabel(tr("Busy share (%)"), 0, 105);
-    // Before the first point: fixed ranges that fit what comes (a small
-    // model's loss, a few volunteers, a CPU's tokens per second) and why
-    // the chart is empty.
-    m_loss->setEmptyRange(0, 5, 0, 1e6);
-    m_volunteers->setEmptyRange(0, 2);
-    m_volunteers->setIntegerTicks(true);
-    m_machine->setEmptyRange(0, 1000);
-    for (SeriesChart* chart : {m_loss, m_volunteers, m_machine}) {
-        chart->setEmptyText(tr("No points yet: connecting to the Crowdtrain service"));
-        chart->refresh();
-    }
+    buildCharts();
     layout->addWidget(m_loss, 3);
     auto* lower = new QHBoxLayout;
     lower->addWidget(m_volunteers, 1);
@@ -123,9 +99,46 @@ DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
     m_cadence->start();
 }
 
+void DashboardPage::buildCharts()
+{
+    m_loss = new SeriesChart(
+        tr("Loss of the project's model"), SeriesChart::XAxis::Number, tr("Tokens trained"), tr("Loss"), this);
+    m_loss->addSeries(tr("Train loss (volunteers)"), kBlue);
+    m_loss->addSeries(tr("Validation loss"), kRed, false, true);
+    m_volunteers
+        = new SeriesChart(tr("Volunteers online"), SeriesChart::XAxis::Time, tr("Time"), tr("Volunteers"), this);
+    m_volunteers->addSeries(tr("Volunteers"), kGreen);
+    m_machine
+        = new SeriesChart(tr("This machine"), SeriesChart::XAxis::Time, tr("Time"), tr("Tokens per second"), this);
+    m_machine->addSeries(tr("Tokens per second"), kBlue);
+    m_machine->addSeries(tr("Busy share (%)"), kOrange, true);
+    m_machine->setRightAxisLabel(tr("Busy share (%)"), 0, 105);
+    // Before the first point: fixed ranges that fit what comes (a small
+    // model's loss, a few volunteers, a CPU's tokens per second) and why
+    // the chart is empty.
+    m_loss->setEmptyRange(0, 5, 0, 1e6);
+    m_volunteers->setEmptyRange(0, 2);
+    m_volunteers->setIntegerTicks(true);
+    m_machine->setEmptyRange(0, 1000);
+    for (SeriesChart* chart : {m_loss, m_volunteers, m_machine}) {
+        chart->setEmptyText(tr("No points yet: connecting to the Crowdtrain service"));
+        chart->refresh();
+    }
+}
+
 QString DashboardPage::stateText() const
 {
     return m_state->text();
+}
+
+QString DashboardPage::detailText() const
+{
+    return m_detail->text();
+}
+
+QString DashboardPage::tileText(Tile tile) const
+{
+    return m_tiles[tile]->text();
 }
 
 void DashboardPage::load()
@@ -154,18 +167,23 @@ void DashboardPage::load()
         // Without a project the history is idle zeros: the chart says "join" instead.
         if (!reply.ok || !m_joined)
             return;
-        for (const control::Value& row : reply.body["rows"].items()) {
-            const uint64_t t = row["time_ms"].toUInt();
-            if (t <= m_lastMachineMs)
-                continue;
-            m_lastMachineMs = t;
-            m_machine->append(0, double(t) / 1e3, row["tokens_per_second"].toDouble());
-            m_machine->append(1, double(t) / 1e3, 100.0 * row["busy_share"].toDouble());
-            addTemperature(double(t) / 1e3, row["gpu_temperature_c"]);
-        }
+        addMachineRows(reply.body["rows"]);
         m_dirty = true;
         flush();
     });
+}
+
+void DashboardPage::addMachineRows(const control::Value& rows)
+{
+    for (const control::Value& row : rows.items()) {
+        const uint64_t t = row["time_ms"].toUInt();
+        if (t <= m_lastMachineMs)
+            continue;
+        m_lastMachineMs = t;
+        m_machine->append(0, double(t) / 1e3, row["tokens_per_second"].toDouble());
+        m_machine->append(1, double(t) / 1e3, 100.0 * row["busy_share"].toDouble());
+        addTemperature(double(t) / 1e3, row["gpu_temperature_c"]);
+    }
 }
 
 void DashboardPage::addTemperature(double t, const control::Value& celsius)
@@ -267,6 +285,17 @@ void DashboardPage::showStatus(const control::Value& status)
     if (project.isEmpty())
         detail << tr("Join a project on the Projects page to start.");
     m_detail->setText(detail.join(QStringLiteral(" · ")));
+    showTiles(status);
+    const QString empty
+        = project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first round");
+    m_loss->setEmptyText(empty);
+    m_volunteers->setEmptyText(empty);
+    m_machine->setEmptyText(
+        project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first step"));
+}
+
+void DashboardPage::showTiles(const control::Value& status)
+{
     m_tiles[kLoss]->setText(status["loss"].toDouble() > 0 ? formatLoss(status["loss"]) : QStringLiteral("—"));
     // The same figure as the machine chart's line (the governor's busy
     // share times the last step's rate), so tile and chart agree.
@@ -278,12 +307,6 @@ void DashboardPage::showStatus(const control::Value& status)
     // Where it trains once known ("CPU", "CUDA:0"), else the setting.
     m_tiles[kDevice]->setText(
         deviceWords(text(status.has("device_in_use") ? status["device_in_use"] : status["device"])));
-    const QString empty
-        = project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first round");
-    m_loss->setEmptyText(empty);
-    m_volunteers->setEmptyText(empty);
-    m_machine->setEmptyText(
-        project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first step"));
 }
 
 } // namespace crowdtrain::ui

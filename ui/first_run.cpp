@@ -1,7 +1,7 @@
 #include "ui/first_run.h"
 
-#include "ui/daemon_link.h"
 #include "ui/format.h"
+#include "ui/link.h"
 
 #include <QButtonGroup>
 #include <QCheckBox>
@@ -80,7 +80,7 @@ void ProjectChoicePage::setCatalog(const control::Value& catalog)
     emit completeChanged();
 }
 
-FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
+FirstRunWizard::FirstRunWizard(Link& link, QWidget* parent)
     : QWizard(parent)
     , m_link(link)
 {
@@ -148,11 +148,11 @@ FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
     m_retry = new QTimer(this);
     m_retry->setInterval(1000);
     connect(m_retry, &QTimer::timeout, this, &FirstRunWizard::loadProjects);
-    connect(&m_link, &DaemonLink::attachedChanged, this, [this](bool attached) {
+    connect(&m_link, &Link::attachedChanged, this, [this](bool attached) {
         if (attached)
             loadProjects();
     });
-    connect(&m_link, &DaemonLink::startFailed, this, [this](const QString& why) {
+    connect(&m_link, &Link::startFailed, this, [this](const QString& why) {
         if (!m_projectPage->loaded())
             m_projectPage->setWaiting(why);
         m_startFailed = true;

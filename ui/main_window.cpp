@@ -1,9 +1,14 @@
 #include "ui/main_window.h"
 
-#include "ui/daemon_link.h"
+#include "ui/checkpoints_page.h"
+#include "ui/contributions_page.h"
+#include "ui/dashboard_page.h"
 #include "ui/first_run.h"
 #include "ui/format.h"
-#include "ui/pages.h"
+#include "ui/link.h"
+#include "ui/log_page.h"
+#include "ui/projects_page.h"
+#include "ui/settings_page.h"
 
 #include <QAction>
 #include <QApplication>
@@ -29,7 +34,7 @@ static void initUiResources()
 
 namespace crowdtrain::ui {
 
-MainWindow::MainWindow(DaemonLink& link, QWidget* parent)
+MainWindow::MainWindow(Link& link, QWidget* parent)
     : QMainWindow(parent)
     , m_link(link)
 {
@@ -72,9 +77,9 @@ MainWindow::MainWindow(DaemonLink& link, QWidget* parent)
     m_status->setAccessibleName(tr("Service status"));
     statusBar()->addPermanentWidget(m_status);
 
-    connect(&m_link, &DaemonLink::event, this, &MainWindow::onEvent);
-    connect(&m_link, &DaemonLink::attachedChanged, this, &MainWindow::onAttached);
-    connect(&m_link, &DaemonLink::notice, this, [this](const QString& text) { statusBar()->showMessage(text, 10000); });
+    connect(&m_link, &Link::event, this, &MainWindow::onEvent);
+    connect(&m_link, &Link::attachedChanged, this, &MainWindow::onAttached);
+    connect(&m_link, &Link::notice, this, [this](const QString& text) { statusBar()->showMessage(text, 10000); });
     setupTray();
     m_sidebar->setCurrentRow(kDashboard);
     resize(1180, 800);
@@ -234,7 +239,7 @@ bool MainWindow::maybeRunFirstRun()
         });
     };
     check();
-    connect(&m_link, &DaemonLink::attachedChanged, wizard, [check](bool attached) {
+    connect(&m_link, &Link::attachedChanged, wizard, [check](bool attached) {
         if (attached)
             check();
     });

@@ -17,7 +17,7 @@ class QLabel;
 
 namespace crowdtrain::ui {
 
-class DaemonLink;
+class Link;
 class DashboardPage;
 class ProjectsPage;
 class CheckpointsPage;
@@ -32,7 +32,7 @@ class MainWindow : public QMainWindow {
 public:
     enum PageIndex { kDashboard, kProjects, kCheckpoints, kContributions, kSettings, kLog, kPages };
 
-    explicit MainWindow(DaemonLink& link, QWidget* parent = nullptr);
+    explicit MainWindow(Link& link, QWidget* parent = nullptr);
 
     void showPage(int index);
     Page* page(int index) const;
@@ -54,7 +54,7 @@ private:
     void onAttached(bool attached);
     void setupTray();
 
-    DaemonLink& m_link;
+    Link& m_link;
     QListWidget* m_sidebar;
     QStackedWidget* m_stack;
     Page* m_pages[kPages];

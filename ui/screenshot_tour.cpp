@@ -1,9 +1,9 @@
 #include "ui/screenshot_tour.h"
 
-#include "ui/daemon_link.h"
+#include "ui/checkpoints_page.h"
 #include "ui/first_run.h"
+#include "ui/link.h"
 #include "ui/main_window.h"
-#include "ui/pages.h"
 
 #include <QApplication>
 #include <QDateTime>
@@ -16,7 +16,7 @@
 
 namespace crowdtrain::ui {
 
-ScreenshotTour::ScreenshotTour(MainWindow& window, DaemonLink& link, QString dir, bool walkFirstRun)
+ScreenshotTour::ScreenshotTour(MainWindow& window, Link& link, QString dir, bool walkFirstRun)
     : QObject(&window)
     , m_window(window)
     , m_link(link)
