@@ -487,6 +487,36 @@ private slots:
         QCOMPARE(window.statusText(), QStringLiteral("Service: paused by you"));
         QVERIFY(window.dashboard()->stateText().startsWith(QStringLiteral("Paused")));
     }
+
+    void theHeatLimitIsNotifiedByItsCodeNotItsWords()
+    {
+        FakeLink link;
+        MainWindow window(link);
+        QSignalSpy notified(&window, &MainWindow::notified);
+        auto state = [&](const char* text, const char* reason, control::LimitCode code) {
+            control::Value body = control::Value::map();
+            body.set("state", "paused").set("text", text).set("reason", reason);
+            body.set("limit_code", control::wireName(code));
+            link.emitEvent(QStringLiteral("state"), body);
+        };
+        // Words that mention degrees, from another limit: no notification.
+        state(
+            "paused: program 40 \u00B0C-monitor runs", "program 40 \u00B0C-monitor runs", control::LimitCode::Program);
+        QCOMPARE(notified.count(), 0);
+        state("paused: GPU at 87 \u00B0C", "GPU at 87 \u00B0C", control::LimitCode::Temperature);
+        QCOMPARE(notified.count(), 1);
+        QCOMPARE(notified.first().at(1).toString(), QStringLiteral("GPU at 87 \u00B0C"));
+        // The same state again is not news.
+        state("paused: GPU at 87 \u00B0C", "GPU at 87 \u00B0C", control::LimitCode::Temperature);
+        QCOMPARE(notified.count(), 1);
+        state("paused: cooling down", "cooling down for 2 min", control::LimitCode::Cooling);
+        QCOMPARE(notified.count(), 2);
+        control::Value published = control::Value::map();
+        published.set("project", "demo-fortunes").set("round", 10).set("val_loss", 3.5);
+        link.emitEvent(QStringLiteral("checkpoint_published"), published);
+        QCOMPARE(notified.count(), 3);
+        QVERIFY(notified.last().at(1).toString().contains(QStringLiteral("round 10")));
+    }
 };
 
 QTEST_MAIN(TestPages)

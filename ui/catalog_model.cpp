@@ -117,7 +117,7 @@ QVariant CatalogModel::hubData(const Hub& hub, int column, int role) const
     }
     if (role != Qt::DisplayRole || column != kName)
         return {};
-    const bool demo = hub.link == QLatin1String("demo");
+    const bool demo = hub.link == qname(control::kDemoHub);
     QString label = demo ? tr("Local demo") : text(hub.value["label"]);
     if (!hub.value["reachable"].toBool() && !demo)
         label += tr(" — unreachable, last seen %1").arg(formatAgo(hub.value["last_seen_ms"].toUInt()));

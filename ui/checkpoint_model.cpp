@@ -11,27 +11,33 @@ uint64_t roundOf(const control::Value& c)
     return c["round"].toUInt();
 }
 
+using control::DownloadState;
+
 QString stateWords(const control::Value& c)
 {
-    const std::string state = c["state"].toString();
-    if (state == "remote")
+    switch (CheckpointModel::stateOf(c).value_or(DownloadState::Queued)) {
+    case DownloadState::Remote:
         return CheckpointModel::tr("on the hub");
-    if (state == "ready")
+    case DownloadState::Ready:
         return CheckpointModel::tr("downloaded, verified");
-    if (state == "downloading")
+    case DownloadState::Downloading:
         return CheckpointModel::tr("downloading, %1/s").arg(formatBytes(c["bytes_per_second"].toDouble()));
-    if (state == "waiting")
+    case DownloadState::Waiting:
         return CheckpointModel::tr("will retry: %1").arg(text(c["error"]));
-    if (state == "failed")
+    case DownloadState::Failed:
         return CheckpointModel::tr("failed: %1").arg(text(c["error"]));
-    return QString::fromStdString(state);
+    case DownloadState::Queued:
+    case DownloadState::Paused:
+        break;
+    }
+    return text(c["state"]);
 }
 
 // Downloads in progress show a bar.
 bool hasBar(const control::Value& c)
 {
-    const std::string state = c["state"].toString();
-    return state == "downloading" || state == "paused" || state == "queued";
+    const auto state = CheckpointModel::stateOf(c);
+    return state == DownloadState::Downloading || state == DownloadState::Paused || state == DownloadState::Queued;
 }
 
 int permille(const control::Value& c)
@@ -41,6 +47,11 @@ int permille(const control::Value& c)
 }
 
 } // namespace
+
+std::optional<control::DownloadState> CheckpointModel::stateOf(const control::Value& checkpoint)
+{
+    return control::parseDownloadState(checkpoint["state"].toString());
+}
 
 int CheckpointModel::rowCount(const QModelIndex& parent) const
 {
@@ -176,7 +187,7 @@ int CheckpointModel::rowOf(uint64_t round) const
 bool CheckpointModel::anyReady() const
 {
     return std::any_of(
-        m_rows.begin(), m_rows.end(), [](const control::Value& c) { return c["state"].toString() == "ready"; });
+        m_rows.begin(), m_rows.end(), [](const control::Value& c) { return stateOf(c) == DownloadState::Ready; });
 }
 
 } // namespace crowdtrain::ui

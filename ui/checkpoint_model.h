@@ -7,10 +7,12 @@
 // rows that differ) and by `download` events (applyProgress: one row in
 // place). GUI thread only.
 
+#include "net/control/control_names.h"
 #include "net/control/value.h"
 
 #include <QAbstractTableModel>
 
+#include <optional>
 #include <vector>
 
 namespace crowdtrain::ui {
@@ -37,6 +39,9 @@ public:
     // A `download` event: its row changes in place. Unknown: not in the
     // list (or another project's), so the list should be asked for again.
     Progress applyProgress(const control::Value& event);
+
+    // A checkpoint's state (nullopt: a word this app does not know).
+    static std::optional<control::DownloadState> stateOf(const control::Value& checkpoint);
 
     const QString& project() const { return m_project; }
     // The checkpoint at `row`, or of `round` (nullptr when absent).

@@ -47,10 +47,11 @@ CheckpointsPage::CheckpointsPage(Link& link, QWidget* parent)
     connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &CheckpointsPage::showSelection);
     // A row whose state changes (a download ends) changes what the buttons allow.
     connect(m_model, &QAbstractItemModel::dataChanged, this, &CheckpointsPage::showSelection);
-    const char* requests[] = {"download", "download_pause", "download_resume", "download_cancel", "checkpoint_delete"};
+    const std::string_view requests[] = {control::request::kDownload, control::request::kDownloadPause,
+        control::request::kDownloadResume, control::request::kDownloadCancel, control::request::kCheckpointDelete};
     for (int i = kDownload; i <= kDelete; ++i)
-        connect(m_buttons[i], &QPushButton::clicked, this,
-            [this, request = QString::fromLatin1(requests[i])] { act(request); });
+        connect(
+            m_buttons[i], &QPushButton::clicked, this, [this, request = QString(qname(requests[i]))] { act(request); });
     connect(m_buttons[kOpen], &QPushButton::clicked, this, [this] {
         const control::Value* c = m_model->find(selectedRound());
         if (c && c->has("folder"))
@@ -145,7 +146,7 @@ void CheckpointsPage::selectRound(uint64_t round)
 void CheckpointsPage::load()
 {
     fetch(
-        QStringLiteral("checkpoints"), control::Value::map(),
+        qname(control::request::kCheckpoints), control::Value::map(),
         [this](const DaemonReply& reply) {
             if (reply.ok)
                 showList(reply.body);
@@ -161,7 +162,7 @@ void CheckpointsPage::showList(const control::Value& list)
         // The newest downloaded one, else the newest.
         int row = 0;
         for (int r = 0; r < m_model->rowCount(); ++r)
-            if ((*m_model->at(r))["state"].toString() == "ready") {
+            if (CheckpointModel::stateOf(*m_model->at(r)) == control::DownloadState::Ready) {
                 row = r;
                 break;
             }
@@ -187,12 +188,12 @@ void CheckpointsPage::showProgress(const control::Value& event)
 
 void CheckpointsPage::onEvent(const QString& type, const control::Value& body)
 {
-    if (type == QLatin1String("generated")) {
+    if (type == qname(control::event::kGenerated)) {
         onGenerated(body);
-    } else if (type == QLatin1String("download")) {
+    } else if (type == qname(control::event::kDownload)) {
         if (isVisible())
             showProgress(body);
-    } else if (type == QLatin1String("checkpoint_published") || type == QLatin1String("samples")) {
+    } else if (type == qname(control::event::kCheckpointPublished) || type == qname(control::event::kSamples)) {
         // Shown pages follow at once; a hidden one reloads when shown
         // (MainWindow::showPage), the tray says what was published.
         if (isVisible())
@@ -221,16 +222,20 @@ void CheckpointsPage::onGenerated(const control::Value& piece)
 
 void CheckpointsPage::showSelection()
 {
+    using control::DownloadState;
     const control::Value* chosen = m_model->find(selectedRound());
-    const std::string state = chosen ? (*chosen)["state"].toString() : std::string();
-    m_buttons[kDownload]->setEnabled(chosen && (state == "remote" || state == "failed"));
-    m_buttons[kPause]->setEnabled(state == "downloading" || state == "queued" || state == "waiting");
-    m_buttons[kResume]->setEnabled(state == "paused");
-    m_buttons[kCancel]->setEnabled(state == "downloading" || state == "paused" || state == "waiting");
-    m_buttons[kDelete]->setEnabled(state == "ready");
-    m_buttons[kOpen]->setEnabled(state == "ready");
-    m_generate->setEnabled(state == "ready" && !m_generating);
-    m_output->setPlaceholderText(state == "ready"
+    const std::optional<DownloadState> state = chosen ? CheckpointModel::stateOf(*chosen) : std::nullopt;
+    auto in = [&state](std::initializer_list<DownloadState> states) {
+        return state && std::find(states.begin(), states.end(), *state) != states.end();
+    };
+    m_buttons[kDownload]->setEnabled(in({DownloadState::Remote, DownloadState::Failed}));
+    m_buttons[kPause]->setEnabled(in({DownloadState::Downloading, DownloadState::Queued, DownloadState::Waiting}));
+    m_buttons[kResume]->setEnabled(in({DownloadState::Paused}));
+    m_buttons[kCancel]->setEnabled(in({DownloadState::Downloading, DownloadState::Paused, DownloadState::Waiting}));
+    m_buttons[kDelete]->setEnabled(in({DownloadState::Ready}));
+    m_buttons[kOpen]->setEnabled(in({DownloadState::Ready}));
+    m_generate->setEnabled(in({DownloadState::Ready}) && !m_generating);
+    m_output->setPlaceholderText(in({DownloadState::Ready})
             ? tr("Write the start of a text above and press Generate: this checkpoint continues it.")
             : m_model->anyReady() ? tr("Select a downloaded checkpoint to generate text from it.")
                                   : tr("Download a checkpoint, then generate text from it here."));
@@ -285,7 +290,7 @@ void CheckpointsPage::generate()
     m_early.clear();
     m_generate->setEnabled(false);
     m_output->setPlainText(m_prompt->text());
-    send(QStringLiteral("generate"), body, [this](const DaemonReply& reply) {
+    send(qname(control::request::kGenerate), body, [this](const DaemonReply& reply) {
         m_awaitingId = false;
         if (!reply.ok) {
             m_generating = false;

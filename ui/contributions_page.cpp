@@ -42,11 +42,11 @@ ContributionsPage::ContributionsPage(Link& link, QWidget* parent)
 void ContributionsPage::load()
 {
     // The device first: the hours are named for what did them.
-    fetch(QStringLiteral("status"), control::Value::map(), [this](const DaemonReply& status) {
+    fetch(qname(control::request::kStatus), control::Value::map(), [this](const DaemonReply& status) {
         if (status.ok)
             m_device = text(status.body.has("device_in_use") ? status.body["device_in_use"] : status.body["device"]);
         fetch(
-            QStringLiteral("contributions"), control::Value::map(),
+            qname(control::request::kContributions), control::Value::map(),
             [this](const DaemonReply& reply) { showReply(reply); }, 15000);
     });
 }
@@ -54,8 +54,9 @@ void ContributionsPage::load()
 void ContributionsPage::showReply(const DaemonReply& reply)
 {
     if (!reply.ok) {
-        m_summary->setText(reply.code == QLatin1String("not_joined") ? tr("Join a project to see your contribution.")
-                                                                     : reply.message.toHtmlEscaped());
+        m_summary->setText(reply.code == qname(control::errc::kNotJoined)
+                ? tr("Join a project to see your contribution.")
+                : reply.message.toHtmlEscaped());
         m_model->clear();
         return;
     }

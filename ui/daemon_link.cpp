@@ -3,6 +3,7 @@
 #include "net/control/control_client.h"
 #include "net/control/control_paths.h"
 #include "net/control/event_subscriber.h"
+#include "ui/format.h"
 
 #include <QCoreApplication>
 #include <QDateTime>
@@ -278,7 +279,7 @@ void DaemonLink::watchdog()
         return;
     m_pinging = true;
     request(
-        QStringLiteral("status"), control::Value::map(), this,
+        qname(control::request::kStatus), control::Value::map(), this,
         [this](const DaemonReply& reply) {
             m_pinging = false;
             if (reply.ok) {

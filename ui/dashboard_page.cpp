@@ -76,7 +76,7 @@ DashboardPage::DashboardPage(Link& link, QWidget* parent)
 
     connect(m_pause, &QPushButton::clicked, this, [this] {
         m_pause->setEnabled(false);
-        send(m_paused ? QStringLiteral("resume") : QStringLiteral("pause"), control::Value::map(),
+        send(m_paused ? qname(control::request::kResume) : qname(control::request::kPause), control::Value::map(),
             [this](const DaemonReply& reply) {
                 m_pause->setEnabled(true);
                 if (!reply.ok)
@@ -87,7 +87,7 @@ DashboardPage::DashboardPage(Link& link, QWidget* parent)
     connect(m_snooze, &QPushButton::clicked, this, [this] {
         control::Value body = control::Value::map();
         body.set("seconds", 3600);
-        send(QStringLiteral("snooze"), body, [this](const DaemonReply& reply) {
+        send(qname(control::request::kSnooze), body, [this](const DaemonReply& reply) {
             emit message(reply.ok ? tr("Training snoozed for one hour.") : reply.message);
             reload();
         });
@@ -143,13 +143,13 @@ QString DashboardPage::tileText(Tile tile) const
 
 void DashboardPage::load()
 {
-    fetch(QStringLiteral("status"), control::Value::map(), [this](const DaemonReply& reply) {
+    fetch(qname(control::request::kStatus), control::Value::map(), [this](const DaemonReply& reply) {
         if (reply.ok)
             showStatus(reply.body);
     });
     control::Value since = control::Value::map();
     since.set("since_round", m_haveRows ? m_lastRound + 1 : 0);
-    fetch(QStringLiteral("metrics"), since, [this](const DaemonReply& reply) {
+    fetch(qname(control::request::kMetrics), since, [this](const DaemonReply& reply) {
         if (!reply.ok)
             return;
         if (text(reply.body["project"]) != m_project) {
@@ -163,7 +163,7 @@ void DashboardPage::load()
         m_dirty = true;
         flush();
     });
-    fetch(QStringLiteral("machine_history"), control::Value::map(), [this](const DaemonReply& reply) {
+    fetch(qname(control::request::kMachineHistory), control::Value::map(), [this](const DaemonReply& reply) {
         // Without a project the history is idle zeros: the chart says "join" instead.
         if (!reply.ok || !m_joined)
             return;
@@ -200,18 +200,18 @@ void DashboardPage::addTemperature(double t, const control::Value& celsius)
 
 void DashboardPage::onEvent(const QString& type, const control::Value& body)
 {
-    if (type == QLatin1String("progress") || type == QLatin1String("state")) {
+    if (type == qname(control::event::kProgress) || type == qname(control::event::kState)) {
         showStatus(body);
         const uint64_t t = uint64_t(QDateTime::currentMSecsSinceEpoch());
         // Nothing trains without a project: no points, the chart says why.
-        if (type == QLatin1String("progress") && t > m_lastMachineMs && !text(body["project"]).isEmpty()) {
+        if (type == qname(control::event::kProgress) && t > m_lastMachineMs && !text(body["project"]).isEmpty()) {
             m_lastMachineMs = t;
             m_machine->append(0, double(t) / 1e3, body["effective_tokens_per_second"].toDouble());
             m_machine->append(1, double(t) / 1e3, 100.0 * body["busy_share"].toDouble());
             addTemperature(double(t) / 1e3, body["limits"]["gpu"]["temperature_c"]);
             m_dirty = true;
         }
-    } else if (type == QLatin1String("metrics")) {
+    } else if (type == qname(control::event::kMetrics)) {
         if (text(body["project"]) == m_project)
             addMetricRows(body["rows"]);
         else
@@ -264,6 +264,7 @@ void DashboardPage::flush()
 void DashboardPage::showStatus(const control::Value& status)
 {
     const QString state = text(status["state"]);
+    const auto daemonState = control::parseDaemonState(status["state"].toString());
     const QString reason = text(status["reason"]);
     const QString project = text(status["project"]);
     m_joined = !project.isEmpty();
@@ -276,11 +277,11 @@ void DashboardPage::showStatus(const control::Value& status)
     QStringList detail;
     if (!project.isEmpty())
         detail << tr("Project %1").arg(project);
-    if (status["steps"].toUInt() > 0 && state == QLatin1String("training"))
+    if (status["steps"].toUInt() > 0 && daemonState == control::DaemonState::Training)
         detail << tr("step %1 of %2").arg(status["step"].toUInt()).arg(status["steps"].toUInt());
     if (!text(status["limit"]).isEmpty())
         detail << tr("limit: %1").arg(text(status["limit"]));
-    if (!text(status["last_error"]).isEmpty() && state == QLatin1String("offline"))
+    if (!text(status["last_error"]).isEmpty() && daemonState == control::DaemonState::Offline)
         detail << text(status["last_error"]);
     if (project.isEmpty())
         detail << tr("Join a project on the Projects page to start.");

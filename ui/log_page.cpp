@@ -32,7 +32,7 @@ LogPage::LogPage(Link& link, QWidget* parent)
 
 void LogPage::load()
 {
-    fetch(QStringLiteral("log"), control::Value::map(), [this](const DaemonReply& reply) {
+    fetch(qname(control::request::kLog), control::Value::map(), [this](const DaemonReply& reply) {
         if (!reply.ok)
             return;
         m_text->clear();
@@ -43,7 +43,7 @@ void LogPage::load()
 
 void LogPage::onEvent(const QString& type, const control::Value& body)
 {
-    if (type == QLatin1String("log"))
+    if (type == qname(control::event::kLog))
         append(ui::text(body["line"]));
 }
 

@@ -46,6 +46,10 @@ public:
     // Saves a PNG of each page into `dir` (screenshots, tests).
     QStringList saveScreenshots(const QString& dir);
 
+signals:
+    // A notification for the volunteer (shown by the tray icon where there is one).
+    void notified(const QString& title, const QString& text);
+
 protected:
     void closeEvent(QCloseEvent* event) override;
 
@@ -53,6 +57,7 @@ private:
     void onEvent(const QString& type, const crowdtrain::control::Value& body);
     void onAttached(bool attached);
     void setupTray();
+    void notify(const QString& title, const QString& words);
 
     Link& m_link;
     QListWidget* m_sidebar;

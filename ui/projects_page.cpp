@@ -116,7 +116,7 @@ void ProjectsPage::buildTree(QWidget* parent)
 
 void ProjectsPage::load()
 {
-    fetch(QStringLiteral("catalog"), control::Value::map(), [this](const DaemonReply& reply) {
+    fetch(qname(control::request::kCatalog), control::Value::map(), [this](const DaemonReply& reply) {
         if (reply.ok)
             showCatalog(reply.body);
     });
@@ -129,7 +129,7 @@ void ProjectsPage::refresh(QPushButton* button)
     button->setEnabled(false);
     emit message(tr("Asking the hubs for their projects..."));
     send(
-        QStringLiteral("catalog"), body,
+        qname(control::request::kCatalog), body,
         [this, button](const DaemonReply& reply) {
             button->setEnabled(true);
             if (reply.ok)
@@ -160,7 +160,7 @@ void ProjectsPage::onEvent(const QString& type, const control::Value& body)
 {
     (void)body;
     // The catalog is asked for again when the page is shown (MainWindow::showPage).
-    if (type == QLatin1String("state") && isVisible())
+    if (type == qname(control::event::kState) && isVisible())
         reload();
 }
 
@@ -170,7 +170,7 @@ void ProjectsPage::showDetail()
     const QString hub = current.data(CatalogModel::kHubRole).toString();
     const control::Value* project = m_model->project(current);
     const QString name = project ? text((*project)["name"]) : QString();
-    m_unfollow->setEnabled(!hub.isEmpty() && hub != QLatin1String("demo"));
+    m_unfollow->setEnabled(!hub.isEmpty() && hub != qname(control::kDemoHub));
     const bool joined = project && hub == m_model->joinedHub() && name == m_model->joinedProject();
     m_join->setEnabled(project && !joined);
     m_leave->setEnabled(!m_model->joinedProject().isEmpty());
@@ -186,7 +186,7 @@ void ProjectsPage::follow()
     control::Value body = control::Value::map();
     body.set("link", link.toStdString());
     send(
-        QStringLiteral("follow"), body,
+        qname(control::request::kFollow), body,
         [this](const DaemonReply& reply) {
             if (!reply.ok) {
                 emit message(reply.message);
@@ -206,7 +206,7 @@ void ProjectsPage::unfollow()
         return;
     control::Value body = control::Value::map();
     body.set("link", hub.toStdString());
-    send(QStringLiteral("unfollow"), body, [this](const DaemonReply& reply) {
+    send(qname(control::request::kUnfollow), body, [this](const DaemonReply& reply) {
         emit message(reply.ok ? tr("Removed the hub.") : reply.message);
         reload();
     });
@@ -225,7 +225,7 @@ void ProjectsPage::joinSelected()
     m_join->setEnabled(false);
     emit message(tr("Joining %1...").arg(name));
     send(
-        QStringLiteral("join"), body,
+        qname(control::request::kJoin), body,
         [this, name](const DaemonReply& reply) {
             emit message(reply.ok ? tr("Joined %1: training starts in a moment.").arg(name) : reply.message);
             reload();
@@ -237,7 +237,7 @@ void ProjectsPage::leave()
 {
     m_leave->setEnabled(false);
     send(
-        QStringLiteral("leave"), control::Value::map(),
+        qname(control::request::kLeave), control::Value::map(),
         [this](const DaemonReply& reply) {
             emit message(reply.ok ? tr("Left the project; nothing trains until you join one.") : reply.message);
             reload();

@@ -2,6 +2,7 @@
 
 #include "ui/checkpoints_page.h"
 #include "ui/first_run.h"
+#include "ui/format.h"
 #include "ui/link.h"
 #include "ui/main_window.h"
 
@@ -110,26 +111,27 @@ void ScreenshotTour::tick()
             return;
         // A few rounds on the dashboard and a downloaded checkpoint.
         m_asking = true;
-        m_link.request(QStringLiteral("metrics"), control::Value::map(), this, [this](const DaemonReply& metrics) {
-            if (!metrics.ok || metrics.body["rows"].size() < 6) {
-                m_asking = false;
-                return;
-            }
-            m_link.request(
-                QStringLiteral("checkpoints"), control::Value::map(), this,
-                [this](const DaemonReply& checkpoints) {
+        m_link.request(
+            qname(control::request::kMetrics), control::Value::map(), this, [this](const DaemonReply& metrics) {
+                if (!metrics.ok || metrics.body["rows"].size() < 6) {
                     m_asking = false;
-                    bool ready = false;
-                    for (const auto& c : checkpoints.body["checkpoints"].items())
-                        ready = ready || c["state"].toString() == "ready";
-                    if (!ready || m_step != Step::Training)
-                        return;
-                    m_window.showPage(MainWindow::kCheckpoints);
-                    m_step = Step::Trying;
-                    m_tryStartedMs = QDateTime::currentMSecsSinceEpoch();
-                },
-                15000);
-        });
+                    return;
+                }
+                m_link.request(
+                    qname(control::request::kCheckpoints), control::Value::map(), this,
+                    [this](const DaemonReply& checkpoints) {
+                        m_asking = false;
+                        bool ready = false;
+                        for (const auto& c : checkpoints.body["checkpoints"].items())
+                            ready = ready || c["state"].toString() == "ready";
+                        if (!ready || m_step != Step::Training)
+                            return;
+                        m_window.showPage(MainWindow::kCheckpoints);
+                        m_step = Step::Trying;
+                        m_tryStartedMs = QDateTime::currentMSecsSinceEpoch();
+                    },
+                    15000);
+            });
         return;
     }
     case Step::Trying:

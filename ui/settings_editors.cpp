@@ -20,6 +20,9 @@
 namespace crowdtrain::ui::settings {
 namespace {
 
+namespace setting = control::setting;
+namespace setting_type = control::setting_type;
+
 QString tr(const char* text)
 {
     return QCoreApplication::translate("Settings", text);
@@ -33,7 +36,7 @@ bool endsWith(const std::string& key, std::string_view tail)
 // A choice as people read it: "auto" -> "Automatic", "balanced" -> "Balanced".
 QString choiceWords(const std::string& key, const QString& choice)
 {
-    if (key == "device")
+    if (key == setting::kDevice.name)
         return deviceWords(choice);
     return choice.left(1).toUpper() + choice.mid(1);
 }
@@ -162,19 +165,20 @@ QWidget* makeEditor(const control::Value& spec, QWidget* parent, Apply apply)
 {
     const std::string key = spec["key"].toString();
     const std::string type = spec["type"].toString();
-    if (key.rfind("busy_share_", 0) == 0)
+    if (key == setting::kBusyShareInUse.name || key == setting::kBusyShareIdle.name)
         return shareEditor(spec, parent, std::move(apply));
-    if (key == "schedule")
+    if (key == setting::kSchedule.name)
         return scheduleEditor(spec, parent, std::move(apply));
-    if (type == "bool")
+    if (type == setting_type::kBool)
         return boolEditor(spec, parent, std::move(apply));
-    if (type == "int" && endsWith(key, "_bytes"))
+    // Sizes by the key's unit: every `*_bytes` setting.
+    if (type == setting_type::kInt && endsWith(key, "_bytes"))
         return sizeEditor(spec, parent, std::move(apply));
-    if (type == "int" && (spec["max"].toInt() > INT32_MAX || spec["min"].toInt() < INT32_MIN))
+    if (type == setting_type::kInt && (spec["max"].toInt() > INT32_MAX || spec["min"].toInt() < INT32_MIN))
         return wideIntEditor(spec, parent, std::move(apply));
-    if (type == "int")
+    if (type == setting_type::kInt)
         return intEditor(spec, parent, std::move(apply));
-    if (type == "choice")
+    if (type == setting_type::kChoice)
         return choiceEditor(spec, parent, std::move(apply));
     return textEditor(spec, parent, std::move(apply));
 }
@@ -207,26 +211,27 @@ void showValue(QWidget* editor, const control::Value& spec)
 
 QString labelOf(const std::string& key)
 {
-    static const std::map<std::string, const char*> labels = {
-        {"cpu_threads", QT_TRANSLATE_NOOP("Settings", "CPU threads (0: all cores)")},
-        {"auto_download", QT_TRANSLATE_NOOP("Settings", "Download new checkpoints")},
-        {"auto_download_max_bytes", QT_TRANSLATE_NOOP("Settings", "... up to this size")},
-        {"piece_cache_bytes", QT_TRANSLATE_NOOP("Settings", "Disk for training data")},
-        {"generate_pauses_training", QT_TRANSLATE_NOOP("Settings", "Pause training while generating text")},
-        {"gpu_memory_limit_mib", QT_TRANSLATE_NOOP("Settings", "GPU memory limit (MiB, 0: automatic)")},
-        {"gpu_memory_free_mib", QT_TRANSLATE_NOOP("Settings", "... else leave free (MiB)")},
-        {"busy_share_in_use", QT_TRANSLATE_NOOP("Settings", "Work while I use the computer")},
-        {"busy_share_idle", QT_TRANSLATE_NOOP("Settings", "Work while the computer is idle")},
-        {"pause_when_in_use", QT_TRANSLATE_NOOP("Settings", "Pause while I use the computer")},
-        {"in_use_minutes", QT_TRANSLATE_NOOP("Settings", "In use = input within (minutes)")},
-        {"pause_programs", QT_TRANSLATE_NOOP("Settings", "Pause while these programs run")},
-        {"pause_when_gpu_busy", QT_TRANSLATE_NOOP("Settings", "Pause while a game or other program uses the GPU")},
-        {"max_gpu_temperature_c", QT_TRANSLATE_NOOP("Settings", "Maximum GPU temperature (\u00B0C)")},
-        {"max_gpu_power_w", QT_TRANSLATE_NOOP("Settings", "Maximum GPU power (W, 0: no cap)")},
-        {"upload_limit_kib_s", QT_TRANSLATE_NOOP("Settings", "Upload limit (KiB/s, 0: none)")},
-        {"download_limit_kib_s", QT_TRANSLATE_NOOP("Settings", "Download limit (KiB/s, 0: none)")},
-        {"monthly_data_cap_mib", QT_TRANSLATE_NOOP("Settings", "Monthly data cap (MiB, 0: none)")},
-        {"gpu_devices", QT_TRANSLATE_NOOP("Settings", "GPUs to use")},
+    static const std::map<std::string_view, const char*> labels = {
+        {setting::kCpuThreads.name, QT_TRANSLATE_NOOP("Settings", "CPU threads (0: all cores)")},
+        {setting::kAutoDownload.name, QT_TRANSLATE_NOOP("Settings", "Download new checkpoints")},
+        {setting::kAutoDownloadMaxBytes.name, QT_TRANSLATE_NOOP("Settings", "... up to this size")},
+        {setting::kPieceCacheBytes.name, QT_TRANSLATE_NOOP("Settings", "Disk for training data")},
+        {setting::kGeneratePausesTraining.name, QT_TRANSLATE_NOOP("Settings", "Pause training while generating text")},
+        {setting::kGpuMemoryLimitMib.name, QT_TRANSLATE_NOOP("Settings", "GPU memory limit (MiB, 0: automatic)")},
+        {setting::kGpuMemoryFreeMib.name, QT_TRANSLATE_NOOP("Settings", "... else leave free (MiB)")},
+        {setting::kBusyShareInUse.name, QT_TRANSLATE_NOOP("Settings", "Work while I use the computer")},
+        {setting::kBusyShareIdle.name, QT_TRANSLATE_NOOP("Settings", "Work while the computer is idle")},
+        {setting::kPauseWhenInUse.name, QT_TRANSLATE_NOOP("Settings", "Pause while I use the computer")},
+        {setting::kInUseMinutes.name, QT_TRANSLATE_NOOP("Settings", "In use = input within (minutes)")},
+        {setting::kPausePrograms.name, QT_TRANSLATE_NOOP("Settings", "Pause while these programs run")},
+        {setting::kPauseWhenGpuBusy.name,
+            QT_TRANSLATE_NOOP("Settings", "Pause while a game or other program uses the GPU")},
+        {setting::kMaxGpuTemperatureC.name, QT_TRANSLATE_NOOP("Settings", "Maximum GPU temperature (\u00B0C)")},
+        {setting::kMaxGpuPowerW.name, QT_TRANSLATE_NOOP("Settings", "Maximum GPU power (W, 0: no cap)")},
+        {setting::kUploadLimitKibS.name, QT_TRANSLATE_NOOP("Settings", "Upload limit (KiB/s, 0: none)")},
+        {setting::kDownloadLimitKibS.name, QT_TRANSLATE_NOOP("Settings", "Download limit (KiB/s, 0: none)")},
+        {setting::kMonthlyDataCapMib.name, QT_TRANSLATE_NOOP("Settings", "Monthly data cap (MiB, 0: none)")},
+        {setting::kGpuDevices.name, QT_TRANSLATE_NOOP("Settings", "GPUs to use")},
     };
     if (auto it = labels.find(key); it != labels.end())
         return tr(it->second);
@@ -236,13 +241,13 @@ QString labelOf(const std::string& key)
 
 QString sectionBefore(const std::string& key)
 {
-    static const std::map<std::string, const char*> sections = {
-        {"display_name", QT_TRANSLATE_NOOP("Settings", "General")},
-        {"preset", QT_TRANSLATE_NOOP("Settings", "How hard this computer works")},
-        {"pause_on_battery", QT_TRANSLATE_NOOP("Settings", "When to pause")},
-        {"gpu_memory_limit_mib", QT_TRANSLATE_NOOP("Settings", "GPU")},
-        {"schedule", QT_TRANSLATE_NOOP("Settings", "Weekly schedule")},
-        {"upload_limit_kib_s", QT_TRANSLATE_NOOP("Settings", "Network")},
+    static const std::map<std::string_view, const char*> sections = {
+        {setting::kDisplayName.name, QT_TRANSLATE_NOOP("Settings", "General")},
+        {setting::kPreset.name, QT_TRANSLATE_NOOP("Settings", "How hard this computer works")},
+        {setting::kPauseOnBattery.name, QT_TRANSLATE_NOOP("Settings", "When to pause")},
+        {setting::kGpuMemoryLimitMib.name, QT_TRANSLATE_NOOP("Settings", "GPU")},
+        {setting::kSchedule.name, QT_TRANSLATE_NOOP("Settings", "Weekly schedule")},
+        {setting::kUploadLimitKibS.name, QT_TRANSLATE_NOOP("Settings", "Network")},
     };
     auto it = sections.find(key);
     return it == sections.end() ? QString() : tr(it->second);
@@ -250,8 +255,11 @@ QString sectionBefore(const std::string& key)
 
 bool needsNvml(const std::string& key)
 {
-    return key == "max_gpu_temperature_c" || key == "max_gpu_power_w" || key == "pause_when_gpu_busy"
-        || key == "gpu_memory_limit_mib" || key == "gpu_memory_free_mib";
+    for (std::string_view nvml : {setting::kMaxGpuTemperatureC.name, setting::kMaxGpuPowerW.name,
+             setting::kPauseWhenGpuBusy.name, setting::kGpuMemoryLimitMib.name, setting::kGpuMemoryFreeMib.name})
+        if (key == nvml)
+            return true;
+    return false;
 }
 
 } // namespace crowdtrain::ui::settings

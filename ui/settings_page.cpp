@@ -78,12 +78,12 @@ QWidget* SettingsPage::editorFor(const QString& key) const
 void SettingsPage::load()
 {
     // The GPU's availability first: it decides which editors are greyed.
-    fetch(QStringLiteral("status"), control::Value::map(), [this](const DaemonReply& status) {
+    fetch(qname(control::request::kStatus), control::Value::map(), [this](const DaemonReply& status) {
         if (status.ok) {
             const control::Value& gpu = status.body["limits"]["gpu"];
             m_gpuUnavailable = gpu["available"].toBool() ? QString() : text(gpu["why"]);
         }
-        fetch(QStringLiteral("settings_get"), control::Value::map(), [this](const DaemonReply& reply) {
+        fetch(qname(control::request::kSettingsGet), control::Value::map(), [this](const DaemonReply& reply) {
             if (reply.ok)
                 showSettings(reply.body["described"]);
         });
@@ -95,7 +95,7 @@ void SettingsPage::apply(const QString& key, const control::Value& value)
     control::Value body = control::Value::map();
     body.set("key", key.toStdString());
     body.set("value", value);
-    send(QStringLiteral("settings_set"), body, [this, key](const DaemonReply& reply) {
+    send(qname(control::request::kSettingsSet), body, [this, key](const DaemonReply& reply) {
         if (!reply.ok) {
             // The daemon's words, never a silent clamp; the editor shows the value kept.
             m_error->setText(reply.message);
@@ -107,7 +107,7 @@ void SettingsPage::apply(const QString& key, const control::Value& value)
         m_error->hide();
         emit message(tr("Saved %1.").arg(settings::labelOf(key.toStdString())));
         // A preset changes other keys.
-        if (key == QLatin1String("preset"))
+        if (key == qname(control::setting::kPreset))
             reload();
         emit applied(key, true);
     });
@@ -166,7 +166,7 @@ void SettingsPage::addSection(const std::string& key)
     bold.setBold(true);
     heading->setFont(bold);
     m_form->addRow(heading);
-    if (key == "gpu_memory_limit_mib" && !m_gpuUnavailable.isEmpty()) {
+    if (key == control::setting::kGpuMemoryLimitMib.name && !m_gpuUnavailable.isEmpty()) {
         // Said once, in words, above the greyed GPU limits.
         auto* why = new QLabel(sentence(m_gpuUnavailable) + QLatin1Char('.'), m_formHost);
         why->setWordWrap(true);
