@@ -60,7 +60,7 @@ private slots:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        m_data = preparedShakespeare(root());
+        m_data = preparedText(root());
         const auto spec = writeSpec(root() / "hub", m_data,
             SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1, .prompts = {"ROMEO:", "First "}});
         QVERIFY(m_server.start(spec, root() / "hub/state", 1000));

@@ -17,6 +17,7 @@
 #include "net/limits/throttle.h"
 #include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/range_source.h"
+#include "synthetic_corpus.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -514,17 +515,13 @@ private slots:
         QVERIFY(split.local != theta);
     }
 
-    // Real training on Tiny Shakespeare's bytes: at a 25% busy share the same
+    // Real training on a synthetic corpus's bytes: at a 25% busy share the same
     // steps take clearly longer; a pause in the middle of the task keeps the
     // weights, optimizer state and data position, so the result is the same
     // bit for bit as an unpaused run.
     void governedAndPausedTrainingLosesNothing()
     {
-        const std::filesystem::path corpus = CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt";
-        if (!std::filesystem::exists(corpus))
-            QFAIL(qPrintable(QStringLiteral("missing test data: %1").arg(QString::fromStdString(corpus.string()))));
-        std::ifstream in(corpus, std::ios::binary);
-        std::string text((std::istreambuf_iterator<char>(in)), {});
+        std::string text = testing::SyntheticCorpus(1).text(200000);
         text.resize(200000);
         QTemporaryDir dir;
         std::vector<uint16_t> tokens(text.begin(), text.end());
