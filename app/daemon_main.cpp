@@ -9,6 +9,7 @@
 //                              one project, no control API (hosts, benchmarks)
 #include "app/args.h"
 #include "engine/cpu_runtime.h"
+#include "net/control/control_names.h"
 #include "net/control/control_paths.h"
 #include "net/daemon/daemon.h"
 #include "net/daemon/daemon_paths.h"
@@ -102,7 +103,8 @@ std::filesystem::path siblingProgram(const char* name)
 std::string demoLine(const control::Value& s)
 {
     char line[256];
-    if (s["state"].toString() == "training" || s["state"].toString() == "waiting for the round")
+    const auto state = control::parseDaemonState(s["state"].toString());
+    if (state == control::DaemonState::Training || state == control::DaemonState::Waiting)
         std::snprintf(line, sizeof line, "%s · round %llu · step %llu/%llu · loss %.3f · %.0f tokens/s",
             s["text"].toString().c_str(), static_cast<unsigned long long>(s["round"].toUInt()),
             static_cast<unsigned long long>(s["step"].toUInt()), static_cast<unsigned long long>(s["steps"].toUInt()),
@@ -134,7 +136,7 @@ int serve(app::Args& args, bool demo)
     StopSignals signals;
     auto opened = daemon::Daemon::open(std::move(options));
     if (!opened)
-        return fail(opened.error().message, opened.error().code == "already_running" ? 3 : 1);
+        return fail(opened.error().message, opened.error().code == control::errc::kAlreadyRunning ? 3 : 1);
     daemon::Daemon& d = **opened;
     signals.onStop([&] { d.stop(); });
     std::thread reporter;

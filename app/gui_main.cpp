@@ -4,7 +4,6 @@
 #include "crowdtrain/version.h"
 #include "ui/daemon_link.h"
 #include "ui/main_window.h"
-#include "ui/pages.h"
 #include "ui/screenshot_tour.h"
 #include "ui/theme.h"
 

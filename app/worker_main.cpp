@@ -5,7 +5,9 @@
 // program links no libtorch, so a client call returns in milliseconds.
 #include "app/args.h"
 #include "net/control/control_client.h"
+#include "net/control/control_names.h"
 #include "net/control/control_paths.h"
+#include "net/control/setting_keys.h"
 
 #include <cerrno>
 #include <charconv>
@@ -26,6 +28,7 @@ namespace {
 
 using namespace crowdtrain;
 using control::Value;
+namespace request = control::request;
 
 const char* kUsage
     = "  crowdtrain-worker run                    start the daemon (one per user) and serve until stopped\n"
@@ -121,10 +124,12 @@ void printStatus(const Value& s)
     std::cout << s["text"].toString() << "\n";
     if (!s["project"].toString().empty())
         std::cout << "project   " << s["project"].toString() << " at "
-                  << (s["hub"].toString() == "demo" ? std::string("the local demo hub") : s["hub"].toString()) << "\n";
+                  << (s["hub"].toString() == control::kDemoHub ? std::string("the local demo hub")
+                                                               : s["hub"].toString())
+                  << "\n";
     if (s.has("round")) {
         std::cout << "round     " << s["round"].toUInt() << " (model version " << s["version"].toUInt() << ")\n";
-        if (s["state"].toString() == "training")
+        if (control::parseDaemonState(s["state"].toString()) == control::DaemonState::Training)
             std::cout << "step      " << s["step"].toUInt() << " of " << s["steps"].toUInt() << ", loss "
                       << number(s["loss"].toDouble(), 3) << ", " << number(s["tokens_per_second"].toDouble())
                       << " tokens/s\n";
@@ -139,7 +144,7 @@ void printStatus(const Value& s)
 void printCatalog(const Value& c)
 {
     for (const Value& hub : c["hubs"].items()) {
-        const bool demo = hub["link"].toString() == "demo";
+        const bool demo = hub["link"].toString() == control::kDemoHub;
         std::cout << (demo ? std::string("demo hub (this computer)") : hub["link"].toString());
         if (!hub["reachable"].toBool())
             std::cout << "  UNREACHABLE: " << hub["error"].toString()
@@ -178,18 +183,19 @@ int generate(control::ControlClient& client, app::Args& args)
         return fail("generate takes ROUND and PROMPT", 2);
     // Subscribe first, so no piece of the text is missed: the daemon's
     // progress events (two a second) show when the subscription is live.
-    auto events = control::EventSubscriber::connect(client.dir(), {"generated", "progress"});
+    auto events = control::EventSubscriber::connect(
+        client.dir(), {std::string(control::event::kGenerated), std::string(control::event::kProgress)});
     if (!events)
         return fail(events.error().message);
     for (int i = 0; i < 50; ++i)
-        if (auto event = (*events)->next(100); event && event->type == "progress")
+        if (auto event = (*events)->next(100); event && event->type == control::event::kProgress)
             break;
     Value body = Value::map();
     body.set("round", parseNumber<uint64_t>(p[1], "ROUND")).set("prompt", p[2]);
     body.set("temperature", parseNumber<double>(args.value("temperature"), "--temperature"));
     body.set("top_k", parseNumber<int64_t>(args.value("top-k"), "--top-k"));
     body.set("max_tokens", parseNumber<int64_t>(args.value("max-tokens"), "--max-tokens"));
-    auto started = client.call("generate", body);
+    auto started = client.call(control::request::kGenerate, body);
     if (!started)
         return fail(started.error().message);
     const uint64_t id = (*started)["id"].toUInt();
@@ -197,7 +203,7 @@ int generate(control::ControlClient& client, app::Args& args)
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
     while (std::chrono::steady_clock::now() < deadline) {
         auto event = (*events)->next(1000);
-        if (!event || event->type != "generated" || event->body["id"].toUInt() != id)
+        if (!event || event->type != control::event::kGenerated || event->body["id"].toUInt() != id)
             continue;
         std::cout << event->body["text"].toString() << std::flush;
         if (event->body["done"].toBool()) {
@@ -275,51 +281,51 @@ int runCommand(int argc, char** argv)
         return fail(dir.error().message);
     auto client = control::ControlClient::connect(*dir);
     if (!client) {
-        if (client.error().code == "no_daemon")
+        if (client.error().code == control::errc::kNoDaemon)
             return fail(kNoDaemon, 3);
         return fail(client.error().message);
     }
     control::ControlClient& c = **client;
-    auto call = [&](const std::string& type, const Value& body = Value::map(), int timeoutMs = 5000) -> int {
+    auto call = [&](std::string_view type, const Value& body = Value::map(), int timeoutMs = 5000) -> int {
         auto reply = c.call(type, body, timeoutMs);
-        if (!reply && reply.error().code == "no_daemon") {
+        if (!reply && reply.error().code == control::errc::kNoDaemon) {
             // No answer in time: a daemon that is there but busy is not "no daemon".
             if (const auto pid = busyDaemon(*dir))
-                return fail("the daemon (pid " + *pid + ") is running but did not answer \"" + type + "\" within "
-                        + std::to_string(timeoutMs / 1000) + " s; it is busy, try again",
+                return fail("the daemon (pid " + *pid + ") is running but did not answer \"" + std::string(type)
+                        + "\" within " + std::to_string(timeoutMs / 1000) + " s; it is busy, try again",
                     4);
             return fail(kNoDaemon, 3);
         }
         if (!reply)
-            return fail(reply.error().message, reply.error().code == "bad_request" ? 2 : 1);
+            return fail(reply.error().message, reply.error().code == control::errc::kBadRequest ? 2 : 1);
         if (args.isSet("json")) {
             std::cout << reply->toJson() << "\n";
             return 0;
         }
-        if (type == "status" || type == "join")
+        if (type == request::kStatus || type == request::kJoin)
             printStatus(*reply);
-        else if (type == "catalog")
+        else if (type == request::kCatalog)
             printCatalog(*reply);
-        else if (type == "log")
+        else if (type == request::kLog)
             for (const Value& line : (*reply)["lines"].items())
                 std::cout << line.toString() << "\n";
-        else if (type == "settings_get" || type == "settings_set")
+        else if (type == request::kSettingsGet || type == request::kSettingsSet)
             for (const auto& [key, value] : (*reply)["settings"].entries())
                 std::cout << key << " = " << value.toJson() << "\n";
-        else if (type == "checkpoints") {
+        else if (type == request::kCheckpoints) {
             for (const Value& cp : (*reply)["checkpoints"].items())
                 std::cout << "round " << cp["round"].toUInt() << "  " << cp["tokens"].toUInt() << " tokens  val "
                           << (cp["val_loss"].isNil() ? std::string("-") : number(cp["val_loss"].toDouble(), 3)) << "  "
                           << number(double(cp["bytes"].toUInt()) / 1e6, 1) << " MB  " << cp["state"].toString()
                           << (cp.has("folder") ? "  " + cp["folder"].toString() : std::string()) << "\n";
-        } else if (type == "metrics") {
+        } else if (type == request::kMetrics) {
             for (const Value& row : (*reply)["rows"].items())
                 std::cout << "round " << row["round"].toUInt() << "  tokens " << row["tokens"].toUInt() << "  train "
                           << (row["train_loss"].isNil() ? std::string("-") : number(row["train_loss"].toDouble(), 3))
                           << "  val "
                           << (row["val_loss"].isNil() ? std::string("-") : number(row["val_loss"].toDouble(), 3))
                           << "  volunteers " << row["volunteers"].toUInt() << "\n";
-        } else if (type == "contributions") {
+        } else if (type == request::kContributions) {
             const Value& r = *reply;
             std::cout << "you: " << r["mine"]["tokens"].toUInt() << " tokens, "
                       << number(r["mine"]["gpu_hours"].toDouble(), 3) << " GPU-hours, "
@@ -342,10 +348,10 @@ int runCommand(int argc, char** argv)
         return call(command, body, command == "catalog" ? 15000 : 5000);
     }
     if (command == "history")
-        return call("machine_history");
+        return call(request::kMachineHistory);
     if (command == "snooze" && p.size() <= 2) {
         body.set("seconds", p.size() > 1 ? parseNumber<int64_t>(p[1], "snooze") : 3600);
-        return call("snooze", body);
+        return call(request::kSnooze, body);
     }
     if ((command == "follow" || command == "unfollow") && p.size() == 2) {
         body.set("link", p[1]);
@@ -353,16 +359,16 @@ int runCommand(int argc, char** argv)
     }
     if (command == "join" && p.size() == 3) {
         body.set("hub", p[1]).set("project", p[2]);
-        return call("join", body, 180000);
+        return call(request::kJoin, body, 180000);
     }
     if (command == "settings") {
         if (p.size() == 1)
-            return call("settings_get");
+            return call(request::kSettingsGet);
         if (p.size() == 4 && p[1] == "set") {
             // VALUE is read as the setting's type says (a schedule of 0s
             // and 1s is text); a key the daemon does not describe, as it looks.
             std::string type;
-            if (auto described = c.call("settings_get", Value::map(), 5000))
+            if (auto described = c.call(request::kSettingsGet, Value::map(), 5000))
                 for (const Value& spec : (*described)["described"].items())
                     if (spec["key"].toString() == p[2])
                         type = spec["type"].toString();
@@ -371,20 +377,20 @@ int runCommand(int argc, char** argv)
             int64_t asInt = 0;
             const auto [end, error] = std::from_chars(p[3].data(), p[3].data() + p[3].size(), asInt);
             const bool looksInt = !p[3].empty() && error == std::errc() && end == p[3].data() + p[3].size();
-            if (looksBool && (type == "bool" || type.empty()))
+            if (looksBool && (type == control::setting_type::kBool || type.empty()))
                 value = Value(p[3] == "true");
-            else if (looksInt && (type == "int" || type.empty()))
+            else if (looksInt && (type == control::setting_type::kInt || type.empty()))
                 value = Value(asInt);
             body.set("key", p[2]).set("value", value);
-            return call("settings_set", body);
+            return call(request::kSettingsSet, body);
         }
         return fail("settings takes nothing, or set KEY VALUE", 2);
     }
     if ((command == "download" || command == "cancel" || command == "delete") && p.size() == 2) {
         body.set("round", parseNumber<uint64_t>(p[1], command));
-        return call(command == "download" ? "download"
-                : command == "cancel"     ? "download_cancel"
-                                          : "checkpoint_delete",
+        return call(command == "download" ? request::kDownload
+                : command == "cancel"     ? request::kDownloadCancel
+                                          : request::kCheckpointDelete,
             body);
     }
     if (command == "generate")

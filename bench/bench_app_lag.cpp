@@ -11,10 +11,12 @@
 // the event loop was busy with something else.
 //   QT_QPA_PLATFORM=offscreen build/ci/bin/bench_app_lag
 #include "coordinator_process.h"
+#include "ui/checkpoint_model.h"
+#include "ui/checkpoints_page.h"
 #include "ui/daemon_link.h"
+#include "ui/dashboard_page.h"
 #include "ui/first_run.h"
 #include "ui/main_window.h"
-#include "ui/pages.h"
 #include "ui/series_chart.h"
 
 #include <QAbstractButton>
@@ -286,12 +288,7 @@ int main(int argc, char** argv)
     probe.begin("102 MiB checkpoint published and downloaded, Checkpoints page shown");
     window.showPage(ui::MainWindow::kCheckpoints);
     ui::CheckpointsPage* page = window.checkpoints();
-    auto readyRow = [&] {
-        for (int row = 0; row < page->table()->rowCount(); ++row)
-            if (page->table()->item(row, 5) && page->table()->item(row, 5)->text().contains(QStringLiteral("verified")))
-                return true;
-        return false;
-    };
+    auto readyRow = [&] { return page->model()->anyReady(); };
     if (!waitFor(readyRow, 600000))
         return fail("no checkpoint was downloaded");
 

@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
 # Takes a fresh Debian 12 machine (root, apt) to everything Crowdtrain's build,
 # tests and benchmarks need. Idempotent, and quick when everything is present:
-# it calls apt only for packages that are missing and fetches QCustomPlot's
-# source only when it is absent. The build compiles QCustomPlot against Qt 6
-# from that source (cmake/QCustomPlot.cmake); Debian ships it for Qt 5 only.
+# it calls apt only for packages that are missing. Everything comes from
+# Debian's binary packages (QCustomPlot too: its Qt 6 build, see
+# cmake/QCustomPlot.cmake); no source package is fetched, and the apt
+# sources are left as they are.
 #
-#   installer/install-deps.sh            # packages + QCustomPlot for Qt 6
-#   CROWDTRAIN_DEPS_PREFIX=/opt/x ...    # where QCustomPlot's source goes
+#   installer/install-deps.sh
 set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-prefix=${CROWDTRAIN_DEPS_PREFIX:-/opt/crowdtrain-deps}
 
 if [ "$(id -u)" -ne 0 ]; then
     sudo=sudo
@@ -23,6 +20,9 @@ packages=(
     clang-format
     # Qt 6: Widgets, Test, Svg (icons); libgl-dev etc. come with qt6-base-dev.
     qt6-base-dev qt6-base-dev-tools qt6-svg-dev libqt6svg6
+    # The charts: QCustomPlot 2.1 built for Qt 6 (the -dev package's header
+    # serves its Qt 5 and Qt 6 builds, so it pulls qtbase5-dev along).
+    libqcustomplot-dev libqcustomplot2.1-qt6
     # libtorch (CPU) and the c10d Gloo headers it needs.
     libtorch-dev libgloo-dev
     # Debian's default OpenBLAS (pthreads); without it libtorch's matmuls use
@@ -43,7 +43,7 @@ packages=(
     systemd
     # Screenshots and headless GUI runs.
     xvfb xauth
-    # `apt-get source` for QCustomPlot; dpkg-shlibdeps for the package's Depends.
+    # dpkg-shlibdeps for the package's Depends.
     dpkg-dev
     # The package (installer/package.sh): man pages from --help, its checks.
     help2man lintian appstream desktop-file-utils
@@ -65,5 +65,3 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
     echo "install-deps: all Debian packages present"
 fi
-
-"$here/fetch-qcustomplot.sh" "$prefix/qcustomplot"

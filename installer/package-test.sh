@@ -46,7 +46,7 @@ grep -q "/usr/bin/crowdtrain-worker$" "$work/tgz-contents" || fail "the .tar.gz 
 # Depends: computed from the programs, plus what dpkg-shlibdeps cannot see.
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for want in libtorch libqt6widgets6 libqt6svg6 libzmq5 libsqlite3-0 libsodium23 fortunes qt6-qpa-plugins; do
+for want in libtorch libqt6widgets6 libqt6svg6 libqcustomplot2.1-qt6 libzmq5 libsqlite3-0 libsodium23 fortunes qt6-qpa-plugins; do
     grep -q "$want" <<<"$depends" || fail "Depends lacks $want"
 done
 

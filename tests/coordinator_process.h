@@ -1,9 +1,11 @@
 #pragma once
 
 // A real crowdtrain-server process for the multi-process tests: a prepared
-// Tiny Shakespeare data folder, a project spec, the server started on
+// synthetic corpus (tests/synthetic_corpus.h), a project spec, the server started on
 // loopback ports it picks itself, its public key and endpoints read from the
 // first line it prints.
+
+#include "synthetic_corpus.h"
 
 #include <QProcess>
 #include <QTest>
@@ -31,18 +33,18 @@ inline void dieWithTheTest(QProcess& process)
     process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
 }
 
-// Tiny Shakespeare, char-level, 90/10 split, prepared once per test run.
-inline std::filesystem::path preparedShakespeare(const std::filesystem::path& dir)
+// A synthetic corpus of about 1 MB (the size of Tiny Shakespeare, with its
+// 65 characters), char-level through our own crowdtrain-prepare, 90/10
+// split, prepared once per test run.
+inline std::filesystem::path preparedText(const std::filesystem::path& dir)
 {
     const auto data = dir / "data";
     if (std::filesystem::exists(data / "tokenizer"))
         return data;
-    const char* const corpus = CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt";
-    if (!std::filesystem::is_regular_file(corpus))
-        qFatal("missing input: %s", corpus);
+    const auto corpus = writeSyntheticCorpus(dir / "corpus.txt", 1000000);
     QProcess prepare;
     prepare.start(QString::fromStdString(binary("crowdtrain-prepare").string()),
-        {QString::fromUtf8(corpus), QStringLiteral("--tokenizer"), QStringLiteral("char"),
+        {QString::fromStdString(corpus.string()), QStringLiteral("--tokenizer"), QStringLiteral("char"),
             QStringLiteral("--val-fraction"), QStringLiteral("0.1"), QStringLiteral("--out"),
             QString::fromStdString(data.string())});
     if (!prepare.waitForFinished(120000) || prepare.exitCode() != 0)

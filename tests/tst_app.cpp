@@ -8,12 +8,15 @@
 // app survives the daemon being SIGKILLed; the schedule grid's drag edits
 // the right cells. Each page is saved as a PNG under the build folder.
 #include "ui/byte_size_edit.h"
+#include "ui/checkpoint_model.h"
+#include "ui/checkpoints_page.h"
 #include "ui/daemon_link.h"
+#include "ui/dashboard_page.h"
 #include "ui/first_run.h"
 #include "ui/main_window.h"
-#include "ui/pages.h"
 #include "ui/schedule_grid.h"
 #include "ui/series_chart.h"
+#include "ui/settings_page.h"
 
 #include <QAbstractButton>
 #include <QCheckBox>
@@ -27,7 +30,6 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
-#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <qcustomplot.h>
@@ -289,9 +291,9 @@ private slots:
         // The demo publishes every 10 rounds and the daemon downloads it.
         auto ready = [&] {
             page->reload();
-            for (int row = 0; row < page->table()->rowCount(); ++row)
-                if (page->table()->item(row, 5)
-                    && page->table()->item(row, 5)->text().contains(QStringLiteral("verified")))
+            const CheckpointModel* model = page->model();
+            for (int row = 0; row < model->rowCount(); ++row)
+                if (model->index(row, CheckpointModel::kState).data().toString().contains(QStringLiteral("verified")))
                     return true;
             return false;
         };

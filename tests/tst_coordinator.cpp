@@ -188,7 +188,7 @@ private slots:
     {
         QVERIFY(m_dir.isValid());
         const std::filesystem::path dir = m_dir.path().toStdString();
-        const auto data = preparedShakespeare(dir);
+        const auto data = preparedText(dir);
         const auto spec = writeSpec(dir, data, SpecOptions{.tasksPerRound = 2, .checkpointEvery = 1});
         QVERIFY(m_server.start(spec, dir / "state"));
     }

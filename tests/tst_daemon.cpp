@@ -60,7 +60,7 @@ private slots:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        m_data = preparedShakespeare(root());
+        m_data = preparedText(root());
         const auto spec = writeSpec(root() / "hub", m_data,
             SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1, .prompts = {"ROMEO:", "First "}});
         QVERIFY(m_server.start(spec, root() / "hub/state", 1000));
@@ -186,6 +186,7 @@ private slots:
         s = call(c, "status");
         QCOMPARE(s["reason"].toString(), std::string("outside the schedule (no hours are on)"));
         QCOMPARE(s["limit"].toString(), s["reason"].toString());
+        QCOMPARE(s["limit_code"].toString(), std::string("schedule"));
         QCOMPARE(s["limits"]["busy_target"].toDouble(), 0.0);
         QCOMPARE(refusal(c, "settings_set", keyValue("schedule", "0101")).code, std::string("bad_value"));
         call(c, "settings_set", keyValue("schedule", std::string(168, '1')));
@@ -195,6 +196,7 @@ private slots:
         QVERIFY(waitUntil([&] { return call(c, "status")["limits"]["busy_target"].toDouble() == 0.3; }, 10000));
         s = call(c, "status");
         QVERIFY2(s["limit"].toString().rfind("busy share 30% (computer ", 0) == 0, s["limit"].toString().c_str());
+        QCOMPARE(s["limit_code"].toString(), std::string("busy_share"));
         QVERIFY(!s["limits"]["idle_source"].toString().empty());
         QVERIFY(s["limits"]["month_bytes"].toUInt() > 0); // the agent's traffic, counted for the month
         if (!s["limits"]["gpu"]["available"].toBool())

@@ -126,7 +126,7 @@ private slots:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        const auto data = preparedShakespeare(root());
+        const auto data = preparedText(root());
         const auto spec = writeSpec(root() / "hub", data, SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1});
         QVERIFY(m_server.start(spec, root() / "hub/state", 1000));
         daemon::HubLink hub;

@@ -150,7 +150,7 @@ private slots:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        m_data = preparedShakespeare(root());
+        m_data = preparedText(root());
     }
 
     // Item 1: a tick that throws is logged, counted and tried again; an

@@ -63,7 +63,7 @@ private slots:
     {
         const QRegularExpression pattern(includePattern(QStringLiteral("torch/.*|zmq.*")));
         QVERIFY(pattern.match(QStringLiteral("#include <torch/torch.h>")).hasMatch());
-        QVERIFY(!pattern.match(QStringLiteral("#include \"ui/lossplot.h\"")).hasMatch());
+        QVERIFY(!pattern.match(QStringLiteral("#include \"ui/series_chart.h\"")).hasMatch());
         const QRegularExpression ui(includePattern(QStringLiteral("engine/.*|net/coordinator/.*|net/volunteer/.*")));
         QVERIFY(ui.match(QStringLiteral("#include \"net/coordinator/ledger.h\"")).hasMatch());
         QVERIFY(ui.match(QStringLiteral("#include \"engine/gpt.h\"")).hasMatch());

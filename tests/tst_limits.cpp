@@ -17,6 +17,7 @@
 #include "net/limits/throttle.h"
 #include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/range_source.h"
+#include "synthetic_corpus.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -180,6 +181,8 @@ private slots:
         const Decision tuesday = limits::decide(settings, {}, monday + std::chrono::minutes(31), {});
         QVERIFY(!tuesday.run);
         QCOMPARE(QString::fromStdString(tuesday.limit), QStringLiteral("outside the schedule (resumes Wed 08:00)"));
+        QCOMPARE(tuesday.code, control::LimitCode::Schedule);
+        QCOMPARE(control::wireName(tuesday.code), std::string_view("schedule"));
         QVERIFY(limits::decide(settings, {}, utc(2026, 11, 25, 8, 0), {}).run);
         QVERIFY(!limits::decide(settings, {}, utc(2026, 11, 25, 9, 0), {}).run);
         settings.schedule = std::string(168, '0');
@@ -225,11 +228,13 @@ private slots:
         d = limits::decide(settings, hot, t0, d.memory);
         QVERIFY(!d.run);
         QCOMPARE(QString::fromStdString(d.limit), QStringLiteral("GPU at 81 \u00B0C (resumes at 70 \u00B0C)"));
+        QCOMPARE(d.code, control::LimitCode::Temperature);
         // Cooled at once, but 5 minutes have not passed.
         hot.gpu->temperatureC = 60;
         d = limits::decide(settings, hot, t0 + std::chrono::minutes(1), d.memory);
         QVERIFY(!d.run);
         QCOMPARE(QString::fromStdString(d.limit), QStringLiteral("GPU cooling down (resumes in 4 minutes)"));
+        QCOMPARE(d.code, control::LimitCode::Cooling);
         // 5 minutes on but only 5 C lower: still paused.
         hot.gpu->temperatureC = 75;
         d = limits::decide(settings, hot, t0 + std::chrono::minutes(6), d.memory);
@@ -272,6 +277,7 @@ private slots:
         Readings r;
         r.onBattery = true;
         QCOMPARE(QString::fromStdString(limits::decide(settings, r, t, {}).limit), QStringLiteral("on battery"));
+        QCOMPARE(limits::decide(settings, r, t, {}).code, control::LimitCode::Battery);
         settings.pauseOnBattery = false;
         QVERIFY(limits::decide(settings, r, t, {}).run);
         r.onBattery = std::nullopt; // a desktop
@@ -282,6 +288,7 @@ private slots:
         QCOMPARE(settings.pausePrograms, (std::vector<std::string>{"blender", "steam"}));
         r.programs = {"bash", "steam"};
         QCOMPARE(QString::fromStdString(limits::decide(settings, r, t, {}).limit), QStringLiteral("steam is running"));
+        QCOMPARE(limits::decide(settings, r, t, {}).code, control::LimitCode::Program);
         r.programs = {"bash", "steamwebhelper"};
         QVERIFY(limits::decide(settings, r, t, {}).run);
 
@@ -291,6 +298,8 @@ private slots:
         r.monthBytes = 1000;
         QCOMPARE(QString::fromStdString(limits::decide(settings, r, t, {}).limit),
             QStringLiteral("this month's data cap is used up"));
+        QCOMPARE(limits::decide(settings, r, t, {}).code, control::LimitCode::DataCap);
+        QCOMPARE(control::parseLimitCode("data_cap"), std::optional(control::LimitCode::DataCap));
     }
 
     void inUseRunsAtTheInUseShareOrPauses()
@@ -303,16 +312,19 @@ private slots:
         QVERIFY(d.run && d.inUse);
         QCOMPARE(d.busyTarget, 0.5);
         QCOMPARE(QString::fromStdString(d.limit), QStringLiteral("busy share 50% (computer in use)"));
+        QCOMPARE(d.code, control::LimitCode::BusyShare);
         r.idleSeconds = 181;
         d = limits::decide(settings, r, t, {});
         QVERIFY(d.run && !d.inUse);
         QCOMPARE(d.busyTarget, 1.0);
         QVERIFY(d.limit.empty());
+        QCOMPARE(d.code, control::LimitCode::None);
         r.idleSeconds = std::nullopt; // no input devices: idle
         QCOMPARE(limits::decide(settings, r, t, {}).busyTarget, 1.0);
         r.idleSeconds = 10;
         settings.pauseWhenInUse = true;
         QCOMPARE(QString::fromStdString(limits::decide(settings, r, t, {}).limit), QStringLiteral("computer in use"));
+        QCOMPARE(limits::decide(settings, r, t, {}).code, control::LimitCode::InUse);
         settings.pauseWhenInUse = false;
         settings.busyShareInUse = 0;
         QVERIFY(!limits::decide(settings, r, t, {}).run);
@@ -353,19 +365,19 @@ private slots:
         std::string notice;
         auto settings = daemon::Settings::load(dirOf(dir) / "settings.json", notice);
         QVERIFY(settings);
-        QCOMPARE(settings->text("preset"), std::string("balanced"));
-        QCOMPARE(settings->integer("busy_share_in_use"), int64_t(50));
+        QCOMPARE(settings->get(control::setting::kPreset), std::string("balanced"));
+        QCOMPARE(settings->get(control::setting::kBusyShareInUse), int64_t(50));
         QVERIFY(settings->set("preset", control::Value("quiet")));
-        QCOMPARE(settings->integer("busy_share_in_use"), int64_t(25));
-        QCOMPARE(settings->integer("busy_share_idle"), int64_t(50));
-        QCOMPARE(settings->integer("max_gpu_temperature_c"), int64_t(75));
+        QCOMPARE(settings->get(control::setting::kBusyShareInUse), int64_t(25));
+        QCOMPARE(settings->get(control::setting::kBusyShareIdle), int64_t(50));
+        QCOMPARE(settings->get(control::setting::kMaxGpuTemperatureC), int64_t(75));
         QVERIFY(settings->set("busy_share_idle", control::Value(int64_t(60))));
-        QCOMPARE(settings->text("preset"), std::string("custom"));
+        QCOMPARE(settings->get(control::setting::kPreset), std::string("custom"));
         QVERIFY(settings->set("preset", control::Value("maximum")));
-        QCOMPARE(settings->integer("busy_share_in_use"), int64_t(100));
+        QCOMPARE(settings->get(control::setting::kBusyShareInUse), int64_t(100));
         // Setting a key to the value it has keeps the preset.
         QVERIFY(settings->set("busy_share_idle", control::Value(int64_t(100))));
-        QCOMPARE(settings->text("preset"), std::string("maximum"));
+        QCOMPARE(settings->get(control::setting::kPreset), std::string("maximum"));
         // Bad values change nothing.
         QCOMPARE(
             settings->set("schedule", control::Value(std::string(167, '1'))).error().code, std::string("bad_value"));
@@ -377,8 +389,8 @@ private slots:
         // All of it persisted.
         auto again = daemon::Settings::load(dirOf(dir) / "settings.json", notice);
         QVERIFY(again && notice.empty());
-        QCOMPARE(again->text("preset"), std::string("maximum"));
-        QCOMPARE(again->text("gpu_devices"), std::string("1, 0"));
+        QCOMPARE(again->get(control::setting::kPreset), std::string("maximum"));
+        QCOMPARE(again->get(control::setting::kGpuDevices), std::string("1, 0"));
     }
 
     void readersReadTheMachine()
@@ -503,17 +515,13 @@ private slots:
         QVERIFY(split.local != theta);
     }
 
-    // Real training on Tiny Shakespeare's bytes: at a 25% busy share the same
+    // Real training on a synthetic corpus's bytes: at a 25% busy share the same
     // steps take clearly longer; a pause in the middle of the task keeps the
     // weights, optimizer state and data position, so the result is the same
     // bit for bit as an unpaused run.
     void governedAndPausedTrainingLosesNothing()
     {
-        const std::filesystem::path corpus = CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt";
-        if (!std::filesystem::exists(corpus))
-            QFAIL(qPrintable(QStringLiteral("missing test data: %1").arg(QString::fromStdString(corpus.string()))));
-        std::ifstream in(corpus, std::ios::binary);
-        std::string text((std::istreambuf_iterator<char>(in)), {});
+        std::string text = testing::SyntheticCorpus(1).text(200000);
         text.resize(200000);
         QTemporaryDir dir;
         std::vector<uint16_t> tokens(text.begin(), text.end());

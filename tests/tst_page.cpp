@@ -161,7 +161,7 @@ private slots:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        const auto data = preparedShakespeare(root());
+        const auto data = preparedText(root());
         SpecOptions options{.tasksPerRound = 1, .checkpointEvery = 1, .prompts = {"ROMEO:"}};
         const auto spec = writeSpec(root() / "project", data, options);
         // The description is hostile too.

@@ -27,7 +27,7 @@ void TestRejoin::changedModelWhileTrainingDropsTheTask()
     QTemporaryDir tmp;
     QVERIFY(tmp.isValid());
     const std::filesystem::path root = tmp.path().toStdString();
-    const auto data = testing::preparedShakespeare(root / "prepared");
+    const auto data = testing::preparedText(root / "prepared");
     const std::string bind = "tcp://127.0.0.1:" + std::to_string(testing::freePort());
 
     // Tasks long enough that the restart lands inside one.

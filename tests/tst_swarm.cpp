@@ -1,6 +1,6 @@
 // The whole system on loopback: a crowdtrain-server process and several
-// crowdtrain-worker processes training the small model char-level on Tiny
-// Shakespeare. Churn is real: workers are SIGKILLed, join late, and the
+// crowdtrain-worker processes training the small model char-level on a
+// synthetic corpus (tests/synthetic_corpus.h). Churn is real: workers are SIGKILLed, join late, and the
 // server itself is SIGKILLed and restarted on the same port.
 
 #include "coordinator_process.h"
@@ -154,7 +154,7 @@ private slots:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        m_data = preparedShakespeare(dir());
+        m_data = preparedText(dir());
     }
 
     // Three volunteers, one killed mid-run, one joining late: rounds keep

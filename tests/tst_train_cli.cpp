@@ -1,4 +1,4 @@
-// crowdtrain-train end to end on real text: a run's progress lines and JSON
+// crowdtrain-train end to end on synthetic text (tests/synthetic_corpus.h): a run's progress lines and JSON
 // summary, checkpoint + resume giving the same steps as one straight run,
 // export + sample, --nproc 2 (two Gloo processes on loopback) matching one
 // process with the double batch, and bad arguments failing clearly.
@@ -10,6 +10,7 @@
 #include <QTest>
 
 #include "free_port.h"
+#include "synthetic_corpus.h"
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,8 +24,6 @@ using namespace Qt::StringLiterals;
 using crowdtrain::testing::freePort;
 
 namespace {
-
-const std::filesystem::path kShared = CROWDTRAIN_SHARED_DATA_DIR;
 
 struct Run {
     int exitCode = -1;
@@ -92,17 +91,10 @@ class TestTrainCli : public QObject {
 private slots:
     void initTestCase()
     {
-        const auto corpus = kShared / "tinyshakespeare.txt";
-        QVERIFY2(std::filesystem::is_regular_file(corpus), qPrintable(u"missing input: "_s + q(corpus)));
         m_root = m_dir.path().toStdString();
-        // The first 200 kB of the play: enough for the loss to fall in tens
-        // of steps, small enough to prepare in a moment.
-        std::ifstream in(corpus, std::ios::binary);
-        std::string text(200000, '\0');
-        in.read(text.data(), std::streamsize(text.size()));
-        QVERIFY2(in.gcount() == std::streamsize(text.size()),
-            qPrintable(u"%1: %2 bytes read, 200000 expected"_s.arg(q(corpus)).arg(in.gcount())));
-        std::ofstream(dir() / "corpus.txt", std::ios::binary) << text;
+        // 200 kB of synthetic text: enough for the loss to fall in tens of
+        // steps, small enough to prepare in a moment.
+        crowdtrain::testing::writeSyntheticCorpus(dir() / "corpus.txt", 200000);
         m_data = dir() / "data";
         const Run prepared = runProgram(u"crowdtrain-prepare"_s,
             {q(dir() / "corpus.txt"), u"--out"_s, q(m_data), u"--tokenizer"_s, u"char"_s, u"--val-fraction"_s,

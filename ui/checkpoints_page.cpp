@@ -1,8 +1,9 @@
-#include "ui/daemon_link.h"
-#include "ui/format.h"
-#include "ui/pages.h"
+#include "ui/checkpoints_page.h"
 
-#include <QCoreApplication>
+#include "ui/checkpoint_model.h"
+#include "ui/format.h"
+#include "ui/progress_delegate.h"
+
 #include <QDesktopServices>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -11,68 +12,23 @@
 #include <QHeaderView>
 #include <QLineEdit>
 #include <QPlainTextEdit>
-#include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
-#include <QTableWidget>
+#include <QTableView>
 #include <QTextBrowser>
 #include <QUrl>
 #include <QVBoxLayout>
 
 namespace crowdtrain::ui {
-namespace {
 
-enum Column { kRound, kTokens, kValLoss, kSize, kDate, kState, kColumns };
-enum Button { kDownload, kPause, kResume, kCancel, kDelete, kOpen };
-
-QString stateWords(const control::Value& c)
-{
-    const std::string state = c["state"].toString();
-    if (state == "remote")
-        return QCoreApplication::translate("CheckpointsPage", "on the hub");
-    if (state == "ready")
-        return QCoreApplication::translate("CheckpointsPage", "downloaded, verified");
-    if (state == "downloading")
-        return QCoreApplication::translate("CheckpointsPage", "downloading, %1/s")
-            .arg(formatBytes(c["bytes_per_second"].toDouble()));
-    if (state == "waiting")
-        return QCoreApplication::translate("CheckpointsPage", "will retry: %1").arg(text(c["error"]));
-    if (state == "failed")
-        return QCoreApplication::translate("CheckpointsPage", "failed: %1").arg(text(c["error"]));
-    return QString::fromStdString(state);
-}
-
-} // namespace
-
-CheckpointsPage::CheckpointsPage(DaemonLink& link, QWidget* parent)
+CheckpointsPage::CheckpointsPage(Link& link, QWidget* parent)
     : Page(link, parent)
+    , m_model(new CheckpointModel(this))
 {
     auto* layout = new QVBoxLayout(this);
     auto* split = new QSplitter(Qt::Vertical, this);
-
-    auto* top = new QWidget(split);
-    auto* topLayout = new QVBoxLayout(top);
-    topLayout->setContentsMargins(0, 0, 0, 0);
-    m_table = new QTableWidget(0, kColumns, top);
-    m_table->setAccessibleName(tr("Checkpoints of the joined project"));
-    m_table->setHorizontalHeaderLabels(
-        {tr("Round"), tr("Tokens"), tr("Validation loss"), tr("Size"), tr("Published"), tr("State")});
-    m_table->horizontalHeader()->setSectionResizeMode(kState, QHeaderView::Stretch);
-    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    m_table->verticalHeader()->setVisible(false);
-    topLayout->addWidget(m_table, 1);
-    auto* buttons = new QHBoxLayout;
-    const QString names[] = {tr("Download"), tr("Pause"), tr("Resume"), tr("Cancel"), tr("Delete"), tr("Open folder")};
-    for (int i = 0; i < 6; ++i) {
-        m_buttons[i] = new QPushButton(names[i], top);
-        buttons->addWidget(m_buttons[i]);
-    }
-    buttons->addStretch(1);
-    topLayout->addLayout(buttons);
-
+    split->addWidget(buildTable(split));
     auto* bottom = new QWidget(split);
     auto* bottomLayout = new QHBoxLayout(bottom);
     bottomLayout->setContentsMargins(0, 0, 0, 0);
@@ -81,7 +37,67 @@ CheckpointsPage::CheckpointsPage(DaemonLink& link, QWidget* parent)
     m_samples = new QTextBrowser(samplesBox);
     m_samples->setAccessibleName(tr("The project's prompts and the checkpoint's continuations"));
     samplesLayout->addWidget(m_samples);
-    auto* tryBox = new QGroupBox(tr("Try it"), bottom);
+    bottomLayout->addWidget(samplesBox, 1);
+    bottomLayout->addWidget(buildTryIt(bottom), 1);
+    split->addWidget(bottom);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
+    layout->addWidget(split);
+
+    connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &CheckpointsPage::showSelection);
+    // A row whose state changes (a download ends) changes what the buttons allow.
+    connect(m_model, &QAbstractItemModel::dataChanged, this, &CheckpointsPage::showSelection);
+    const std::string_view requests[] = {control::request::kDownload, control::request::kDownloadPause,
+        control::request::kDownloadResume, control::request::kDownloadCancel, control::request::kCheckpointDelete};
+    for (int i = kDownload; i <= kDelete; ++i)
+        connect(
+            m_buttons[i], &QPushButton::clicked, this, [this, request = QString(qname(requests[i]))] { act(request); });
+    connect(m_buttons[kOpen], &QPushButton::clicked, this, [this] {
+        const control::Value* c = m_model->find(selectedRound());
+        if (c && c->has("folder"))
+            QDesktopServices::openUrl(QUrl::fromLocalFile(text((*c)["folder"])));
+    });
+    connect(m_generate, &QPushButton::clicked, this, &CheckpointsPage::generate);
+    connect(m_prompt, &QLineEdit::returnPressed, this, &CheckpointsPage::generate);
+    // A service that dies mid-generation sends no last piece.
+    connect(&m_link, &Link::attachedChanged, this, [this](bool attached) {
+        if (!attached && m_generating && !m_awaitingId) {
+            m_generating = false;
+            showSelection();
+        }
+    });
+}
+
+QWidget* CheckpointsPage::buildTable(QWidget* parent)
+{
+    auto* top = new QWidget(parent);
+    auto* topLayout = new QVBoxLayout(top);
+    topLayout->setContentsMargins(0, 0, 0, 0);
+    m_table = new QTableView(top);
+    m_table->setModel(m_model);
+    m_table->setItemDelegate(new ProgressDelegate(m_table));
+    m_table->setAccessibleName(tr("Checkpoints of the joined project"));
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setSectionResizeMode(CheckpointModel::kState, QHeaderView::Stretch);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_table->verticalHeader()->setVisible(false);
+    topLayout->addWidget(m_table, 1);
+    auto* buttons = new QHBoxLayout;
+    const QString names[] = {tr("Download"), tr("Pause"), tr("Resume"), tr("Cancel"), tr("Delete"), tr("Open folder")};
+    for (int i = 0; i < kButtons; ++i) {
+        m_buttons[i] = new QPushButton(names[i], top);
+        buttons->addWidget(m_buttons[i]);
+    }
+    buttons->addStretch(1);
+    topLayout->addLayout(buttons);
+    return top;
+}
+
+QWidget* CheckpointsPage::buildTryIt(QWidget* parent)
+{
+    auto* tryBox = new QGroupBox(tr("Try it"), parent);
     auto* tryLayout = new QVBoxLayout(tryBox);
     auto* form = new QFormLayout;
     m_prompt = new QLineEdit(tryBox);
@@ -109,32 +125,7 @@ CheckpointsPage::CheckpointsPage(DaemonLink& link, QWidget* parent)
     m_output->setAccessibleName(tr("Generated text"));
     m_output->setPlaceholderText(tr("Download a checkpoint, then generate text from it here."));
     tryLayout->addWidget(m_output, 1);
-    bottomLayout->addWidget(samplesBox, 1);
-    bottomLayout->addWidget(tryBox, 1);
-    split->setStretchFactor(0, 1);
-    split->setStretchFactor(1, 1);
-    layout->addWidget(split);
-
-    connect(m_table, &QTableWidget::itemSelectionChanged, this, &CheckpointsPage::showSelection);
-    connect(m_buttons[kDownload], &QPushButton::clicked, this, [this] { act(QStringLiteral("download")); });
-    connect(m_buttons[kPause], &QPushButton::clicked, this, [this] { act(QStringLiteral("download_pause")); });
-    connect(m_buttons[kResume], &QPushButton::clicked, this, [this] { act(QStringLiteral("download_resume")); });
-    connect(m_buttons[kCancel], &QPushButton::clicked, this, [this] { act(QStringLiteral("download_cancel")); });
-    connect(m_buttons[kDelete], &QPushButton::clicked, this, [this] { act(QStringLiteral("checkpoint_delete")); });
-    connect(m_buttons[kOpen], &QPushButton::clicked, this, [this] {
-        for (const control::Value& c : m_items)
-            if (c["round"].toUInt() == selectedRound() && c.has("folder"))
-                QDesktopServices::openUrl(QUrl::fromLocalFile(text(c["folder"])));
-    });
-    connect(m_generate, &QPushButton::clicked, this, &CheckpointsPage::generate);
-    // A service that dies mid-generation sends no last piece.
-    connect(&m_link, &DaemonLink::attachedChanged, this, [this](bool attached) {
-        if (!attached && m_generating && !m_awaitingId) {
-            m_generating = false;
-            showSelection();
-        }
-    });
-    connect(m_prompt, &QLineEdit::returnPressed, this, &CheckpointsPage::generate);
+    return tryBox;
 }
 
 uint64_t CheckpointsPage::selectedRound() const
@@ -142,13 +133,20 @@ uint64_t CheckpointsPage::selectedRound() const
     const auto rows = m_table->selectionModel()->selectedRows();
     if (rows.isEmpty())
         return 0;
-    return m_table->item(rows.first().row(), kRound)->data(Qt::UserRole).toULongLong();
+    return rows.first().data(CheckpointModel::kRoundRole).toULongLong();
+}
+
+void CheckpointsPage::selectRound(uint64_t round)
+{
+    const int row = m_model->rowOf(round);
+    if (row >= 0)
+        m_table->selectRow(row);
 }
 
 void CheckpointsPage::load()
 {
     fetch(
-        QStringLiteral("checkpoints"), control::Value::map(),
+        qname(control::request::kCheckpoints), control::Value::map(),
         [this](const DaemonReply& reply) {
             if (reply.ok)
                 showList(reply.body);
@@ -158,115 +156,44 @@ void CheckpointsPage::load()
 
 void CheckpointsPage::showList(const control::Value& list)
 {
-    m_project = text(list["project"]);
-    m_items = list["checkpoints"].items();
-    const uint64_t selected = selectedRound();
-    const auto& items = m_items;
-    m_table->setRowCount(int(items.size()));
-    int selectRow = -1;
-    // Newest first.
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        const control::Value& c = items[items.size() - 1 - i];
-        const int row = int(i);
-        auto* round = new QTableWidgetItem(QString::number(c["round"].toUInt()));
-        round->setData(Qt::UserRole, QVariant::fromValue<qulonglong>(c["round"].toUInt()));
-        m_table->setItem(row, kRound, round);
-        m_table->setItem(row, kTokens, new QTableWidgetItem(formatCount(double(c["tokens"].toUInt()))));
-        m_table->setItem(row, kValLoss, new QTableWidgetItem(formatLoss(c["val_loss"])));
-        m_table->setItem(row, kSize, new QTableWidgetItem(formatBytes(double(c["bytes"].toUInt()))));
-        m_table->setItem(row, kDate, new QTableWidgetItem(formatTime(c["created_ms"].toUInt())));
-        showState(row, c);
-        if (c["round"].toUInt() == selected)
-            selectRow = row;
-    }
-    m_table->resizeColumnsToContents();
-    m_table->horizontalHeader()->setSectionResizeMode(kState, QHeaderView::Stretch);
-    if (selectRow < 0 && !items.empty()) {
+    // Rows are matched by round: the selection stays on its checkpoint.
+    m_model->setList(list);
+    if (selectedRound() == 0 && m_model->rowCount() > 0) {
         // The newest downloaded one, else the newest.
-        selectRow = 0;
-        for (std::size_t i = 0; i < items.size(); ++i)
-            if (items[items.size() - 1 - i]["state"].toString() == "ready") {
-                selectRow = int(i);
+        int row = 0;
+        for (int r = 0; r < m_model->rowCount(); ++r)
+            if (CheckpointModel::stateOf(*m_model->at(r)) == control::DownloadState::Ready) {
+                row = r;
                 break;
             }
+        m_table->selectRow(row);
     }
-    if (selectRow >= 0)
-        m_table->selectRow(selectRow);
     showSelection();
-}
-
-void CheckpointsPage::showState(int row, const control::Value& c)
-{
-    const std::string state = c["state"].toString();
-    if (state == "downloading" || state == "paused" || state == "queued") {
-        auto* bar = qobject_cast<QProgressBar*>(m_table->cellWidget(row, kState));
-        if (!bar) {
-            bar = new QProgressBar(m_table);
-            bar->setRange(0, 1000);
-            m_table->setItem(row, kState, new QTableWidgetItem);
-            m_table->setCellWidget(row, kState, bar);
-        }
-        const double total = std::max(1.0, double(c["bytes"].toUInt()));
-        bar->setValue(int(1000.0 * double(c["done_bytes"].toUInt()) / total));
-        bar->setFormat(stateWords(c) + QStringLiteral(" %p%"));
-    } else {
-        m_table->removeCellWidget(row, kState);
-        m_table->setItem(row, kState, new QTableWidgetItem(stateWords(c)));
-    }
 }
 
 void CheckpointsPage::showProgress(const control::Value& event)
 {
-    // One row changes: its progress in place; a new state (done, failed)
-    // changes what the buttons allow, and the list is asked for again.
-    const uint64_t round = event["round"].toUInt();
-    if (text(event["project"]) != m_project)
-        return;
-    control::Value* entry = nullptr;
-    for (control::Value& c : m_items)
-        if (c["round"].toUInt() == round)
-            entry = &c;
-    int row = -1;
-    for (int r = 0; r < m_table->rowCount(); ++r)
-        if (m_table->item(r, kRound) && m_table->item(r, kRound)->data(Qt::UserRole).toULongLong() == round)
-            row = r;
-    if (!entry || row < 0) {
-        reload();
-        return;
-    }
-    const bool stateChanged = (*entry)["state"].toString() != event["state"].toString();
-    for (const char* key : {"state", "done_bytes", "bytes_per_second", "error"})
-        if (event.has(key))
-            entry->set(key, event[key]);
-    showState(row, *entry);
-    if (stateChanged) {
-        showSelection();
-        reload();
+    // One row changes in place; a new state (done, failed) changes what
+    // the buttons allow, and the list is asked for again.
+    switch (m_model->applyProgress(event)) {
+    case CheckpointModel::Progress::Updated:
+        break;
+    case CheckpointModel::Progress::StateChanged:
+    case CheckpointModel::Progress::Unknown:
+        if (text(event["project"]) == m_model->project())
+            reload();
+        break;
     }
 }
 
 void CheckpointsPage::onEvent(const QString& type, const control::Value& body)
 {
-    if (type == QLatin1String("generated")) {
-        if (m_awaitingId) {
-            // The reply with the id is still on its way: keep the pieces.
-            m_early.push_back(body);
-            return;
-        }
-        if (body["id"].toUInt() != m_generation)
-            return;
-        m_output->moveCursor(QTextCursor::End);
-        m_output->insertPlainText(text(body["text"]));
-        if (body["done"].toBool()) {
-            m_generating = false;
-            showSelection();
-            if (!text(body["error"]).isEmpty())
-                emit message(text(body["error"]));
-        }
-    } else if (type == QLatin1String("download")) {
+    if (type == qname(control::event::kGenerated)) {
+        onGenerated(body);
+    } else if (type == qname(control::event::kDownload)) {
         if (isVisible())
             showProgress(body);
-    } else if (type == QLatin1String("checkpoint_published") || type == QLatin1String("samples")) {
+    } else if (type == qname(control::event::kCheckpointPublished) || type == qname(control::event::kSamples)) {
         // Shown pages follow at once; a hidden one reloads when shown
         // (MainWindow::showPage), the tray says what was published.
         if (isVisible())
@@ -274,32 +201,54 @@ void CheckpointsPage::onEvent(const QString& type, const control::Value& body)
     }
 }
 
+void CheckpointsPage::onGenerated(const control::Value& piece)
+{
+    if (m_awaitingId) {
+        // The reply with the id is still on its way: keep the pieces.
+        m_early.push_back(piece);
+        return;
+    }
+    if (piece["id"].toUInt() != m_generation)
+        return;
+    m_output->moveCursor(QTextCursor::End);
+    m_output->insertPlainText(text(piece["text"]));
+    if (piece["done"].toBool()) {
+        m_generating = false;
+        showSelection();
+        if (!text(piece["error"]).isEmpty())
+            emit message(text(piece["error"]));
+    }
+}
+
 void CheckpointsPage::showSelection()
 {
-    const uint64_t round = selectedRound();
-    const control::Value* chosen = nullptr;
-    for (const control::Value& c : m_items)
-        if (c["round"].toUInt() == round)
-            chosen = &c;
-    const std::string state = chosen ? (*chosen)["state"].toString() : std::string();
-    m_buttons[kDownload]->setEnabled(chosen && (state == "remote" || state == "failed"));
-    m_buttons[kPause]->setEnabled(state == "downloading" || state == "queued" || state == "waiting");
-    m_buttons[kResume]->setEnabled(state == "paused");
-    m_buttons[kCancel]->setEnabled(state == "downloading" || state == "paused" || state == "waiting");
-    m_buttons[kDelete]->setEnabled(state == "ready");
-    m_buttons[kOpen]->setEnabled(state == "ready");
-    m_generate->setEnabled(state == "ready" && !m_generating);
-    bool anyReady = false;
-    for (const control::Value& c : m_items)
-        anyReady = anyReady || c["state"].toString() == "ready";
-    m_output->setPlaceholderText(state == "ready"
+    using control::DownloadState;
+    const control::Value* chosen = m_model->find(selectedRound());
+    const std::optional<DownloadState> state = chosen ? CheckpointModel::stateOf(*chosen) : std::nullopt;
+    auto in = [&state](std::initializer_list<DownloadState> states) {
+        return state && std::find(states.begin(), states.end(), *state) != states.end();
+    };
+    m_buttons[kDownload]->setEnabled(in({DownloadState::Remote, DownloadState::Failed}));
+    m_buttons[kPause]->setEnabled(in({DownloadState::Downloading, DownloadState::Queued, DownloadState::Waiting}));
+    m_buttons[kResume]->setEnabled(in({DownloadState::Paused}));
+    m_buttons[kCancel]->setEnabled(in({DownloadState::Downloading, DownloadState::Paused, DownloadState::Waiting}));
+    m_buttons[kDelete]->setEnabled(in({DownloadState::Ready}));
+    m_buttons[kOpen]->setEnabled(in({DownloadState::Ready}));
+    m_generate->setEnabled(in({DownloadState::Ready}) && !m_generating);
+    m_output->setPlaceholderText(in({DownloadState::Ready})
             ? tr("Write the start of a text above and press Generate: this checkpoint continues it.")
-            : anyReady ? tr("Select a downloaded checkpoint to generate text from it.")
-                       : tr("Download a checkpoint, then generate text from it here."));
+            : m_model->anyReady() ? tr("Select a downloaded checkpoint to generate text from it.")
+                                  : tr("Download a checkpoint, then generate text from it here."));
+    showSamples(chosen);
+}
+
+void CheckpointsPage::showSamples(const control::Value* chosen)
+{
     if (!chosen) {
         m_samples->setHtml(tr("<p>No checkpoint yet: the project publishes one every few rounds.</p>"));
         return;
     }
+    const uint64_t round = (*chosen)["round"].toUInt();
     const control::Value& samples = (*chosen)["samples"];
     if (samples.size() == 0) {
         m_samples->setHtml(tr("<p>This project shows no samples for round %1.</p>").arg(round));
@@ -316,7 +265,7 @@ void CheckpointsPage::showSelection()
 void CheckpointsPage::act(const QString& request)
 {
     const uint64_t round = selectedRound();
-    if (round == 0 && m_table->rowCount() == 0)
+    if (round == 0 && m_model->rowCount() == 0)
         return;
     control::Value body = control::Value::map();
     body.set("round", round);
@@ -329,19 +278,19 @@ void CheckpointsPage::act(const QString& request)
 
 void CheckpointsPage::generate()
 {
+    if (m_generating)
+        return;
     control::Value body = control::Value::map();
     body.set("round", selectedRound());
     body.set("prompt", m_prompt->text().toStdString());
     body.set("temperature", m_temperature->value());
     body.set("max_tokens", m_length->value());
-    if (m_generating)
-        return;
     m_generating = true;
     m_awaitingId = true;
     m_early.clear();
     m_generate->setEnabled(false);
     m_output->setPlainText(m_prompt->text());
-    send(QStringLiteral("generate"), body, [this](const DaemonReply& reply) {
+    send(qname(control::request::kGenerate), body, [this](const DaemonReply& reply) {
         m_awaitingId = false;
         if (!reply.ok) {
             m_generating = false;
@@ -353,7 +302,7 @@ void CheckpointsPage::generate()
         std::vector<control::Value> early = std::move(m_early);
         m_early.clear();
         for (const control::Value& piece : early)
-            onEvent(QStringLiteral("generated"), piece);
+            onGenerated(piece);
     });
 }
 

@@ -3,6 +3,7 @@
 #include "net/control/control_client.h"
 #include "net/control/control_paths.h"
 #include "net/control/event_subscriber.h"
+#include "ui/format.h"
 
 #include <QCoreApplication>
 #include <QDateTime>
@@ -62,7 +63,7 @@ void DaemonRequest::finish(DaemonReply reply)
 }
 
 DaemonLink::DaemonLink(std::filesystem::path controlDir, QString workerProgram, QObject* parent)
-    : QObject(parent)
+    : Link(parent)
     , m_dir(std::move(controlDir))
     , m_worker(std::move(workerProgram))
 {
@@ -167,12 +168,10 @@ DaemonRequest* DaemonLink::request(const QString& type, const control::Value& bo
     return job;
 }
 
-DaemonRequest* DaemonLink::request(
-    const QString& type, const control::Value& body, QObject* context, Handler done, int timeoutMs)
+void DaemonLink::request(const QString& type, const control::Value& body, QObject* context, Handler done, int timeoutMs)
 {
     DaemonRequest* job = request(type, body, timeoutMs);
     connect(job, &DaemonRequest::finished, context, std::move(done));
-    return job;
 }
 
 void DaemonLink::scheduleDrain()
@@ -280,7 +279,7 @@ void DaemonLink::watchdog()
         return;
     m_pinging = true;
     request(
-        QStringLiteral("status"), control::Value::map(), this,
+        qname(control::request::kStatus), control::Value::map(), this,
         [this](const DaemonReply& reply) {
             m_pinging = false;
             if (reply.ok) {

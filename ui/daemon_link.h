@@ -1,6 +1,7 @@
 #pragma once
 
-// The app's one link to the daemon (docs/protocol.md, section 12). The GUI
+// The app's link to the daemon (docs/protocol.md, section 12): the Link
+// (ui/link.h) that the views use, over ZeroMQ. The GUI
 // thread never waits on it: a request returns a DaemonRequest at once (a
 // job, like QNetworkReply) whose finished() signal brings the reply later;
 // several requests are in flight on one DEALER socket, replies are matched
@@ -10,15 +11,12 @@
 // run`, beside the app) and says so; when the daemon dies (progress events
 // stop and a status request goes unanswered) it reports it, starts a new
 // one and reattaches, emitting attachedChanged() so views fetch what they
-// missed. GUI thread only.
+// missed. A failed start is tried again at the next watchdog tick after the
+// restart gap. GUI thread only.
 
-#include "net/control/value.h"
-
-#include <QObject>
-#include <QString>
+#include "ui/link.h"
 
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
 
@@ -31,13 +29,6 @@ class EventSubscriber;
 } // namespace crowdtrain::control
 
 namespace crowdtrain::ui {
-
-struct DaemonReply {
-    bool ok = false;
-    control::Value body; // the reply's body when ok
-    QString code; // the error code when not ok ("no_daemon": no answer in time)
-    QString message; // the daemon's message, for a person
-};
 
 // One request in flight. finished() is emitted exactly once, never before
 // control returns to the event loop (so connecting after request() is
@@ -66,16 +57,10 @@ private:
     bool m_finished = false;
 };
 
-class DaemonLink : public QObject {
+class DaemonLink : public Link {
     Q_OBJECT
 
 public:
-    using Reply = DaemonReply;
-    using Handler = std::function<void(const DaemonReply&)>;
-    // The daemon answers local requests in milliseconds; checkpoints,
-    // catalog refreshes and joins may ask a hub.
-    static constexpr int kDefaultTimeoutMs = 5000;
-
     // `controlDir`: empty for the default ($XDG_RUNTIME_DIR/crowdtrain);
     // `workerProgram`: the crowdtrain-worker to start (empty: beside the app).
     explicit DaemonLink(std::filesystem::path controlDir = {}, QString workerProgram = {}, QObject* parent = nullptr);
@@ -84,31 +69,17 @@ public:
     // Connects and asks the daemon for its status (starting a daemon when
     // none answers); the watchdog then keeps the link up. Returns at once.
     void start();
-    // Whether the last status request or event came from a live daemon.
-    bool attached() const { return m_attached; }
+    bool attached() const override { return m_attached; }
     // Sends a request; the reply comes by the returned job's finished().
     DaemonRequest* request(
         const QString& type, const control::Value& body = control::Value::map(), int timeoutMs = kDefaultTimeoutMs);
-    // The same, with `done` called on the reply unless `context` is gone by then.
-    DaemonRequest* request(const QString& type, const control::Value& body, QObject* context, Handler done,
-        int timeoutMs = kDefaultTimeoutMs);
+    void request(const QString& type, const control::Value& body, QObject* context, Handler done,
+        int timeoutMs = kDefaultTimeoutMs) override;
     // Requests sent and not yet answered or timed out.
     int inFlight() const { return int(m_requests.size()); }
     // How many daemons this link started (for the status line and tests).
     int daemonsStarted() const { return m_started; }
     const std::filesystem::path& controlDir() const { return m_dir; }
-
-signals:
-    // Each event as it comes: type and body (docs/protocol.md, 12.4).
-    void event(const QString& type, const crowdtrain::control::Value& body);
-    // A daemon answers (first time, or after it was lost).
-    void attachedChanged(bool attached);
-    // Plain words for the status line ("Started the Crowdtrain service", ...).
-    void notice(const QString& text);
-    // The service could not be started (the program is missing or broken);
-    // the words say which program. Tried again at the next watchdog tick
-    // after the restart gap.
-    void startFailed(const QString& text);
 
 private:
     bool ensureClient();

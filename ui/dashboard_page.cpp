@@ -1,6 +1,6 @@
-#include "ui/daemon_link.h"
+#include "ui/dashboard_page.h"
+
 #include "ui/format.h"
-#include "ui/pages.h"
 #include "ui/series_chart.h"
 
 #include <algorithm>
@@ -16,8 +16,6 @@
 namespace crowdtrain::ui {
 namespace {
 
-enum Tile { kLoss, kSpeed, kBusy, kRound, kWork, kDevice };
-
 // Chart colours that read on light and dark backgrounds.
 const QColor kBlue(0x1f, 0x77, 0xb4);
 const QColor kRed(0xd6, 0x27, 0x28);
@@ -26,7 +24,7 @@ const QColor kOrange(0xff, 0x7f, 0x0e);
 
 } // namespace
 
-DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
+DashboardPage::DashboardPage(Link& link, QWidget* parent)
     : Page(link, parent)
 {
     auto* layout = new QVBoxLayout(this);
@@ -56,7 +54,7 @@ DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
     auto* tiles = new QGridLayout;
     const QString names[] = {tr("Train loss"), tr("Tokens per second"), tr("Busy share"), tr("Round"),
         tr("Tasks accepted / rejected"), tr("Device")};
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < kTiles; ++i) {
         auto* caption = new QLabel(names[i], this);
         caption->setForegroundRole(QPalette::PlaceholderText);
         m_tiles[i] = new QLabel(QStringLiteral("—"), this);
@@ -69,6 +67,40 @@ DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
     }
     layout->addLayout(tiles);
 
+    buildCharts();
+    layout->addWidget(m_loss, 3);
+    auto* lower = new QHBoxLayout;
+    lower->addWidget(m_volunteers, 1);
+    lower->addWidget(m_machine, 1);
+    layout->addLayout(lower, 2);
+
+    connect(m_pause, &QPushButton::clicked, this, [this] {
+        m_pause->setEnabled(false);
+        send(m_paused ? qname(control::request::kResume) : qname(control::request::kPause), control::Value::map(),
+            [this](const DaemonReply& reply) {
+                m_pause->setEnabled(true);
+                if (!reply.ok)
+                    emit message(reply.message);
+                reload();
+            });
+    });
+    connect(m_snooze, &QPushButton::clicked, this, [this] {
+        control::Value body = control::Value::map();
+        body.set("seconds", 3600);
+        send(qname(control::request::kSnooze), body, [this](const DaemonReply& reply) {
+            emit message(reply.ok ? tr("Training snoozed for one hour.") : reply.message);
+            reload();
+        });
+    });
+    // Charts are redrawn at most once a second, whatever the event rate.
+    m_cadence = new QTimer(this);
+    m_cadence->setInterval(1000);
+    connect(m_cadence, &QTimer::timeout, this, &DashboardPage::flush);
+    m_cadence->start();
+}
+
+void DashboardPage::buildCharts()
+{
     m_loss = new SeriesChart(
         tr("Loss of the project's model"), SeriesChart::XAxis::Number, tr("Tokens trained"), tr("Loss"), this);
     m_loss->addSeries(tr("Train loss (volunteers)"), kBlue);
@@ -92,35 +124,6 @@ DashboardPage::DashboardPage(DaemonLink& link, QWidget* parent)
         chart->setEmptyText(tr("No points yet: connecting to the Crowdtrain service"));
         chart->refresh();
     }
-    layout->addWidget(m_loss, 3);
-    auto* lower = new QHBoxLayout;
-    lower->addWidget(m_volunteers, 1);
-    lower->addWidget(m_machine, 1);
-    layout->addLayout(lower, 2);
-
-    connect(m_pause, &QPushButton::clicked, this, [this] {
-        m_pause->setEnabled(false);
-        send(m_paused ? QStringLiteral("resume") : QStringLiteral("pause"), control::Value::map(),
-            [this](const DaemonReply& reply) {
-                m_pause->setEnabled(true);
-                if (!reply.ok)
-                    emit message(reply.message);
-                reload();
-            });
-    });
-    connect(m_snooze, &QPushButton::clicked, this, [this] {
-        control::Value body = control::Value::map();
-        body.set("seconds", 3600);
-        send(QStringLiteral("snooze"), body, [this](const DaemonReply& reply) {
-            emit message(reply.ok ? tr("Training snoozed for one hour.") : reply.message);
-            reload();
-        });
-    });
-    // Charts are redrawn at most once a second, whatever the event rate.
-    m_cadence = new QTimer(this);
-    m_cadence->setInterval(1000);
-    connect(m_cadence, &QTimer::timeout, this, &DashboardPage::flush);
-    m_cadence->start();
 }
 
 QString DashboardPage::stateText() const
@@ -128,15 +131,25 @@ QString DashboardPage::stateText() const
     return m_state->text();
 }
 
+QString DashboardPage::detailText() const
+{
+    return m_detail->text();
+}
+
+QString DashboardPage::tileText(Tile tile) const
+{
+    return m_tiles[tile]->text();
+}
+
 void DashboardPage::load()
 {
-    fetch(QStringLiteral("status"), control::Value::map(), [this](const DaemonReply& reply) {
+    fetch(qname(control::request::kStatus), control::Value::map(), [this](const DaemonReply& reply) {
         if (reply.ok)
             showStatus(reply.body);
     });
     control::Value since = control::Value::map();
     since.set("since_round", m_haveRows ? m_lastRound + 1 : 0);
-    fetch(QStringLiteral("metrics"), since, [this](const DaemonReply& reply) {
+    fetch(qname(control::request::kMetrics), since, [this](const DaemonReply& reply) {
         if (!reply.ok)
             return;
         if (text(reply.body["project"]) != m_project) {
@@ -150,22 +163,27 @@ void DashboardPage::load()
         m_dirty = true;
         flush();
     });
-    fetch(QStringLiteral("machine_history"), control::Value::map(), [this](const DaemonReply& reply) {
+    fetch(qname(control::request::kMachineHistory), control::Value::map(), [this](const DaemonReply& reply) {
         // Without a project the history is idle zeros: the chart says "join" instead.
         if (!reply.ok || !m_joined)
             return;
-        for (const control::Value& row : reply.body["rows"].items()) {
-            const uint64_t t = row["time_ms"].toUInt();
-            if (t <= m_lastMachineMs)
-                continue;
-            m_lastMachineMs = t;
-            m_machine->append(0, double(t) / 1e3, row["tokens_per_second"].toDouble());
-            m_machine->append(1, double(t) / 1e3, 100.0 * row["busy_share"].toDouble());
-            addTemperature(double(t) / 1e3, row["gpu_temperature_c"]);
-        }
+        addMachineRows(reply.body["rows"]);
         m_dirty = true;
         flush();
     });
+}
+
+void DashboardPage::addMachineRows(const control::Value& rows)
+{
+    for (const control::Value& row : rows.items()) {
+        const uint64_t t = row["time_ms"].toUInt();
+        if (t <= m_lastMachineMs)
+            continue;
+        m_lastMachineMs = t;
+        m_machine->append(0, double(t) / 1e3, row["tokens_per_second"].toDouble());
+        m_machine->append(1, double(t) / 1e3, 100.0 * row["busy_share"].toDouble());
+        addTemperature(double(t) / 1e3, row["gpu_temperature_c"]);
+    }
 }
 
 void DashboardPage::addTemperature(double t, const control::Value& celsius)
@@ -182,18 +200,18 @@ void DashboardPage::addTemperature(double t, const control::Value& celsius)
 
 void DashboardPage::onEvent(const QString& type, const control::Value& body)
 {
-    if (type == QLatin1String("progress") || type == QLatin1String("state")) {
+    if (type == qname(control::event::kProgress) || type == qname(control::event::kState)) {
         showStatus(body);
         const uint64_t t = uint64_t(QDateTime::currentMSecsSinceEpoch());
         // Nothing trains without a project: no points, the chart says why.
-        if (type == QLatin1String("progress") && t > m_lastMachineMs && !text(body["project"]).isEmpty()) {
+        if (type == qname(control::event::kProgress) && t > m_lastMachineMs && !text(body["project"]).isEmpty()) {
             m_lastMachineMs = t;
             m_machine->append(0, double(t) / 1e3, body["effective_tokens_per_second"].toDouble());
             m_machine->append(1, double(t) / 1e3, 100.0 * body["busy_share"].toDouble());
             addTemperature(double(t) / 1e3, body["limits"]["gpu"]["temperature_c"]);
             m_dirty = true;
         }
-    } else if (type == QLatin1String("metrics")) {
+    } else if (type == qname(control::event::kMetrics)) {
         if (text(body["project"]) == m_project)
             addMetricRows(body["rows"]);
         else
@@ -246,6 +264,7 @@ void DashboardPage::flush()
 void DashboardPage::showStatus(const control::Value& status)
 {
     const QString state = text(status["state"]);
+    const auto daemonState = control::parseDaemonState(status["state"].toString());
     const QString reason = text(status["reason"]);
     const QString project = text(status["project"]);
     m_joined = !project.isEmpty();
@@ -258,15 +277,26 @@ void DashboardPage::showStatus(const control::Value& status)
     QStringList detail;
     if (!project.isEmpty())
         detail << tr("Project %1").arg(project);
-    if (status["steps"].toUInt() > 0 && state == QLatin1String("training"))
+    if (status["steps"].toUInt() > 0 && daemonState == control::DaemonState::Training)
         detail << tr("step %1 of %2").arg(status["step"].toUInt()).arg(status["steps"].toUInt());
     if (!text(status["limit"]).isEmpty())
         detail << tr("limit: %1").arg(text(status["limit"]));
-    if (!text(status["last_error"]).isEmpty() && state == QLatin1String("offline"))
+    if (!text(status["last_error"]).isEmpty() && daemonState == control::DaemonState::Offline)
         detail << text(status["last_error"]);
     if (project.isEmpty())
         detail << tr("Join a project on the Projects page to start.");
     m_detail->setText(detail.join(QStringLiteral(" · ")));
+    showTiles(status);
+    const QString empty
+        = project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first round");
+    m_loss->setEmptyText(empty);
+    m_volunteers->setEmptyText(empty);
+    m_machine->setEmptyText(
+        project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first step"));
+}
+
+void DashboardPage::showTiles(const control::Value& status)
+{
     m_tiles[kLoss]->setText(status["loss"].toDouble() > 0 ? formatLoss(status["loss"]) : QStringLiteral("—"));
     // The same figure as the machine chart's line (the governor's busy
     // share times the last step's rate), so tile and chart agree.
@@ -278,12 +308,6 @@ void DashboardPage::showStatus(const control::Value& status)
     // Where it trains once known ("CPU", "CUDA:0"), else the setting.
     m_tiles[kDevice]->setText(
         deviceWords(text(status.has("device_in_use") ? status["device_in_use"] : status["device"])));
-    const QString empty
-        = project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first round");
-    m_loss->setEmptyText(empty);
-    m_volunteers->setEmptyText(empty);
-    m_machine->setEmptyText(
-        project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first step"));
 }
 
 } // namespace crowdtrain::ui

@@ -1,7 +1,7 @@
 #include "ui/first_run.h"
 
-#include "ui/daemon_link.h"
 #include "ui/format.h"
+#include "ui/link.h"
 
 #include <QButtonGroup>
 #include <QCheckBox>
@@ -59,7 +59,7 @@ void ProjectChoicePage::setCatalog(const control::Value& catalog)
     m_list->clear();
     QListWidgetItem* demoItem = nullptr;
     for (const control::Value& hub : catalog["hubs"].items()) {
-        const bool demo = hub["link"].toString() == "demo";
+        const bool demo = hub["link"].toString() == control::kDemoHub;
         for (const control::Value& project : hub["projects"].items()) {
             // The name, then what it trains on its own line.
             auto* item = new QListWidgetItem((demo ? tr("Local demo: ") : QString()) + text(project["name"])
@@ -80,7 +80,7 @@ void ProjectChoicePage::setCatalog(const control::Value& catalog)
     emit completeChanged();
 }
 
-FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
+FirstRunWizard::FirstRunWizard(Link& link, QWidget* parent)
     : QWizard(parent)
     , m_link(link)
 {
@@ -124,11 +124,12 @@ FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
     how->setSubTitle(tr("You can change this at any time under Settings."));
     auto* hl = new QVBoxLayout(how);
     m_presets = new QButtonGroup(how);
-    const QString presets[][2] = {
-        {QStringLiteral("quiet"),
-            tr("Quiet \u2014 a quarter of the time while you use the computer, cooler and quieter")},
-        {QStringLiteral("balanced"), tr("Balanced \u2014 half the time while you use the computer, fully when idle")},
-        {QStringLiteral("maximum"), tr("Maximum \u2014 as fast as it can, always")}};
+    const QString presets[][2]
+        = {{QString(qname(control::setting::kPresetQuiet)),
+               tr("Quiet \u2014 a quarter of the time while you use the computer, cooler and quieter")},
+            {QString(qname(control::setting::kPresetBalanced)),
+                tr("Balanced \u2014 half the time while you use the computer, fully when idle")},
+            {QString(qname(control::setting::kPresetMaximum)), tr("Maximum \u2014 as fast as it can, always")}};
     for (int i = 0; i < 3; ++i) {
         auto* radio = new QRadioButton(presets[i][1], how);
         radio->setProperty("preset", presets[i][0]);
@@ -148,11 +149,11 @@ FirstRunWizard::FirstRunWizard(DaemonLink& link, QWidget* parent)
     m_retry = new QTimer(this);
     m_retry->setInterval(1000);
     connect(m_retry, &QTimer::timeout, this, &FirstRunWizard::loadProjects);
-    connect(&m_link, &DaemonLink::attachedChanged, this, [this](bool attached) {
+    connect(&m_link, &Link::attachedChanged, this, [this](bool attached) {
         if (attached)
             loadProjects();
     });
-    connect(&m_link, &DaemonLink::startFailed, this, [this](const QString& why) {
+    connect(&m_link, &Link::startFailed, this, [this](const QString& why) {
         if (!m_projectPage->loaded())
             m_projectPage->setWaiting(why);
         m_startFailed = true;
@@ -179,7 +180,7 @@ void FirstRunWizard::loadProjects()
         return;
     m_asking = true;
     m_link.request(
-        QStringLiteral("catalog"), control::Value::map(), this,
+        qname(control::request::kCatalog), control::Value::map(), this,
         [this](const DaemonReply& reply) {
             m_asking = false;
             if (!reply.ok || m_projectPage->loaded())
@@ -215,9 +216,9 @@ void FirstRunWizard::fail(const DaemonReply& reply)
 void FirstRunWizard::setName()
 {
     control::Value name = control::Value::map();
-    name.set("key", "display_name");
+    name.set("key", control::setting::kDisplayName.name);
     name.set("value", m_anonymous->isChecked() ? std::string() : m_name->text().trimmed().toStdString());
-    m_link.request(QStringLiteral("settings_set"), name, this, [this](const DaemonReply& reply) {
+    m_link.request(qname(control::request::kSettingsSet), name, this, [this](const DaemonReply& reply) {
         if (!reply.ok)
             return fail(reply);
         setPreset();
@@ -230,11 +231,11 @@ void FirstRunWizard::setPreset()
     if (!chosen)
         return join();
     control::Value preset = control::Value::map();
-    preset.set("key", "preset");
+    preset.set("key", control::setting::kPreset.name);
     preset.set("value", chosen->property("preset").toString().toStdString());
-    m_link.request(QStringLiteral("settings_set"), preset, this, [this](const DaemonReply& reply) {
+    m_link.request(qname(control::request::kSettingsSet), preset, this, [this](const DaemonReply& reply) {
         // A daemon without presets says unknown_setting.
-        if (!reply.ok && reply.code != QLatin1String("unknown_setting"))
+        if (!reply.ok && reply.code != qname(control::errc::kUnknownSetting))
             return fail(reply);
         join();
     });
@@ -254,7 +255,7 @@ void FirstRunWizard::join()
     body.set("project", item->data(Qt::UserRole + 1).toString().toStdString());
     m_progress->setText(tr("Joining %1\u2026").arg(item->data(Qt::UserRole + 1).toString()));
     m_link.request(
-        QStringLiteral("join"), body, this,
+        qname(control::request::kJoin), body, this,
         [this](const DaemonReply& reply) {
             if (!reply.ok)
                 return fail(reply);

@@ -22,7 +22,7 @@ class QTimer;
 
 namespace crowdtrain::ui {
 
-class DaemonLink;
+class Link;
 struct DaemonReply;
 
 // The project page: complete with a project selected or "not now".
@@ -54,7 +54,7 @@ class FirstRunWizard : public QWizard {
 public:
     enum PageId { kWelcome, kWho, kProject, kHow };
 
-    explicit FirstRunWizard(DaemonLink& link, QWidget* parent = nullptr);
+    explicit FirstRunWizard(Link& link, QWidget* parent = nullptr);
     // Sends the name, the preset and the join, one after the other; the
     // wizard closes once all succeeded, else shows the service's message.
     void accept() override;
@@ -78,7 +78,7 @@ private:
     void join();
     void fail(const DaemonReply& reply);
 
-    DaemonLink& m_link;
+    Link& m_link;
     QLineEdit* m_name;
     QCheckBox* m_anonymous;
     ProjectChoicePage* m_projectPage;

@@ -74,11 +74,11 @@ QString deviceWords(const QString& device)
     const QString d = device.trimmed().toLower();
     if (d.isEmpty())
         return QStringLiteral("\u2014");
-    if (d == QLatin1String("auto"))
+    if (d == qname(control::setting::kDeviceAuto))
         return QCoreApplication::translate("format", "Automatic");
-    if (d == QLatin1String("cpu"))
+    if (d == qname(control::setting::kDeviceCpu))
         return QCoreApplication::translate("format", "CPU");
-    if (d == QLatin1String("cuda"))
+    if (d == qname(control::setting::kDeviceCuda))
         return QCoreApplication::translate("format", "GPU (CUDA)");
     if (d.startsWith(QLatin1String("cuda:")))
         return QCoreApplication::translate("format", "GPU %1 (CUDA)").arg(d.mid(5));
@@ -94,9 +94,9 @@ QString formatHours(double hours)
 QString computeHoursName(const QString& device)
 {
     const QString d = device.trimmed().toLower();
-    if (d == QLatin1String("cpu"))
+    if (d == qname(control::setting::kDeviceCpu))
         return QCoreApplication::translate("format", "CPU-hours");
-    if (d.startsWith(QLatin1String("cuda")))
+    if (d.startsWith(qname(control::setting::kDeviceCuda)))
         return QCoreApplication::translate("format", "GPU-hours");
     return QCoreApplication::translate("format", "compute-hours");
 }

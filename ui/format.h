@@ -3,15 +3,30 @@
 // Plain-words formatting of the daemon's numbers for people, and
 // conversions between control::Value and Qt types. GUI thread helpers.
 
+#include "net/control/control_names.h"
+#include "net/control/setting_keys.h"
 #include "net/control/value.h"
 
 #include <QString>
+
+#include <string_view>
 
 namespace crowdtrain::ui {
 
 inline QString text(const control::Value& value)
 {
     return QString::fromStdString(value.toString());
+}
+
+// A name of the control vocabulary (net/control/control_names.h,
+// setting_keys.h) as Qt text: request and event types, keys, codes.
+inline QLatin1String qname(std::string_view name)
+{
+    return QLatin1String(name.data(), qsizetype(name.size()));
+}
+template <typename T> QLatin1String qname(control::SettingKey<T> key)
+{
+    return qname(key.name);
 }
 
 // 1.2 KB, 3.4 MB, 1.1 GB (powers of 1000, as disks are sold).

@@ -1,9 +1,14 @@
 #include "ui/main_window.h"
 
-#include "ui/daemon_link.h"
+#include "ui/checkpoints_page.h"
+#include "ui/contributions_page.h"
+#include "ui/dashboard_page.h"
 #include "ui/first_run.h"
 #include "ui/format.h"
-#include "ui/pages.h"
+#include "ui/link.h"
+#include "ui/log_page.h"
+#include "ui/projects_page.h"
+#include "ui/settings_page.h"
 
 #include <QAction>
 #include <QApplication>
@@ -29,7 +34,7 @@ static void initUiResources()
 
 namespace crowdtrain::ui {
 
-MainWindow::MainWindow(DaemonLink& link, QWidget* parent)
+MainWindow::MainWindow(Link& link, QWidget* parent)
     : QMainWindow(parent)
     , m_link(link)
 {
@@ -72,9 +77,9 @@ MainWindow::MainWindow(DaemonLink& link, QWidget* parent)
     m_status->setAccessibleName(tr("Service status"));
     statusBar()->addPermanentWidget(m_status);
 
-    connect(&m_link, &DaemonLink::event, this, &MainWindow::onEvent);
-    connect(&m_link, &DaemonLink::attachedChanged, this, &MainWindow::onAttached);
-    connect(&m_link, &DaemonLink::notice, this, [this](const QString& text) { statusBar()->showMessage(text, 10000); });
+    connect(&m_link, &Link::event, this, &MainWindow::onEvent);
+    connect(&m_link, &Link::attachedChanged, this, &MainWindow::onAttached);
+    connect(&m_link, &Link::notice, this, [this](const QString& text) { statusBar()->showMessage(text, 10000); });
     setupTray();
     m_sidebar->setCurrentRow(kDashboard);
     resize(1180, 800);
@@ -132,22 +137,31 @@ void MainWindow::onEvent(const QString& type, const control::Value& body)
 {
     for (Page* page : m_pages)
         page->onEvent(type, body);
-    if (type == QLatin1String("state") || type == QLatin1String("progress")) {
+    if (type == qname(control::event::kState) || type == qname(control::event::kProgress)) {
         const QString state = text(body["text"]);
         m_status->setText(tr("Service: %1").arg(state));
         if (m_tray)
             m_tray->setToolTip(tr("Crowdtrain — %1").arg(state));
-        if (type == QLatin1String("state") && m_tray && state != m_lastState
-            && text(body["reason"]).contains(QLatin1String("°C")))
-            m_tray->showMessage(tr("Training paused"), text(body["reason"]));
+        // The heat limit pauses training: said once, as it starts (or its cooling begins).
+        const auto limit = control::parseLimitCode(body["limit_code"].toString());
+        const bool heat = limit == control::LimitCode::Temperature || limit == control::LimitCode::Cooling;
+        if (type == qname(control::event::kState) && state != m_lastState && heat)
+            notify(tr("Training paused"), text(body["reason"]));
         m_lastState = state;
-    } else if (type == QLatin1String("checkpoint_published") && m_tray) {
-        m_tray->showMessage(tr("New checkpoint"),
+    } else if (type == qname(control::event::kCheckpointPublished)) {
+        notify(tr("New checkpoint"),
             tr("%1 published round %2 (validation loss %3).")
                 .arg(text(body["project"]))
                 .arg(body["round"].toUInt())
                 .arg(formatLoss(body["val_loss"])));
     }
+}
+
+void MainWindow::notify(const QString& title, const QString& words)
+{
+    if (m_tray)
+        m_tray->showMessage(title, words);
+    emit notified(title, words);
 }
 
 void MainWindow::setupTray()
@@ -167,14 +181,14 @@ void MainWindow::setupTray()
         if (!reply.ok)
             statusBar()->showMessage(reply.message, 10000);
     };
-    menu->addAction(
-        tr("Pause"), this, [this, say] { m_link.request(QStringLiteral("pause"), control::Value::map(), this, say); });
+    menu->addAction(tr("Pause"), this,
+        [this, say] { m_link.request(qname(control::request::kPause), control::Value::map(), this, say); });
     menu->addAction(tr("Resume"), this,
-        [this, say] { m_link.request(QStringLiteral("resume"), control::Value::map(), this, say); });
+        [this, say] { m_link.request(qname(control::request::kResume), control::Value::map(), this, say); });
     menu->addAction(tr("Snooze for 1 hour"), this, [this, say] {
         control::Value body = control::Value::map();
         body.set("seconds", 3600);
-        m_link.request(QStringLiteral("snooze"), body, this, say);
+        m_link.request(qname(control::request::kSnooze), body, this, say);
     });
     menu->addSeparator();
     menu->addAction(tr("Quit (training goes on)"), qApp, &QApplication::quit);
@@ -225,16 +239,17 @@ bool MainWindow::maybeRunFirstRun()
     // Asked now and once the service answers (it may be starting).
     QPointer<FirstRunWizard> guard(wizard);
     auto check = [this, guard] {
-        m_link.request(QStringLiteral("status"), control::Value::map(), this, [guard](const DaemonReply& reply) {
-            if (!guard || !reply.ok || text(reply.body["project"]).isEmpty())
-                return;
-            QSettings().setValue(QStringLiteral("firstRunDone"), true);
-            if (guard->currentId() == FirstRunWizard::kWelcome)
-                guard->reject();
-        });
+        m_link.request(
+            qname(control::request::kStatus), control::Value::map(), this, [guard](const DaemonReply& reply) {
+                if (!guard || !reply.ok || text(reply.body["project"]).isEmpty())
+                    return;
+                QSettings().setValue(QStringLiteral("firstRunDone"), true);
+                if (guard->currentId() == FirstRunWizard::kWelcome)
+                    guard->reject();
+            });
     };
     check();
-    connect(&m_link, &DaemonLink::attachedChanged, wizard, [check](bool attached) {
+    connect(&m_link, &Link::attachedChanged, wizard, [check](bool attached) {
         if (attached)
             check();
     });

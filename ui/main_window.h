@@ -17,7 +17,7 @@ class QLabel;
 
 namespace crowdtrain::ui {
 
-class DaemonLink;
+class Link;
 class DashboardPage;
 class ProjectsPage;
 class CheckpointsPage;
@@ -32,7 +32,7 @@ class MainWindow : public QMainWindow {
 public:
     enum PageIndex { kDashboard, kProjects, kCheckpoints, kContributions, kSettings, kLog, kPages };
 
-    explicit MainWindow(DaemonLink& link, QWidget* parent = nullptr);
+    explicit MainWindow(Link& link, QWidget* parent = nullptr);
 
     void showPage(int index);
     Page* page(int index) const;
@@ -46,6 +46,10 @@ public:
     // Saves a PNG of each page into `dir` (screenshots, tests).
     QStringList saveScreenshots(const QString& dir);
 
+signals:
+    // A notification for the volunteer (shown by the tray icon where there is one).
+    void notified(const QString& title, const QString& text);
+
 protected:
     void closeEvent(QCloseEvent* event) override;
 
@@ -53,8 +57,9 @@ private:
     void onEvent(const QString& type, const crowdtrain::control::Value& body);
     void onAttached(bool attached);
     void setupTray();
+    void notify(const QString& title, const QString& words);
 
-    DaemonLink& m_link;
+    Link& m_link;
     QListWidget* m_sidebar;
     QStackedWidget* m_stack;
     Page* m_pages[kPages];

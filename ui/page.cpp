@@ -1,4 +1,4 @@
-#include "ui/pages.h"
+#include "ui/page.h"
 
 namespace crowdtrain::ui {
 
@@ -15,7 +15,7 @@ void Page::reload()
     fetched();
 }
 
-void Page::fetch(const QString& type, const control::Value& body, DaemonLink::Handler done, int timeoutMs)
+void Page::fetch(const QString& type, const control::Value& body, Link::Handler done, int timeoutMs)
 {
     ++m_loading;
     m_link.request(
@@ -27,7 +27,7 @@ void Page::fetch(const QString& type, const control::Value& body, DaemonLink::Ha
         timeoutMs);
 }
 
-void Page::send(const QString& type, const control::Value& body, DaemonLink::Handler done, int timeoutMs)
+void Page::send(const QString& type, const control::Value& body, Link::Handler done, int timeoutMs)
 {
     m_link.request(type, body, this, std::move(done), timeoutMs);
 }

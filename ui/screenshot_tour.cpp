@@ -1,9 +1,10 @@
 #include "ui/screenshot_tour.h"
 
-#include "ui/daemon_link.h"
+#include "ui/checkpoints_page.h"
 #include "ui/first_run.h"
+#include "ui/format.h"
+#include "ui/link.h"
 #include "ui/main_window.h"
-#include "ui/pages.h"
 
 #include <QApplication>
 #include <QDateTime>
@@ -16,7 +17,7 @@
 
 namespace crowdtrain::ui {
 
-ScreenshotTour::ScreenshotTour(MainWindow& window, DaemonLink& link, QString dir, bool walkFirstRun)
+ScreenshotTour::ScreenshotTour(MainWindow& window, Link& link, QString dir, bool walkFirstRun)
     : QObject(&window)
     , m_window(window)
     , m_link(link)
@@ -110,26 +111,27 @@ void ScreenshotTour::tick()
             return;
         // A few rounds on the dashboard and a downloaded checkpoint.
         m_asking = true;
-        m_link.request(QStringLiteral("metrics"), control::Value::map(), this, [this](const DaemonReply& metrics) {
-            if (!metrics.ok || metrics.body["rows"].size() < 6) {
-                m_asking = false;
-                return;
-            }
-            m_link.request(
-                QStringLiteral("checkpoints"), control::Value::map(), this,
-                [this](const DaemonReply& checkpoints) {
+        m_link.request(
+            qname(control::request::kMetrics), control::Value::map(), this, [this](const DaemonReply& metrics) {
+                if (!metrics.ok || metrics.body["rows"].size() < 6) {
                     m_asking = false;
-                    bool ready = false;
-                    for (const auto& c : checkpoints.body["checkpoints"].items())
-                        ready = ready || c["state"].toString() == "ready";
-                    if (!ready || m_step != Step::Training)
-                        return;
-                    m_window.showPage(MainWindow::kCheckpoints);
-                    m_step = Step::Trying;
-                    m_tryStartedMs = QDateTime::currentMSecsSinceEpoch();
-                },
-                15000);
-        });
+                    return;
+                }
+                m_link.request(
+                    qname(control::request::kCheckpoints), control::Value::map(), this,
+                    [this](const DaemonReply& checkpoints) {
+                        m_asking = false;
+                        bool ready = false;
+                        for (const auto& c : checkpoints.body["checkpoints"].items())
+                            ready = ready || c["state"].toString() == "ready";
+                        if (!ready || m_step != Step::Training)
+                            return;
+                        m_window.showPage(MainWindow::kCheckpoints);
+                        m_step = Step::Trying;
+                        m_tryStartedMs = QDateTime::currentMSecsSinceEpoch();
+                    },
+                    15000);
+            });
         return;
     }
     case Step::Trying:

@@ -15,7 +15,7 @@ class QTimer;
 
 namespace crowdtrain::ui {
 
-class DaemonLink;
+class Link;
 class FirstRunWizard;
 class MainWindow;
 
@@ -23,7 +23,7 @@ class ScreenshotTour : public QObject {
     Q_OBJECT
 
 public:
-    ScreenshotTour(MainWindow& window, DaemonLink& link, QString dir, bool walkFirstRun);
+    ScreenshotTour(MainWindow& window, Link& link, QString dir, bool walkFirstRun);
     void start();
 
 private:
@@ -33,7 +33,7 @@ private:
     void saveWizard(const QString& name);
 
     MainWindow& m_window;
-    DaemonLink& m_link;
+    Link& m_link;
     QString m_dir;
     QPointer<FirstRunWizard> m_wizard; // deleted once it closes
     QTimer* m_timer;

@@ -5,6 +5,7 @@
 #include "engine/model_io.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
+#include "net/control/control_names.h"
 #include "net/control/utf8_text.h"
 #include "net/daemon/state_file.h"
 #include "net/transfer/socket_source.h"
@@ -61,7 +62,7 @@ bool temporary(const Error& error)
 Status checkName(const std::string& project)
 {
     if (!net::isProjectName(project))
-        return Error::make("bad_request",
+        return Error::make(control::errc::kBadRequest,
             "not a project name (1 to 64 of a-z, 0-9 and -): \"" + control::toValidUtf8(project, 80) + "\"");
     return Status::success();
 }
@@ -363,7 +364,7 @@ Status Checkpoints::pauseDownload(const std::string& project, uint64_t round, bo
     std::lock_guard lock(m_mutex);
     auto it = m_jobs.find(key(project, round));
     if (it == m_jobs.end())
-        return Error::make("not_found", "no download of " + project + " round " + std::to_string(round));
+        return Error::make(control::errc::kNotFound, "no download of " + project + " round " + std::to_string(round));
     it->second.paused = paused;
     if (it->second.state == "downloading" && paused)
         m_cancel = true; // stops at the next chunk; the part files stay
@@ -386,7 +387,8 @@ Status Checkpoints::cancel(const std::string& project, uint64_t round)
         std::lock_guard lock(m_mutex);
         auto it = m_jobs.find(key(project, round));
         if (it == m_jobs.end())
-            return Error::make("not_found", "no download of " + project + " round " + std::to_string(round));
+            return Error::make(
+                control::errc::kNotFound, "no download of " + project + " round " + std::to_string(round));
         if (it->second.state == "downloading") {
             it->second.state = "cancelling";
             m_cancel = true;
@@ -408,7 +410,8 @@ Status Checkpoints::remove(const std::string& project, uint64_t round)
         return named;
     std::error_code ec;
     if (!std::filesystem::exists(folderOf(project, round), ec))
-        return Error::make("not_found", project + " round " + std::to_string(round) + " is not downloaded");
+        return Error::make(
+            control::errc::kNotFound, project + " round " + std::to_string(round) + " is not downloaded");
     if (Status inside = contained(folderOf(project, round)); !inside)
         return inside;
     std::filesystem::remove_all(folderOf(project, round), ec);
@@ -425,10 +428,10 @@ Result<uint64_t> Checkpoints::generate(GenerateRequest request)
         return inside.error();
     std::error_code ec;
     if (!std::filesystem::exists(folderOf(request.project, request.round) / "model.safetensors", ec))
-        return Error::make("not_downloaded",
+        return Error::make(control::errc::kNotDownloaded,
             request.project + " round " + std::to_string(request.round) + " is not downloaded: download it first");
     if (request.prompt.empty())
-        return Error::make("bad_value", "the prompt is empty");
+        return Error::make(control::errc::kBadValue, "the prompt is empty");
     std::lock_guard lock(m_mutex);
     const uint64_t id = m_nextGeneration++;
     m_generations.emplace_back(id, std::move(request));
@@ -444,7 +447,7 @@ void Checkpoints::publishJob(const Job& job)
     body.set("error", job.error);
     if (job.retryAtMs)
         body.set("retry_at_ms", job.retryAtMs);
-    m_options.publish("download", body);
+    m_options.publish(control::event::kDownload, body);
 }
 
 std::filesystem::path Checkpoints::samplesFileOf(const std::string& project, uint64_t round) const
@@ -510,7 +513,7 @@ void Checkpoints::runSampleFetch(const SampleFetch& fetch)
         control::Value body = control::Value::map();
         body.set("project", fetch.project).set("round", fetch.round);
         body.set("samples", readSamples(fetch.project, fetch.round));
-        m_options.publish("samples", body);
+        m_options.publish(control::event::kSamples, body);
     }
 }
 
@@ -681,7 +684,7 @@ void Checkpoints::runGenerate(const GenerateRequest& request, uint64_t id)
         control::Value body = control::Value::map();
         body.set("id", id).set("project", request.project).set("round", request.round);
         body.set("text", text).set("done", done).set("error", error);
-        m_options.publish("generated", body);
+        m_options.publish(control::event::kGenerated, body);
     };
     const std::filesystem::path folder = folderOf(request.project, request.round);
     auto tokenizer = engine::loadTokenizer(folder / "tokenizer");

@@ -1,5 +1,6 @@
 #include "net/daemon/daemon.h"
 
+#include "net/control/control_names.h"
 #include "net/control/control_paths.h"
 #include "net/daemon/request_fields.h"
 #include "net/daemon/state_file.h"
@@ -85,11 +86,11 @@ Status Daemon::initialise()
     const std::filesystem::path lockFile = m_options.controlDir / "daemon.lock";
     m_lockFd = ::open(lockFile.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (m_lockFd < 0)
-        return Error::make("io_error", lockFile.string() + ": " + std::strerror(errno));
+        return Error::make(net::errc::kIoError, lockFile.string() + ": " + std::strerror(errno));
     if (::flock(m_lockFd, LOCK_EX | LOCK_NB) != 0) {
         char pid[32] = {};
         (void)::pread(m_lockFd, pid, sizeof pid - 1, 0);
-        return Error::make("already_running",
+        return Error::make(control::errc::kAlreadyRunning,
             "a Crowdtrain daemon is already running for this user (pid " + std::string(pid) + ", control folder "
                 + m_options.controlDir.string() + ")");
     }
@@ -100,7 +101,7 @@ Status Daemon::initialise()
     std::error_code ec;
     std::filesystem::create_directories(m_options.dataDir, ec);
     if (ec)
-        return Error::make("io_error", m_options.dataDir.string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, m_options.dataDir.string() + ": " + ec.message());
     std::string settingsNotice;
     auto settings = Settings::load(m_options.configDir / "settings.json", settingsNotice);
     if (!settings)
@@ -130,7 +131,7 @@ Status Daemon::initialise()
     checkpoints.resolve = [this](const std::string& hub) { return currentHub(hub); };
     checkpoints.generating = [this](bool on) {
         std::lock_guard lock(m_mutex);
-        m_generating = on && m_settings.boolean("generate_pauses_training");
+        m_generating = on && m_settings.get(control::setting::kGeneratePausesTraining);
         refreshPaused();
     };
     m_checkpoints = std::make_unique<Checkpoints>(*m_hubs, std::move(checkpoints));
@@ -233,7 +234,7 @@ void Daemon::log(const std::string& line)
         m_options.log(line);
     Value body = Value::map();
     body.set("line", line);
-    publish("log", body);
+    publish(control::event::kLog, body);
 }
 
 void Daemon::notice(const std::string& line)
@@ -316,11 +317,11 @@ Status Daemon::startRunner(const std::string& hubText, const HubLink& hub, const
 {
     volunteer::AgentOptions options;
     options.dataDir = m_options.dataDir;
-    options.displayName = m_settings.text("display_name");
-    const std::string device = m_settings.text("device");
+    options.displayName = m_settings.get(control::setting::kDisplayName);
+    const std::string device = m_settings.get(control::setting::kDevice);
     options.device = device == "auto" ? "auto" : device;
-    options.threads = int(m_settings.integer("cpu_threads"));
-    options.pieceCacheBytes = uint64_t(m_settings.integer("piece_cache_bytes"));
+    options.threads = int(m_settings.get(control::setting::kCpuThreads));
+    options.pieceCacheBytes = uint64_t(m_settings.get(control::setting::kPieceCacheBytes));
     if (device == "cuda" && !LimitsMonitor::cudaDevice(m_settings).empty())
         options.device = LimitsMonitor::cudaDevice(m_settings);
     options.network = m_limits->throttle();
@@ -346,11 +347,11 @@ Status Daemon::join(const std::string& hub, const std::string& project)
     auto done = std::make_shared<std::promise<Status>>();
     auto result = done->get_future();
     if (!m_changes->post([this, hub, project, done] { done->set_value(joinNow(hub, project)); }))
-        return Error::make("busy", "too many requests are waiting; try again shortly");
+        return Error::make(control::errc::kBusy, "too many requests are waiting; try again shortly");
     try {
         return result.get();
     } catch (const std::future_error&) {
-        return Error::make("stopping", "the daemon is stopping");
+        return Error::make(control::errc::kStopping, "the daemon is stopping");
     }
 }
 
@@ -419,50 +420,51 @@ void Daemon::resumeJoined()
     }
 }
 
-std::string Daemon::stateText(const volunteer::AgentSummary* summary, std::string& why) const
+control::DaemonState Daemon::stateOf(const volunteer::AgentSummary* summary, std::string& why) const
 {
+    using control::DaemonState;
     why.clear();
     if (m_joinedProject.empty()) {
         why = "no project joined";
-        return "idle";
+        return DaemonState::Idle;
     }
     if (m_snoozeUntilMs > unixNowMs()) {
         why = "snoozed";
-        return "paused";
+        return DaemonState::Paused;
     }
     if (m_userPaused) {
         why = "paused by you";
-        return "paused";
+        return DaemonState::Paused;
     }
     if (m_generating) {
         why = "generating text from a checkpoint";
-        return "paused";
+        return DaemonState::Paused;
     }
     if (!m_limits->decision().run) {
         why = m_limits->decision().limit;
-        return "paused";
+        return DaemonState::Paused;
     }
     if (!summary)
-        return "starting";
+        return DaemonState::Starting;
     if (m_runner && !m_runner->running()) {
         const auto failure = m_runner->failure();
         why = failure ? failure->message : "stopped";
-        return "stopped";
+        return DaemonState::Stopped;
     }
     const std::string& phase = summary->phase;
     if (phase == "training" || phase == "uploading") {
         why = m_limits->decision().limit; // a busy share under 100%, or ""
-        return "training";
+        return DaemonState::Training;
     }
     if (phase == "waiting")
-        return "waiting for the round";
+        return DaemonState::Waiting;
     if (phase == "syncing")
-        return "downloading the model";
+        return DaemonState::Syncing;
     if (phase == "offline") {
         why = summary->lastError;
-        return "offline";
+        return DaemonState::Offline;
     }
-    return "connecting";
+    return DaemonState::Connecting;
 }
 
 control::Value Daemon::status() const
@@ -472,17 +474,18 @@ control::Value Daemon::status() const
     if (m_runner)
         summary = m_runner->summary();
     std::string why;
-    const std::string state = stateText(summary ? &*summary : nullptr, why);
+    const std::string state(control::wireName(stateOf(summary ? &*summary : nullptr, why)));
     Value v = Value::map();
     v.set("state", state).set("reason", why);
     v.set("text", why.empty() ? state : state + ": " + why);
     v.set("hub", m_joinedHub).set("project", m_joinedProject);
     v.set("paused", m_userPaused).set("snooze_until_ms", m_snoozeUntilMs);
-    v.set("device", m_settings.text("device")).set("public_key", m_identity.publicKey);
+    v.set("device", m_settings.get(control::setting::kDevice)).set("public_key", m_identity.publicKey);
     Value limits = m_limits->report(m_gate.measuredBusy(), m_settings);
     if (summary && summary->microBatch > 0)
         limits.set("micro_batch", summary->microBatch);
-    v.set("limit", m_limits->decision().limit).set("limits", std::move(limits));
+    v.set("limit", m_limits->decision().limit).set("limit_code", control::wireName(m_limits->decision().code));
+    v.set("limits", std::move(limits));
     if (summary) {
         v.set("phase", summary->phase).set("round", summary->round).set("task", summary->taskId);
         v.set("step", summary->step).set("steps", summary->steps).set("loss", summary->loss);
@@ -517,8 +520,8 @@ void Daemon::refreshHubs()
         hubText = m_runner->target().hubLink;
     }
     const uint64_t since = m_nextMetricRound;
-    const bool autoDownload = m_settings.boolean("auto_download");
-    const uint64_t autoMax = uint64_t(m_settings.integer("auto_download_max_bytes"));
+    const bool autoDownload = m_settings.get(control::setting::kAutoDownload);
+    const uint64_t autoMax = uint64_t(m_settings.get(control::setting::kAutoDownloadMaxBytes));
     lock.unlock();
     if (hub) {
         auto rows = m_hubs->call<net::MetricsReply>(*hub, net::MetricsRequest{project, since, 4096}, 3000);
@@ -537,7 +540,7 @@ void Daemon::refreshHubs()
             lock.unlock();
             Value body = Value::map();
             body.set("project", project).set("rows", std::move(added));
-            publish("metrics", body);
+            publish(control::event::kMetrics, body);
         }
         // A new checkpoint: tell, and fetch it when the settings say so.
         auto list = m_hubs->call<net::ListCheckpointsReply>(*hub, net::ListCheckpointsRequest{project}, 3000);
@@ -551,7 +554,7 @@ void Daemon::refreshHubs()
                 Value body = Value::map();
                 body.set("project", project).set("round", newest.round).set("bytes", bytes);
                 body.set("val_loss", newest.valLoss ? Value(*newest.valLoss) : Value());
-                publish("checkpoint_published", body);
+                publish(control::event::kCheckpointPublished, body);
                 if (autoDownload && bytes <= autoMax)
                     (void)m_checkpoints->download(hubText, project, newest.round);
             }
@@ -585,7 +588,7 @@ void Daemon::poll()
         if (m_runner)
             summary = m_runner->summary();
         std::string why;
-        const std::string state = stateText(summary ? &*summary : nullptr, why);
+        const std::string state(control::wireName(stateOf(summary ? &*summary : nullptr, why)));
         const std::string text = why.empty() ? state : state + ": " + why;
         // This machine's history: the busy share over the governor's window
         // and the tokens/s it gives (the steps' own rate times that share),
@@ -607,9 +610,9 @@ void Daemon::poll()
         Value progress = status();
         if (text != m_lastStateText) {
             m_lastStateText = text;
-            publish("state", progress);
+            publish(control::event::kState, progress);
         }
-        publish("progress", progress);
+        publish(control::event::kProgress, progress);
 
         if (std::chrono::steady_clock::now() >= nextRefresh) {
             nextRefresh = std::chrono::steady_clock::now() + std::chrono::milliseconds(m_options.hubRefreshMs);

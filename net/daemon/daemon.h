@@ -33,6 +33,7 @@
 // (request_fields.h): names by the wire's rule, types exactly.
 
 #include "engine/result.h"
+#include "net/control/control_names.h"
 #include "net/control/control_server.h"
 #include "net/daemon/checkpoints.h"
 #include "net/daemon/demo_hub.h"
@@ -144,7 +145,7 @@ private:
 
     // With m_mutex held.
     Status startRunner(const std::string& hubText, const HubLink& hub, const std::string& project);
-    std::string stateText(const volunteer::AgentSummary* summary, std::string& why) const;
+    control::DaemonState stateOf(const volunteer::AgentSummary* summary, std::string& why) const;
     void refreshPaused();
 
     DaemonOptions m_options;

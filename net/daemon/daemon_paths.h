@@ -7,6 +7,7 @@
 // Header-only and free of libtorch, so the command-line client shares it.
 
 #include "engine/result.h"
+#include "net/wire/error_codes.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -18,12 +19,12 @@ inline Result<std::filesystem::path> xdgFolder(const char* variable, const char*
     if (const char* set = std::getenv(variable); set && *set) {
         const std::filesystem::path dir(set);
         if (!dir.is_absolute())
-            return Error::make("no_data_dir", std::string(variable) + " is not an absolute path");
+            return Error::make(net::errc::kNoDataDir, std::string(variable) + " is not an absolute path");
         return dir / "crowdtrain";
     }
     const char* home = std::getenv("HOME");
     if (!home || !*home || !std::filesystem::path(home).is_absolute())
-        return Error::make("no_data_dir", std::string("neither ") + variable + " nor HOME is set");
+        return Error::make(net::errc::kNoDataDir, std::string("neither ") + variable + " nor HOME is set");
     return std::filesystem::path(home) / fallbackUnderHome / "crowdtrain";
 }
 

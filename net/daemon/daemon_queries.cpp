@@ -113,7 +113,7 @@ Result<Value> Daemon::contributions()
             hub = m_runner->target().hub;
     }
     if (!hub)
-        return Error::make("not_joined", "join a project to see contributions");
+        return Error::make(control::errc::kNotJoined, "join a project to see contributions");
     auto mine = m_hubs->call<net::MyStatsReply>(*hub, net::MyStatsRequest{project}, 5000);
     if (!mine)
         return Error::make(mine.error().code, "the hub did not answer: " + mine.error().message);

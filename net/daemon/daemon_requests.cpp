@@ -5,6 +5,7 @@
 // which keeps the state, the joined project and the poller.
 #include "net/daemon/daemon.h"
 
+#include "net/control/control_names.h"
 #include "net/daemon/request_fields.h"
 
 namespace crowdtrain::daemon {
@@ -12,6 +13,7 @@ namespace crowdtrain::daemon {
 namespace {
 
 using control::Value;
+namespace request = control::request;
 
 // "demo" or a hub link, checked; the text the daemon stores.
 Result<std::string> hubTextOf(const Value& body)
@@ -55,23 +57,23 @@ void Daemon::handle(const control::Request& request, control::Responder respond)
     const std::string& type = request.type;
     const Value& body = request.body;
     // Answered at once, from memory.
-    if (type == "status")
+    if (type == request::kStatus)
         return respond(status());
-    if (type == "settings_get") {
+    if (type == request::kSettingsGet) {
         std::lock_guard lock(m_mutex);
         Value v = Value::map();
         v.set("settings", m_settings.values()).set("described", m_settings.described());
         return respond(v);
     }
-    if (type == "metrics") {
+    if (type == request::kMetrics) {
         auto since = optionalUInt(body, "since_round");
         return respond(since ? metrics(since->value_or(0)) : Result<Value>(since.error()));
     }
-    if (type == "machine_history")
+    if (type == request::kMachineHistory)
         return respond(machineHistory());
-    if (type == "log")
+    if (type == request::kLog)
         return respond(logLines());
-    if (type == "catalog") {
+    if (type == request::kCatalog) {
         auto refresh = optionalBool(body, "refresh");
         if (!refresh)
             return respond(refresh.error());
@@ -79,26 +81,26 @@ void Daemon::handle(const control::Request& request, control::Responder respond)
             return respond(catalog(false));
         return later(*m_reads, respond, [this] { return catalog(true); });
     }
-    if (type == "contributions")
+    if (type == request::kContributions)
         return later(*m_reads, respond, [this] { return contributions(); });
 
     // Changes, in the order they came.
-    if (type == "settings_set") {
+    if (type == request::kSettingsSet) {
         auto key = requiredText(body, "key");
         if (!key)
             return respond(key.error());
         return later(
             *m_changes, respond, [this, key = *key, value = body["value"]] { return settingsSet(key, value); });
     }
-    if (type == "follow" || type == "unfollow") {
+    if (type == request::kFollow || type == request::kUnfollow) {
         auto hub = linkOf(body);
         if (!hub)
             return respond(hub.error());
-        if (type == "follow")
+        if (type == request::kFollow)
             return later(*m_changes, respond, [this, hub = *hub] { return follow(hub); });
         return later(*m_changes, respond, [this, hub = *hub] { return unfollow(hub); });
     }
-    if (type == "join") {
+    if (type == request::kJoin) {
         auto hub = hubTextOf(body);
         if (!hub)
             return respond(hub.error());
@@ -111,31 +113,32 @@ void Daemon::handle(const control::Request& request, control::Responder respond)
             return status();
         });
     }
-    if (type == "leave")
+    if (type == request::kLeave)
         return later(*m_changes, respond, [this] { return leave(); });
-    if (type == "pause" || type == "resume")
-        return later(*m_changes, respond, [this, paused = type == "pause"] { return pause(paused); });
-    if (type == "snooze") {
+    if (type == request::kPause || type == request::kResume)
+        return later(*m_changes, respond, [this, paused = type == request::kPause] { return pause(paused); });
+    if (type == request::kSnooze) {
         auto seconds = optionalInt(body, "seconds", 1, 7 * 24 * 3600);
         if (!seconds)
             return respond(seconds.error());
         return later(*m_changes, respond, [this, s = seconds->value_or(3600)] { return snooze(s); });
     }
-    if (type == "checkpoints" || type == "download" || type == "download_pause" || type == "download_resume"
-        || type == "download_cancel" || type == "checkpoint_delete" || type == "generate") {
+    if (type == request::kCheckpoints || type == request::kDownload || type == request::kDownloadPause
+        || type == request::kDownloadResume || type == request::kDownloadCancel || type == request::kCheckpointDelete
+        || type == request::kGenerate) {
         CheckpointRequest r;
         r.type = type;
         auto project = optionalName(body, "project");
         if (!project)
             return respond(project.error());
         r.project = *project;
-        if (type == "checkpoints")
+        if (type == request::kCheckpoints)
             return later(*m_reads, respond, [this, r] { return checkpointRequest(r); });
         auto round = requiredUInt(body, "round");
         if (!round)
             return respond(round.error());
         r.round = *round;
-        if (type == "generate") {
+        if (type == request::kGenerate) {
             auto prompt = requiredText(body, "prompt");
             auto temperature = optionalNumber(body, "temperature", 0, 10);
             auto topK = optionalInt(body, "top_k", 0, 1'000'000);
@@ -153,7 +156,7 @@ void Daemon::handle(const control::Request& request, control::Responder respond)
         }
         return later(*m_changes, respond, [this, r] { return checkpointRequest(r); });
     }
-    respond(Error::make("unknown_type", "the daemon has no request \"" + type + "\""));
+    respond(Error::make(control::errc::kUnknownType, "the daemon has no request \"" + type + "\""));
 }
 
 Result<Value> Daemon::checkpointRequest(const CheckpointRequest& r)
@@ -169,7 +172,7 @@ Result<Value> Daemon::checkpointRequest(const CheckpointRequest& r)
             hubText = m_runner->target().hubLink;
         }
     }
-    if (r.type == "checkpoints") {
+    if (r.type == request::kCheckpoints) {
         Value v = Value::map();
         v.set("project", project).set("checkpoints", Value::array());
         if (!project.empty() && hub) {
@@ -182,17 +185,17 @@ Result<Value> Daemon::checkpointRequest(const CheckpointRequest& r)
         return v;
     }
     if (project.empty())
-        return Error::make("not_joined", "no project is joined and none was named");
+        return Error::make(control::errc::kNotJoined, "no project is joined and none was named");
     Status done = Status::success();
-    if (r.type == "download") {
+    if (r.type == request::kDownload) {
         if (!hub)
-            return Error::make("not_joined", "join " + project + " to download its checkpoints");
+            return Error::make(control::errc::kNotJoined, "join " + project + " to download its checkpoints");
         done = m_checkpoints->download(hubText, project, r.round);
-    } else if (r.type == "download_pause" || r.type == "download_resume") {
-        done = m_checkpoints->pauseDownload(project, r.round, r.type == "download_pause");
-    } else if (r.type == "download_cancel") {
+    } else if (r.type == request::kDownloadPause || r.type == request::kDownloadResume) {
+        done = m_checkpoints->pauseDownload(project, r.round, r.type == request::kDownloadPause);
+    } else if (r.type == request::kDownloadCancel) {
         done = m_checkpoints->cancel(project, r.round);
-    } else if (r.type == "checkpoint_delete") {
+    } else if (r.type == request::kCheckpointDelete) {
         done = m_checkpoints->remove(project, r.round);
     } else {
         GenerateRequest g = r.generate;
@@ -255,7 +258,7 @@ Result<Value> Daemon::unfollow(const HubLink& hub)
     {
         std::lock_guard lock(m_mutex);
         if (!m_hubs->unfollow(formatHubLink(hub)))
-            return Error::make("not_found", "this hub is not followed: " + formatHubLink(hub));
+            return Error::make(control::errc::kNotFound, "this hub is not followed: " + formatHubLink(hub));
         state = stateSnapshot();
     }
     if (Status s = writeState(state); !s)
@@ -271,7 +274,7 @@ Result<Value> Daemon::leave()
     {
         std::lock_guard lock(m_mutex);
         if (m_joinedProject.empty())
-            return Error::make("not_joined", "no project is joined");
+            return Error::make(control::errc::kNotJoined, "no project is joined");
         left = m_joinedProject;
         old = std::move(m_runner);
         m_joinedHub.clear();

@@ -2,7 +2,9 @@
 
 #include "engine/data_prepare.h"
 #include "engine/tokenizer.h"
+#include "net/control/control_names.h"
 #include "net/transport/atomic_write.h"
+#include "net/wire/error_codes.h"
 
 #include <nlohmann/json.hpp>
 
@@ -62,11 +64,11 @@ Result<std::string> readLine(int fd, int timeoutMs)
                 "timeout", "the demo coordinator did not start within " + std::to_string(timeoutMs) + " ms");
         pollfd p{fd, POLLIN, 0};
         if (::poll(&p, 1, int(left.count())) < 0 && errno != EINTR)
-            return Error::make("io_error", std::string("poll: ") + std::strerror(errno));
+            return Error::make(net::errc::kIoError, std::string("poll: ") + std::strerror(errno));
         char buffer[512];
         const ssize_t n = ::read(fd, buffer, sizeof buffer);
         if (n == 0)
-            return Error::make("demo_failed", "the demo coordinator exited before it started: " + line);
+            return Error::make(control::errc::kDemoFailed, "the demo coordinator exited before it started: " + line);
         if (n > 0)
             line.append(buffer, std::size_t(n));
     }
@@ -103,7 +105,7 @@ Result<std::unique_ptr<DemoHub>> DemoHub::start(const DemoOptions& options)
     if (!std::filesystem::exists(data / "meta.json", ec)) {
         const auto files = demoCorpusFiles(options.corpusDir);
         if (files.empty())
-            return Error::make("no_demo_corpus",
+            return Error::make(control::errc::kNoDemoCorpus,
                 "the demo's corpus is missing: " + options.corpusDir.string()
                     + " has no text (install Debian's fortunes package: apt install fortunes)");
         std::filesystem::remove_all(data, ec);
@@ -129,7 +131,7 @@ Result<std::unique_ptr<DemoHub>> DemoHub::start(const DemoOptions& options)
 
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0)
-        return Error::make("io_error", std::string("pipe: ") + std::strerror(errno));
+        return Error::make(net::errc::kIoError, std::string("pipe: ") + std::strerror(errno));
     const std::string server = options.serverBinary.string();
     const std::string specArg = spec.string();
     const std::string stateArg = (root / "state").string();
@@ -137,7 +139,7 @@ Result<std::unique_ptr<DemoHub>> DemoHub::start(const DemoOptions& options)
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0)
-        return Error::make("io_error", std::string("fork: ") + std::strerror(errno));
+        return Error::make(net::errc::kIoError, std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
         // exec keeps the signal mask of the forking thread; the coordinator
         // must hear SIGTERM whatever that thread blocks.
@@ -166,7 +168,7 @@ Result<std::unique_ptr<DemoHub>> DemoHub::start(const DemoOptions& options)
         return line.error(); // the destructor stops the child
     const auto json = nlohmann::json::parse(*line, nullptr, false);
     if (json.is_discarded() || !json.contains("public_key") || !json.contains("requests"))
-        return Error::make("demo_failed", "the demo coordinator said: " + *line);
+        return Error::make(control::errc::kDemoFailed, "the demo coordinator said: " + *line);
     const std::string endpoint = json["requests"].get<std::string>(); // tcp://127.0.0.1:PORT
     const auto colon = endpoint.rfind(':');
     hub->m_link.host = "127.0.0.1";

@@ -11,6 +11,7 @@
 //
 // Thread-safety: start() and the destructor on one thread; link() after.
 
+#include "net/control/control_names.h"
 #include "net/daemon/hub_link.h"
 
 #include <filesystem>
@@ -20,8 +21,8 @@
 
 namespace crowdtrain::daemon {
 
-inline constexpr const char* kDemoProject = "demo-fortunes";
-inline constexpr const char* kDemoLabel = "demo";
+inline constexpr const char* kDemoProject = control::kDemoProject.data();
+inline constexpr const char* kDemoLabel = control::kDemoHub.data();
 
 struct DemoOptions {
     std::filesystem::path dataDir; // the daemon's data folder

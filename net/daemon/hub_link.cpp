@@ -1,5 +1,7 @@
 #include "net/daemon/hub_link.h"
 
+#include "net/control/control_names.h"
+
 #include <zmq.h>
 
 #include <cctype>
@@ -12,7 +14,7 @@ constexpr std::string_view kScheme = "crowdtrain://";
 
 Error bad(std::string_view link, const std::string& what)
 {
-    return Error::make("bad_hub_link",
+    return Error::make(control::errc::kBadHubLink,
         "\"" + std::string(link.substr(0, 200)) + "\" is not a hub link: " + what
             + " (a hub link is crowdtrain://HOST:PORT/KEY)");
 }

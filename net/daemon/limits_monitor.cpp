@@ -31,23 +31,23 @@ std::string monthOf(std::chrono::system_clock::time_point now)
 limits::LimitSettings limitSettings(const Settings& s)
 {
     limits::LimitSettings l;
-    l.busyShareInUse = int(s.integer("busy_share_in_use"));
-    l.busyShareIdle = int(s.integer("busy_share_idle"));
-    l.pauseWhenInUse = s.boolean("pause_when_in_use");
-    l.inUseMinutes = int(s.integer("in_use_minutes"));
-    l.pauseOnBattery = s.boolean("pause_on_battery");
-    l.pausePrograms = limits::splitList(s.text("pause_programs"));
-    l.pauseWhenGpuBusy = s.boolean("pause_when_gpu_busy");
-    l.maxGpuTemperatureC = int(s.integer("max_gpu_temperature_c"));
-    l.maxGpuPowerW = int(s.integer("max_gpu_power_w"));
-    l.schedule = s.text("schedule");
-    l.monthlyDataCapBytes = uint64_t(s.integer("monthly_data_cap_mib")) << 20;
+    l.busyShareInUse = int(s.get(control::setting::kBusyShareInUse));
+    l.busyShareIdle = int(s.get(control::setting::kBusyShareIdle));
+    l.pauseWhenInUse = s.get(control::setting::kPauseWhenInUse);
+    l.inUseMinutes = int(s.get(control::setting::kInUseMinutes));
+    l.pauseOnBattery = s.get(control::setting::kPauseOnBattery);
+    l.pausePrograms = limits::splitList(s.get(control::setting::kPausePrograms));
+    l.pauseWhenGpuBusy = s.get(control::setting::kPauseWhenGpuBusy);
+    l.maxGpuTemperatureC = int(s.get(control::setting::kMaxGpuTemperatureC));
+    l.maxGpuPowerW = int(s.get(control::setting::kMaxGpuPowerW));
+    l.schedule = s.get(control::setting::kSchedule);
+    l.monthlyDataCapBytes = uint64_t(s.get(control::setting::kMonthlyDataCapMib)) << 20;
     return l;
 }
 
 unsigned gpuIndex(const Settings& settings)
 {
-    const auto listed = limits::splitList(settings.text("gpu_devices"));
+    const auto listed = limits::splitList(settings.get(control::setting::kGpuDevices));
     if (listed.empty() || listed.front() == "all")
         return 0;
     return unsigned(std::stoul(listed.front()));
@@ -79,7 +79,7 @@ LimitsMonitor::LimitsMonitor(std::filesystem::path dataDir, MachineProbes probes
 
 std::string LimitsMonitor::cudaDevice(const Settings& settings)
 {
-    const std::string list = settings.text("gpu_devices");
+    const std::string list = settings.get(control::setting::kGpuDevices);
     return list == "all" ? std::string() : "cuda:" + std::to_string(gpuIndex(settings));
 }
 
@@ -91,8 +91,8 @@ std::pair<uint64_t, uint64_t> LimitsMonitor::gpuMemory(const Settings& settings)
     if (!info || info->memoryTotalBytes == 0)
         return {0, 0};
     return {info->memoryTotalBytes,
-        limits::memoryBudget(info->memoryTotalBytes, uint64_t(settings.integer("gpu_memory_limit_mib")),
-            uint64_t(settings.integer("gpu_memory_free_mib")))};
+        limits::memoryBudget(info->memoryTotalBytes, uint64_t(settings.get(control::setting::kGpuMemoryLimitMib)),
+            uint64_t(settings.get(control::setting::kGpuMemoryFreeMib)))};
 }
 
 void LimitsMonitor::countTraffic(std::chrono::system_clock::time_point now)
@@ -119,8 +119,8 @@ void LimitsMonitor::countTraffic(std::chrono::system_clock::time_point now)
 limits::Decision LimitsMonitor::evaluate(const Settings& settings, std::chrono::system_clock::time_point now)
 {
     m_limits = limitSettings(settings);
-    m_throttle->setRates(uint64_t(settings.integer("upload_limit_kib_s")) * 1024,
-        uint64_t(settings.integer("download_limit_kib_s")) * 1024);
+    m_throttle->setRates(uint64_t(settings.get(control::setting::kUploadLimitKibS)) * 1024,
+        uint64_t(settings.get(control::setting::kDownloadLimitKibS)) * 1024);
     countTraffic(now);
     const auto steady = std::chrono::steady_clock::now();
     if (steady >= m_nextMachineRead) {
@@ -149,8 +149,8 @@ Value LimitsMonitor::report(double busyMeasured, const Settings& settings) const
     v.set("in_use", m_decision.inUse).set("idle_source", m_idleSource);
     v.set("on_battery", m_readings.onBattery ? Value(*m_readings.onBattery) : Value());
     v.set("month", m_month).set("month_bytes", m_monthBytes).set("month_cap_bytes", m_limits.monthlyDataCapBytes);
-    v.set("upload_limit_bytes_s", uint64_t(settings.integer("upload_limit_kib_s")) * 1024);
-    v.set("download_limit_bytes_s", uint64_t(settings.integer("download_limit_kib_s")) * 1024);
+    v.set("upload_limit_bytes_s", uint64_t(settings.get(control::setting::kUploadLimitKibS)) * 1024);
+    v.set("download_limit_bytes_s", uint64_t(settings.get(control::setting::kDownloadLimitKibS)) * 1024);
     Value gpu = Value::map();
     gpu.set("available", m_readings.gpu.has_value());
     if (!m_readings.gpu) {

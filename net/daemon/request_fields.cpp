@@ -1,5 +1,6 @@
 #include "net/daemon/request_fields.h"
 
+#include "net/control/control_names.h"
 #include "net/control/utf8_text.h"
 #include "net/wire/text_checks.h"
 
@@ -23,7 +24,7 @@ bool given(const control::Value& body, std::string_view key)
 
 Error badRequest(const std::string& message)
 {
-    return Error::make("bad_request", message);
+    return Error::make(control::errc::kBadRequest, message);
 }
 
 Result<std::string> requiredText(const control::Value& body, std::string_view key)

@@ -1,6 +1,8 @@
 #include "net/daemon/settings.h"
 
+#include "net/control/control_names.h"
 #include "net/transport/atomic_write.h"
+#include "net/wire/error_codes.h"
 #include "net/wire/text_checks.h"
 
 #include <chrono>
@@ -12,6 +14,7 @@ namespace {
 
 using json = nlohmann::json;
 using Kind = SettingSpec::Kind;
+namespace setting = control::setting;
 
 constexpr std::size_t kMaxSettingsFileBytes = 1 << 20;
 
@@ -50,17 +53,17 @@ json toJson(const control::Value& value)
     return value.toString();
 }
 
-const char* kindName(Kind kind)
+std::string_view kindName(Kind kind)
 {
     switch (kind) {
     case Kind::Bool:
-        return "bool";
+        return control::setting_type::kBool;
     case Kind::Int:
-        return "int";
+        return control::setting_type::kInt;
     case Kind::Text:
-        return "text";
+        return control::setting_type::kText;
     case Kind::Choice:
-        return "choice";
+        return control::setting_type::kChoice;
     }
     return "?";
 }
@@ -102,15 +105,21 @@ std::string devicesRule(const std::string& value)
 const std::vector<Preset>& presets()
 {
     static const std::vector<Preset> list = {
-        {"quiet",
-            {{"busy_share_in_use", int64_t(25)}, {"busy_share_idle", int64_t(50)}, {"pause_when_in_use", false},
-                {"max_gpu_temperature_c", int64_t(75)}}},
-        {"balanced",
-            {{"busy_share_in_use", int64_t(50)}, {"busy_share_idle", int64_t(100)}, {"pause_when_in_use", false},
-                {"max_gpu_temperature_c", int64_t(83)}}},
-        {"maximum",
-            {{"busy_share_in_use", int64_t(100)}, {"busy_share_idle", int64_t(100)}, {"pause_when_in_use", false},
-                {"max_gpu_temperature_c", int64_t(83)}}},
+        {std::string(setting::kPresetQuiet),
+            {{std::string(setting::kBusyShareInUse.name), int64_t(25)},
+                {std::string(setting::kBusyShareIdle.name), int64_t(50)},
+                {std::string(setting::kPauseWhenInUse.name), false},
+                {std::string(setting::kMaxGpuTemperatureC.name), int64_t(75)}}},
+        {std::string(setting::kPresetBalanced),
+            {{std::string(setting::kBusyShareInUse.name), int64_t(50)},
+                {std::string(setting::kBusyShareIdle.name), int64_t(100)},
+                {std::string(setting::kPauseWhenInUse.name), false},
+                {std::string(setting::kMaxGpuTemperatureC.name), int64_t(83)}}},
+        {std::string(setting::kPresetMaximum),
+            {{std::string(setting::kBusyShareInUse.name), int64_t(100)},
+                {std::string(setting::kBusyShareIdle.name), int64_t(100)},
+                {std::string(setting::kPauseWhenInUse.name), false},
+                {std::string(setting::kMaxGpuTemperatureC.name), int64_t(83)}}},
     };
     return list;
 }
@@ -119,134 +128,136 @@ const std::vector<SettingSpec>& settingSpecs()
 {
     static const std::vector<SettingSpec> specs = [] {
         std::vector<SettingSpec> s;
-        s.push_back({.key = "display_name",
+        s.push_back({.key = std::string(setting::kDisplayName.name),
             .kind = Kind::Text,
             .defaultValue = "",
             .maxBytes = 64,
             .description = "name shown on leaderboards; empty: anonymous"});
-        s.push_back({.key = "device",
+        s.push_back({.key = std::string(setting::kDevice.name),
             .kind = Kind::Choice,
-            .defaultValue = "auto",
-            .choices = {"auto", "cpu", "cuda"},
+            .defaultValue = std::string(setting::kDeviceAuto),
+            .choices
+            = {std::string(setting::kDeviceAuto), std::string(setting::kDeviceCpu), std::string(setting::kDeviceCuda)},
             .description = "where to train: auto (a GPU when there is one), cpu or cuda"});
-        s.push_back({.key = "cpu_threads",
+        s.push_back({.key = std::string(setting::kCpuThreads.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(0),
             .min = 0,
             .max = 1024,
             .description = "CPU threads for training; 0: all cores"});
-        s.push_back({.key = "auto_download",
+        s.push_back({.key = std::string(setting::kAutoDownload.name),
             .kind = Kind::Bool,
             .defaultValue = true,
             .description = "download each new checkpoint of the joined project"});
-        s.push_back({.key = "auto_download_max_bytes",
+        s.push_back({.key = std::string(setting::kAutoDownloadMaxBytes.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(1000000000),
             .min = 0,
             .max = int64_t(1) << 50,
             .description = "automatic downloads only of checkpoints up to this size"});
-        s.push_back({.key = "piece_cache_bytes",
+        s.push_back({.key = std::string(setting::kPieceCacheBytes.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(2) << 30,
             .min = int64_t(16) << 20,
             .max = int64_t(1) << 50,
             .description = "disk for cached training data; the oldest pieces go first"});
-        s.push_back({.key = "generate_pauses_training",
+        s.push_back({.key = std::string(setting::kGeneratePausesTraining.name),
             .kind = Kind::Bool,
             .defaultValue = true,
             .description = "pause training while text is generated from a checkpoint"});
         // Limits (docs/notes/limits-settings.md; the policy is net/limits/policy.h).
-        s.push_back({.key = "preset",
+        s.push_back({.key = std::string(setting::kPreset.name),
             .kind = Kind::Choice,
-            .defaultValue = "balanced",
-            .choices = {"quiet", "balanced", "maximum", "custom"},
+            .defaultValue = std::string(setting::kPresetBalanced),
+            .choices = {std::string(setting::kPresetQuiet), std::string(setting::kPresetBalanced),
+                std::string(setting::kPresetMaximum), std::string(setting::kPresetCustom)},
             .description = "quiet, balanced or maximum set the busy shares and temperature at once"});
-        s.push_back({.key = "busy_share_in_use",
+        s.push_back({.key = std::string(setting::kBusyShareInUse.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(50),
             .min = 0,
             .max = 100,
             .description = "% of the time the GPU works while you use the computer; 0: pause"});
-        s.push_back({.key = "busy_share_idle",
+        s.push_back({.key = std::string(setting::kBusyShareIdle.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(100),
             .min = 1,
             .max = 100,
             .description = "% of the time the GPU works while the computer is idle"});
-        s.push_back({.key = "pause_when_in_use",
+        s.push_back({.key = std::string(setting::kPauseWhenInUse.name),
             .kind = Kind::Bool,
             .defaultValue = false,
             .description = "pause while you use the computer, instead of working at the in-use share"});
-        s.push_back({.key = "in_use_minutes",
+        s.push_back({.key = std::string(setting::kInUseMinutes.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(3),
             .min = 1,
             .max = 120,
             .description = "keyboard or mouse input within this many minutes means the computer is in use"});
-        s.push_back({.key = "pause_on_battery",
+        s.push_back({.key = std::string(setting::kPauseOnBattery.name),
             .kind = Kind::Bool,
             .defaultValue = true,
             .description = "pause while the computer runs on battery"});
-        s.push_back({.key = "pause_programs",
+        s.push_back({.key = std::string(setting::kPausePrograms.name),
             .kind = Kind::Text,
             .defaultValue = "",
             .maxBytes = 1024,
             .description = "pause while any of these programs runs (names separated by commas, e.g. blender, steam)"});
-        s.push_back({.key = "pause_when_gpu_busy",
+        s.push_back({.key = std::string(setting::kPauseWhenGpuBusy.name),
             .kind = Kind::Bool,
             .defaultValue = true,
             .description = "pause while another program uses the GPU heavily (a game, a renderer)"});
-        s.push_back({.key = "gpu_memory_limit_mib",
+        s.push_back({.key = std::string(setting::kGpuMemoryLimitMib.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(0),
             .min = 0,
             .max = int64_t(1) << 30,
             .description
             = "GPU memory training may use, in MiB; 0: all but gpu_memory_free_mib (applies at the next join)"});
-        s.push_back({.key = "gpu_memory_free_mib",
+        s.push_back({.key = std::string(setting::kGpuMemoryFreeMib.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(1024),
             .min = 0,
             .max = int64_t(1) << 20,
             .description = "with no limit set, leave this much GPU memory free for other programs"});
-        s.push_back({.key = "max_gpu_temperature_c",
+        s.push_back({.key = std::string(setting::kMaxGpuTemperatureC.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(83),
             .min = 40,
             .max = 100,
             .description = "pause above this GPU temperature (or 5 \u00B0C under the card's slowdown point); "
                            "resume 10 \u00B0C lower, after at least 5 minutes"});
-        s.push_back({.key = "max_gpu_power_w",
+        s.push_back({.key = std::string(setting::kMaxGpuPowerW.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(0),
             .min = 0,
             .max = 2000,
             .description = "pause while the GPU draws more than this many watts; 0: no cap"});
-        s.push_back({.key = "schedule",
+        s.push_back({.key = std::string(setting::kSchedule.name),
             .kind = Kind::Text,
             .defaultValue = std::string(168, '1'),
             .maxBytes = 168,
             .description = "the hours of the week when training may run",
             .rule = scheduleRule});
-        s.push_back({.key = "upload_limit_kib_s",
+        s.push_back({.key = std::string(setting::kUploadLimitKibS.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(0),
             .min = 0,
             .max = int64_t(1) << 30,
             .description = "upload at most this many KiB/s; 0: no limit"});
-        s.push_back({.key = "download_limit_kib_s",
+        s.push_back({.key = std::string(setting::kDownloadLimitKibS.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(0),
             .min = 0,
             .max = int64_t(1) << 30,
             .description = "download at most this many KiB/s; 0: no limit"});
-        s.push_back({.key = "monthly_data_cap_mib",
+        s.push_back({.key = std::string(setting::kMonthlyDataCapMib.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(0),
             .min = 0,
             .max = int64_t(1) << 30,
             .description = "pause when this month's traffic reaches this many MiB; 0: no cap"});
-        s.push_back({.key = "gpu_devices",
+        s.push_back({.key = std::string(setting::kGpuDevices.name),
             .kind = Kind::Text,
             .defaultValue = "all",
             .maxBytes = 64,
@@ -308,7 +319,7 @@ Result<Settings> Settings::load(const std::filesystem::path& file, std::string& 
     std::string problem;
     json root;
     if (!text) {
-        if (text.error().code != "too_large")
+        if (text.error().code != net::errc::kTooLarge)
             return text.error();
         problem = "it is larger than 1 MiB";
     } else {
@@ -341,7 +352,8 @@ Result<Settings> Settings::load(const std::filesystem::path& file, std::string& 
     const std::filesystem::path aside = file.string() + ".corrupt-" + std::to_string(now);
     std::filesystem::rename(file, aside, ec);
     if (ec)
-        return Error::make("io_error", "cannot set aside the corrupted " + file.string() + ": " + ec.message());
+        return Error::make(
+            net::errc::kIoError, "cannot set aside the corrupted " + file.string() + ": " + ec.message());
     for (const SettingSpec& spec : settingSpecs())
         settings.m_values[spec.key] = spec.defaultValue;
     notice = "the settings file " + file.string() + " could not be used (" + problem + "); it was moved to "
@@ -353,18 +365,18 @@ Status Settings::set(const std::string& key, const control::Value& value)
 {
     const SettingSpec* spec = findSpec(key);
     if (!spec)
-        return Error::make("unknown_setting", "there is no setting \"" + key + "\"");
+        return Error::make(control::errc::kUnknownSetting, "there is no setting \"" + key + "\"");
     if (const std::string why = checkSetting(*spec, value); !why.empty())
-        return Error::make("bad_value", why);
+        return Error::make(control::errc::kBadValue, why);
     const auto old = m_values;
     m_values[key] = value;
     for (const Preset& preset : presets()) {
-        if (key == "preset" && value.toString() == preset.name)
+        if (key == setting::kPreset.name && value.toString() == preset.name)
             for (const auto& [governed, presetValue] : preset.values)
                 m_values[governed] = presetValue;
         for (const auto& [governed, presetValue] : preset.values)
             if (key == governed && !(old.at(key) == value))
-                m_values["preset"] = control::Value("custom");
+                m_values[std::string(setting::kPreset.name)] = control::Value(std::string(setting::kPresetCustom));
     }
     if (Status saved = save(); !saved) {
         m_values = old;
@@ -373,7 +385,7 @@ Status Settings::set(const std::string& key, const control::Value& value)
     return Status::success();
 }
 
-const control::Value& Settings::value(const std::string& key) const
+const control::Value& Settings::value(std::string_view key) const
 {
     static const control::Value nil;
     auto it = m_values.find(key);
@@ -417,7 +429,7 @@ Status Settings::save() const
     std::error_code ec;
     std::filesystem::create_directories(m_file.parent_path(), ec);
     if (ec)
-        return Error::make("io_error", m_file.parent_path().string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, m_file.parent_path().string() + ": " + ec.message());
     return net::writeFileAtomic(m_file, root.dump(2) + "\n", 0600);
 }
 

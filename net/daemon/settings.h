@@ -11,6 +11,7 @@
 // Not thread-safe: the daemon guards it with its own mutex.
 
 #include "engine/result.h"
+#include "net/control/setting_keys.h"
 #include "net/control/value.h"
 
 #include <filesystem>
@@ -58,10 +59,10 @@ public:
     // Errors: "unknown_setting", "bad_value" (with the rule broken), "io_error".
     Status set(const std::string& key, const control::Value& value);
 
-    const control::Value& value(const std::string& key) const; // nil for an unknown key
-    bool boolean(const std::string& key) const { return value(key).toBool(); }
-    int64_t integer(const std::string& key) const { return value(key).toInt(); }
-    std::string text(const std::string& key) const { return value(key).toString(); }
+    // A setting's value, through its typed key (net/control/setting_keys.h).
+    bool get(control::SettingKey<bool> key) const { return value(key.name).toBool(); }
+    int64_t get(control::SettingKey<int64_t> key) const { return value(key.name).toInt(); }
+    std::string get(control::SettingKey<std::string> key) const { return value(key.name).toString(); }
 
     // {key: value, ...}
     control::Value values() const;
@@ -70,6 +71,7 @@ public:
     const std::filesystem::path& file() const { return m_file; }
 
 private:
+    const control::Value& value(std::string_view key) const; // nil for an unknown key
     Status save() const;
 
     std::filesystem::path m_file;

@@ -40,12 +40,13 @@ std::string degrees(double c)
     return std::to_string(int(std::lround(c))) + " \u00B0C";
 }
 
-Decision paused(std::string limit, const PolicyMemory& memory)
+Decision paused(control::LimitCode code, std::string limit, const PolicyMemory& memory)
 {
     Decision d;
     d.run = false;
     d.busyTarget = 0;
     d.limit = std::move(limit);
+    d.code = code;
     d.memory = memory;
     return d;
 }
@@ -91,6 +92,7 @@ Decision decide(const LimitSettings& settings, const Readings& readings, std::ch
     // The GPU's state is remembered whatever pauses first, so that a
     // temperature pause keeps its minimum length under a schedule pause.
     std::string gpuLimit;
+    control::LimitCode gpuCode = control::LimitCode::None;
     if (readings.gpu) {
         const GpuReading& gpu = *readings.gpu;
         const double hot = temperatureLimit(settings, gpu);
@@ -100,10 +102,13 @@ Decision decide(const LimitSettings& settings, const Readings& readings, std::ch
             const int64_t left = *memory.hotSinceMs + kMinimumCoolingMs - nowMs;
             if (gpu.temperatureC <= hot - 10 && left <= 0)
                 memory.hotSinceMs.reset();
-            else if (gpu.temperatureC > hot - 10)
+            else if (gpu.temperatureC > hot - 10) {
                 gpuLimit = "GPU at " + degrees(gpu.temperatureC) + " (resumes at " + degrees(hot - 10) + ")";
-            else
+                gpuCode = control::LimitCode::Temperature;
+            } else {
                 gpuLimit = "GPU cooling down (resumes in " + minutesText(left) + ")";
+                gpuCode = control::LimitCode::Cooling;
+            }
         }
         const double cap = settings.maxGpuPowerW;
         if (cap <= 0) {
@@ -115,9 +120,11 @@ Decision decide(const LimitSettings& settings, const Readings& readings, std::ch
                 const int64_t left = *memory.powerSinceMs + kMinimumCoolingMs - nowMs;
                 if (*gpu.powerW <= 0.9 * cap && left <= 0)
                     memory.powerSinceMs.reset();
-                else if (gpuLimit.empty())
+                else if (gpuLimit.empty()) {
                     gpuLimit = "GPU power over " + std::to_string(int(cap)) + " W (resumes in "
                         + minutesText(std::max<int64_t>(left, 0)) + ")";
+                    gpuCode = control::LimitCode::Power;
+                }
             }
         }
         if (!settings.pauseWhenGpuBusy) {
@@ -139,41 +146,46 @@ Decision decide(const LimitSettings& settings, const Readings& readings, std::ch
                 }
             }
         }
-        if (gpuLimit.empty() && memory.gpuBusyPause)
+        if (gpuLimit.empty() && memory.gpuBusyPause) {
             gpuLimit = "another program is using the GPU";
+            gpuCode = control::LimitCode::GpuBusy;
+        }
     } else {
         memory = {};
     }
 
     if (!scheduleAllows(settings.schedule, t)) {
         const auto next = nextAllowed(settings.schedule, t);
-        return paused(next ? "outside the schedule (resumes " + weekdayAndTime(*next) + ")"
-                           : std::string("outside the schedule (no hours are on)"),
+        return paused(control::LimitCode::Schedule,
+            next ? "outside the schedule (resumes " + weekdayAndTime(*next) + ")"
+                 : std::string("outside the schedule (no hours are on)"),
             memory);
     }
     if (settings.pauseOnBattery && readings.onBattery.value_or(false))
-        return paused("on battery", memory);
+        return paused(control::LimitCode::Battery, "on battery", memory);
     for (const std::string& program : settings.pausePrograms)
         if (!program.empty()
             && std::find(readings.programs.begin(), readings.programs.end(), program) != readings.programs.end())
-            return paused(program + " is running", memory);
+            return paused(control::LimitCode::Program, program + " is running", memory);
     if (!gpuLimit.empty())
-        return paused(gpuLimit, memory);
+        return paused(gpuCode, gpuLimit, memory);
     if (settings.monthlyDataCapBytes > 0 && readings.monthBytes >= settings.monthlyDataCapBytes)
-        return paused("this month's data cap is used up", memory);
+        return paused(control::LimitCode::DataCap, "this month's data cap is used up", memory);
 
     Decision d;
     d.memory = memory;
     d.inUse = readings.idleSeconds && *readings.idleSeconds < settings.inUseMinutes * 60.0;
     if (d.inUse && (settings.pauseWhenInUse || settings.busyShareInUse <= 0)) {
-        Decision p = paused("computer in use", memory);
+        Decision p = paused(control::LimitCode::InUse, "computer in use", memory);
         p.inUse = true;
         return p;
     }
     const int share = std::clamp(d.inUse ? settings.busyShareInUse : settings.busyShareIdle, 1, 100);
     d.busyTarget = share / 100.0;
-    if (share < 100)
+    if (share < 100) {
+        d.code = control::LimitCode::BusyShare;
         d.limit = "busy share " + std::to_string(share) + "% (computer " + (d.inUse ? "in use" : "idle") + ")";
+    }
     return d;
 }
 

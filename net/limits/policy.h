@@ -20,6 +20,8 @@
 //   in use         input within in_use_minutes: busy_share_in_use (0 or
 //                  pause_when_in_use: paused), else busy_share_idle.
 
+#include "net/control/control_names.h"
+
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -75,6 +77,8 @@ struct Decision {
     // Plain words for the limit acting now ("" when none), e.g. "on battery",
     // "outside the schedule (resumes Tue 08:00)", "busy share 50% (computer in use)".
     std::string limit;
+    // The same as a code for programs (the status's `limit_code`).
+    control::LimitCode code = control::LimitCode::None;
     PolicyMemory memory; // to pass to the next evaluation
 };
 

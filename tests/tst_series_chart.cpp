@@ -1,19 +1,19 @@
-// The loss chart (QCustomPlot built against Qt 6 here) renders offscreen with
-// the expected pixels, and its history stays bounded. The dashboard's
-// SeriesChart keeps a fixed range and says why while it has no point
-// (refreshes once a second must not widen it), gives a flat line a range
-// of its own, and ticks count axes at whole numbers only.
-#include "ui/lossplot.h"
+// The dashboard's charts (SeriesChart on Debian's Qt 6 QCustomPlot) render
+// offscreen with the expected pixels, ignore points that are not finite,
+// and keep their history bounded. An empty chart keeps a fixed range and
+// says why while it has no point (refreshes once a second must not widen
+// it), a flat line gets a range of its own, and count axes tick at whole
+// numbers only.
 #include "ui/series_chart.h"
 
 #include <QImage>
 #include <QTest>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <qcustomplot.h>
 #include <vector>
 
-using crowdtrain::ui::LossPlot;
 using crowdtrain::ui::SeriesChart;
 
 namespace {
@@ -36,16 +36,32 @@ int countNear(const QImage& image, QColor target, int tolerance = 40)
 const QColor kTrainBlue(0x1f, 0x77, 0xb4);
 const QColor kValidationRed(0xd6, 0x27, 0x28);
 
+// The dashboard's loss chart: train loss as a line, validation loss as dots.
+std::unique_ptr<SeriesChart> lossChart()
+{
+    auto chart = std::make_unique<SeriesChart>(
+        QStringLiteral("Loss"), SeriesChart::XAxis::Number, QStringLiteral("Tokens trained"), QStringLiteral("Loss"));
+    chart->addSeries(QStringLiteral("Train loss"), kTrainBlue);
+    chart->addSeries(QStringLiteral("Validation loss"), kValidationRed, false, true);
+    return chart;
+}
+
+QImage render(SeriesChart& chart, const QSize& size)
+{
+    chart.refresh();
+    return chart.plot()->toPixmap(size.width(), size.height()).toImage();
+}
+
 } // namespace
 
-class TestLossPlot : public QObject {
+class TestSeriesChart : public QObject {
     Q_OBJECT
 
 private slots:
-    void emptyPlotHasNoCurves()
+    void anEmptyChartHasNoCurves()
     {
-        LossPlot plot;
-        const QImage image = plot.render(QSize(400, 300));
+        auto chart = lossChart();
+        const QImage image = render(*chart, QSize(400, 300));
         QCOMPARE(image.size(), QSize(400, 300));
         // Only the legend's short sample lines carry the series colours.
         QVERIFY(countNear(image, kTrainBlue) < 120);
@@ -53,16 +69,16 @@ private slots:
 
     void rendersTrainAndValidationCurves()
     {
-        LossPlot plot;
+        auto chart = lossChart();
         for (int i = 0; i <= 100; ++i)
-            plot.appendTrain(i * 1000.0, 4.0 * std::exp(-i / 30.0) + 1.0);
+            chart->append(0, i * 1000.0, 4.0 * std::exp(-i / 30.0) + 1.0);
         for (int i = 0; i <= 100; i += 10)
-            plot.appendValidation(i * 1000.0, 4.2 * std::exp(-i / 30.0) + 1.1);
-        QCOMPARE(plot.trainPointCount(), 101);
-        QCOMPARE(plot.validationPointCount(), 11);
+            chart->append(1, i * 1000.0, 4.2 * std::exp(-i / 30.0) + 1.1);
+        QCOMPARE(chart->pointCount(0), 101);
+        QCOMPARE(chart->pointCount(1), 11);
 
-        const QImage image = plot.render(QSize(400, 300));
-        const QImage empty = LossPlot().render(QSize(400, 300));
+        const QImage image = render(*chart, QSize(400, 300));
+        const QImage empty = render(*lossChart(), QSize(400, 300));
         // A 2-px line across most of the width adds hundreds of blue pixels.
         QVERIFY2(countNear(image, kTrainBlue) > countNear(empty, kTrainBlue) + 300,
             qPrintable(QString::number(countNear(image, kTrainBlue))));
@@ -89,10 +105,11 @@ private slots:
 
     void ignoresNonFinitePoints()
     {
-        LossPlot plot;
-        plot.appendTrain(1.0, std::numeric_limits<double>::quiet_NaN());
-        plot.appendTrain(std::numeric_limits<double>::infinity(), 1.0);
-        QCOMPARE(plot.trainPointCount(), 0);
+        auto chart = lossChart();
+        chart->append(0, 1.0, std::numeric_limits<double>::quiet_NaN());
+        chart->append(0, std::numeric_limits<double>::infinity(), 1.0);
+        QCOMPARE(chart->pointCount(0), 0);
+        QVERIFY(chart->isEmpty());
     }
 
     void anEmptyChartKeepsItsRangeAndSaysWhy()
@@ -149,14 +166,16 @@ private slots:
 
     void historyIsBounded()
     {
-        LossPlot plot;
-        for (int i = 0; i < LossPlot::kMaxPoints + 500; ++i)
-            plot.appendTrain(i, 1.0);
-        QCOMPARE(plot.trainPointCount(), LossPlot::kMaxPoints);
-        plot.clear();
-        QCOMPARE(plot.trainPointCount(), 0);
+        auto chart = lossChart();
+        for (int i = 0; i < SeriesChart::kMaxPoints + 500; ++i)
+            chart->append(0, i, 1.0);
+        QCOMPARE(chart->pointCount(0), SeriesChart::kMaxPoints);
+        // The oldest went first.
+        QCOMPARE(chart->lastX(0), double(SeriesChart::kMaxPoints + 499));
+        chart->clear();
+        QCOMPARE(chart->pointCount(0), 0);
     }
 };
 
-QTEST_MAIN(TestLossPlot)
-#include "tst_lossplot.moc"
+QTEST_MAIN(TestSeriesChart)
+#include "tst_series_chart.moc"
