@@ -23,8 +23,9 @@ int fail(const std::string& message)
 
 void declareParallelOptions(Args& a)
 {
-    a.option("zero", "ZeRO stage over the data-parallel ranks: 0 (plain), 1 (optimizer state sharded), "
-                     "2 (+ gradients), 3 (+ parameters)",
+    a.option("zero",
+        "ZeRO stage over the data-parallel ranks: 0 (plain), 1 (optimizer state sharded), "
+        "2 (+ gradients), 3 (+ parameters)",
         "0");
     a.option("tensor-parallel", "Megatron tensor-parallel ranks (divides n_head and vocab_size)", "1");
     a.option("pipeline-parallel", "pipeline stages (1F1B over --gradient-accumulation-steps micro-batches)", "1");
@@ -100,7 +101,8 @@ int trainParallel(const Args& a, TrainOptions options, TrainData data, int rank,
     callbacks.onEval = [&](const EvalReport& e) {
         lastEval = e;
         if (leader)
-            std::printf("eval step %lld | train loss %.4f | val loss %.4f\n", (long long)e.step, e.trainLoss, e.valLoss);
+            std::printf(
+                "eval step %lld | train loss %.4f | val loss %.4f\n", (long long)e.step, e.trainLoss, e.valLoss);
         std::fflush(stdout);
         if (a.has("checkpoint"))
             if (Status saved = trainer.saveState(a.value("checkpoint")); !saved)

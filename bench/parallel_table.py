@@ -53,14 +53,14 @@ def measure(build, device, steps):
                     "char", "--val-fraction", "0.1"], check=True, stdout=subprocess.DEVNULL)
     total = parameters()
     print(f"model: {total} parameters (4 layers, d 128, context 64, vocab 128); global batch 8 x 64 tokens; "
-          f"{steps} steps; device {device}\n")
+          f"{steps} steps; device {device}, one thread per rank\n")
     print("| layout | ranks | state bytes/rank (peak) | bytes/param | tok/s | comm/step (rank 0) | val loss |")
     print("|---|---|---|---|---|---|---|")
     for name, ranks, flags in ROWS:
         command = [os.path.join(build, "bin", "crowdtrain-train"), "--data", data, "--device", device,
                    "--nproc", str(ranks), "--max-iters", str(steps), "--eval-interval", "0", "--eval-iters", "10",
                    "--log-interval", "1000", "--warmup-iters", "2", "--lr-decay-iters", str(steps),
-                   "--master-port", str(29600 + ranks)] + MODEL + flags
+                   "--master-port", str(29600 + ranks), "--threads", "1"] + MODEL + flags
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"| {name} | {ranks} | failed: {done.stderr.strip().splitlines()[-1]} | | | | |")

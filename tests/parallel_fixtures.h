@@ -107,8 +107,11 @@ inline int runChild(const ChildSpec& spec)
     const int rank = spec.get("rank", 0), world = spec.get("world", 1);
     std::shared_ptr<Mesh> mesh = Mesh::single();
     if (world > 1) {
-        auto created = Mesh::create({.rank = rank, .worldSize = world, .tensorParallel = spec.get("tp", 1),
-            .pipelineParallel = spec.get("pp", 1), .port = uint16_t(spec.get("port", 0))});
+        auto created = Mesh::create({.rank = rank,
+            .worldSize = world,
+            .tensorParallel = spec.get("tp", 1),
+            .pipelineParallel = spec.get("pp", 1),
+            .port = uint16_t(spec.get("port", 0))});
         if (!created) {
             std::fprintf(stderr, "%s\n", created.error().message.c_str());
             return 3;

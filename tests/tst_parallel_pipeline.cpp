@@ -45,8 +45,8 @@ private slots:
         const double loss = maxLossDifference(run.losses, m_single.losses);
         const double grads = maxDifference(run.grads, m_single.grads);
         const double params = maxDifference(run.params, m_single.params);
-        qInfo("loss %.3g, gradient %.3g, weight %.3g apart; bubble %.3f on paper, stage 0 waited %.1f ms a step",
-            loss, grads, params, run.bubble, run.waitMs);
+        qInfo("loss %.3g, gradient %.3g, weight %.3g apart; bubble %.3f on paper, stage 0 waited %.1f ms a step", loss,
+            grads, params, run.bubble, run.waitMs);
         QVERIFY2(loss < 1e-5, qPrintable(QString::number(loss)));
         QVERIFY2(grads < 1e-6, qPrintable(QString::number(grads)));
         QVERIFY2(params < 1e-3, qPrintable(QString::number(params)));
@@ -77,8 +77,8 @@ private slots:
     void rejectsMoreStagesThanBlocks()
     {
         RunResult run;
-        QVERIFY(!runRanks(4, {QStringLiteral("pp=4"), QStringLiteral("layers=2")},
-            m_dir.filePath(QStringLiteral("bad")), run));
+        QVERIFY(!runRanks(
+            4, {QStringLiteral("pp=4"), QStringLiteral("layers=2")}, m_dir.filePath(QStringLiteral("bad")), run));
     }
 
 private:

@@ -35,7 +35,8 @@ private slots:
     }
 
     // The split matmuls and the all-reduces sum in another order than one
-    // process: close, not bit-near (tolerances below).
+    // process: close, not bit-identical (measured: loss 7e-7, gradients
+    // 9e-8, weights 5e-6 apart after 3 steps).
     void matchesOneProcess()
     {
         QFETCH(int, world);
@@ -46,12 +47,12 @@ private slots:
         const double loss = maxLossDifference(run.losses, m_single.losses);
         const double grads = maxDifference(run.grads, m_single.grads);
         const double params = maxDifference(run.params, m_single.params);
-        qInfo("loss %.3g, gradient %.3g, weight %.3g apart; %lld parameters and %lld state bytes per rank", loss,
-            grads, params, static_cast<long long>(run.localParameters), static_cast<long long>(run.peakBytes));
-        QVERIFY2(loss < 1e-4, qPrintable(QString::number(loss)));
-        QVERIFY2(grads < 1e-5, qPrintable(QString::number(grads)));
-        QVERIFY2(params < 1e-3, qPrintable(QString::number(params)));
-        QVERIFY(std::abs(run.valLoss - m_single.valLoss) < 1e-4);
+        qInfo("loss %.3g, gradient %.3g, weight %.3g apart; %lld parameters and %lld state bytes per rank", loss, grads,
+            params, static_cast<long long>(run.localParameters), static_cast<long long>(run.peakBytes));
+        QVERIFY2(loss < 1e-5, qPrintable(QString::number(loss)));
+        QVERIFY2(grads < 1e-6, qPrintable(QString::number(grads)));
+        QVERIFY2(params < 1e-4, qPrintable(QString::number(params)));
+        QVERIFY(std::abs(run.valLoss - m_single.valLoss) < 1e-5);
         // Each rank holds its share of the split matrices and the whole of
         // the replicated vectors and position embedding.
         const int tp = arguments.first().mid(3).toInt();
@@ -63,11 +64,12 @@ private slots:
     void bf16IsCloseToFp32()
     {
         RunResult single, parallel;
-        QVERIFY(runRanks(1, {QStringLiteral("batch=8"), QStringLiteral("grads=1"), QStringLiteral("steps=3"),
-                                QStringLiteral("bf16=1")},
+        QVERIFY(runRanks(1,
+            {QStringLiteral("batch=8"), QStringLiteral("grads=1"), QStringLiteral("steps=3"), QStringLiteral("bf16=1")},
             m_dir.filePath(QStringLiteral("bf16")), single));
-        QVERIFY(runRanks(2, {QStringLiteral("tp=2"), QStringLiteral("batch=8"), QStringLiteral("grads=1"),
-                                QStringLiteral("steps=3"), QStringLiteral("bf16=1"), QStringLiteral("ckpt=1")},
+        QVERIFY(runRanks(2,
+            {QStringLiteral("tp=2"), QStringLiteral("batch=8"), QStringLiteral("grads=1"), QStringLiteral("steps=3"),
+                QStringLiteral("bf16=1"), QStringLiteral("ckpt=1")},
             m_dir.filePath(QStringLiteral("bf16tp")), parallel));
         const double alone = maxLossDifference(single.losses, m_single.losses);
         const double split = maxLossDifference(parallel.losses, m_single.losses);

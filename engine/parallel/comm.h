@@ -8,8 +8,8 @@
 // the flat all-gather is the list all-gather over views of the output.
 // A group of one rank does no communication. Used from one thread.
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <cstdint>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
 

@@ -55,8 +55,8 @@ Result<std::shared_ptr<Mesh>> Mesh::create(const MeshOptions& o)
             "rank " + std::to_string(o.rank) + " is outside world size " + std::to_string(o.worldSize));
     if (tp < 1 || pp < 1 || o.worldSize % (tp * pp) != 0)
         return Error::make(errc::kBadOptions,
-            "world size " + std::to_string(o.worldSize) + " is not a multiple of tensor-parallel "
-                + std::to_string(tp) + " x pipeline-parallel " + std::to_string(pp));
+            "world size " + std::to_string(o.worldSize) + " is not a multiple of tensor-parallel " + std::to_string(tp)
+                + " x pipeline-parallel " + std::to_string(pp));
     if (o.worldSize == 1)
         return single();
     const int dp = o.worldSize / (tp * pp);

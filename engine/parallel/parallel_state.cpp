@@ -51,12 +51,13 @@ std::map<std::string, torch::Tensor> ParallelTrainer::wholeState(ZeroOptimizer::
         whole[name] = m_model->wholeOf(name, part).to(torch::kCPU);
     if (m_mesh->stages() == 1)
         return whole;
-    // Each stage holds its own blocks: the owner broadcasts each tensor.
+    // Each stage holds its own blocks: the owner stage's first rank
+    // broadcasts each tensor (its data-parallel peers hold the same).
     for (const auto& [name, shape] : gptParameterShapes(m_options.model)) {
         const int owner = ownerStage(name);
         const auto options = torch::TensorOptions().dtype(torch::kFloat).device(m_mesh->world().device());
         torch::Tensor t = owner == m_mesh->stage() ? whole.at(name).to(options.device()) : torch::empty(shape, options);
-        m_mesh->world().broadcast(t, m_mesh->rankAtStage(owner));
+        m_mesh->world().broadcast(t, owner * (m_mesh->worldSize() / m_mesh->stages()));
         whole[name] = t.cpu();
     }
     return whole;
@@ -75,8 +76,8 @@ NamedParameters ParallelTrainer::wholeParameters()
 Status ParallelTrainer::saveState(const std::filesystem::path& file)
 {
     try {
-        const auto states = {ZeroOptimizer::State::Parameters, ZeroOptimizer::State::ExpAvg,
-            ZeroOptimizer::State::ExpAvgSq};
+        const auto states
+            = {ZeroOptimizer::State::Parameters, ZeroOptimizer::State::ExpAvg, ZeroOptimizer::State::ExpAvgSq};
         torch::serialize::OutputArchive archive;
         nlohmann::json names = nlohmann::json::array();
         for (const auto which : states) {
@@ -102,16 +103,15 @@ Status ParallelTrainer::saveState(const std::filesystem::path& file)
         archive.save_to(bytes);
         return writeFileAtomically(file, bytes.str());
     } catch (const std::exception& e) {
-        return Error::make(errc::kSaveFailed, "cannot save the parallel training state to " + file.string() + ": "
-                + e.what());
+        return Error::make(
+            errc::kSaveFailed, "cannot save the parallel training state to " + file.string() + ": " + e.what());
     }
 }
 
 Status ParallelTrainer::loadState(const std::filesystem::path& file)
 {
-    auto corrupt = [&](const std::string& what) {
-        return Error::make(errc::kBadCheckpoint, file.string() + ": " + what);
-    };
+    auto corrupt
+        = [&](const std::string& what) { return Error::make(errc::kBadCheckpoint, file.string() + ": " + what); };
     std::map<std::string, torch::Tensor> parts[3];
     nlohmann::json meta;
     try {
@@ -123,10 +123,10 @@ Status ParallelTrainer::loadState(const std::filesystem::path& file)
         if (meta.at("format") != kFormat || meta.at("version") != 1)
             return corrupt("not a crowdtrain parallel training state (version 1)");
         if (meta.at("model") != configJson(m_options.model))
-            return corrupt("saved for model " + meta.at("model").dump() + ", not "
-                + configJson(m_options.model).dump());
-        const auto states = {ZeroOptimizer::State::Parameters, ZeroOptimizer::State::ExpAvg,
-            ZeroOptimizer::State::ExpAvgSq};
+            return corrupt(
+                "saved for model " + meta.at("model").dump() + ", not " + configJson(m_options.model).dump());
+        const auto states
+            = {ZeroOptimizer::State::Parameters, ZeroOptimizer::State::ExpAvg, ZeroOptimizer::State::ExpAvgSq};
         int which = 0;
         for (const auto state : states) {
             int index = 0;

@@ -175,8 +175,7 @@ ParallelStepReport ParallelTrainer::step()
     }
 
     ++m_step;
-    const int64_t tokens
-        = m_dpSize * m_options.batchSize * m_options.model.blockSize * m_options.gradAccumulationSteps;
+    const int64_t tokens = m_dpSize * m_options.batchSize * m_options.model.blockSize * m_options.gradAccumulationSteps;
     m_tokensSeen += tokens;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     report.step = m_step;

@@ -17,7 +17,8 @@ public:
 
     torch::Tensor receive(int fromStage, int tag)
     {
-        torch::Tensor t = torch::empty(m_hidden, torch::TensorOptions().dtype(torch::kFloat).device(m_mesh.world().device()));
+        torch::Tensor t
+            = torch::empty(m_hidden, torch::TensorOptions().dtype(torch::kFloat).device(m_mesh.world().device()));
         const auto start = std::chrono::steady_clock::now();
         m_mesh.world().recv(t, m_mesh.rankAtStage(fromStage), tag);
         waitMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

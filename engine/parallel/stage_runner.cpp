@@ -70,8 +70,8 @@ std::vector<std::vector<ParamInfo>> stageUnits(StagedModel& model, const StageLa
     return units;
 }
 
-StageRunner::StageRunner(StagedModel& model, ZeroOptimizer& zero, StageLayout layout, bool checkpointing,
-    bool bf16, torch::Device device)
+StageRunner::StageRunner(
+    StagedModel& model, ZeroOptimizer& zero, StageLayout layout, bool checkpointing, bool bf16, torch::Device device)
     : m_model(model)
     , m_zero(zero)
     , m_layout(layout)

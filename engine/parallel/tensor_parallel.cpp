@@ -47,8 +47,8 @@ struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
 };
 
 struct VocabParallelLoss : torch::autograd::Function<VocabParallelLoss> {
-    static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logitsIn, const torch::Tensor& targets,
-        int64_t first, int64_t comm)
+    static torch::Tensor forward(
+        AutogradContext* ctx, const torch::Tensor& logitsIn, const torch::Tensor& targets, int64_t first, int64_t comm)
     {
         Comm& tp = *reinterpret_cast<Comm*>(comm);
         const torch::Tensor logits = logitsIn.to(torch::kFloat);
@@ -244,9 +244,9 @@ std::vector<ParamInfo> TensorParallelGpt::blockParameters(int64_t i)
 {
     std::vector<ParamInfo> result;
     const std::string h = "h." + std::to_string(i) + ".";
-    for (const char* suffix : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-             "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",
-             "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"})
+    for (const char* suffix :
+        {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+            "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"})
         result.push_back(info(h + suffix));
     return result;
 }

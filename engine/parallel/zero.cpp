@@ -13,8 +13,8 @@ int64_t bytes(int64_t elements)
 // Calls f(param, first element of the overlap in the flat vector, count)
 // for each parameter overlapping [begin, end).
 template <typename F>
-void forOverlaps(const std::vector<int64_t>& offsets, const std::vector<ParamInfo>& params, int64_t begin,
-    int64_t end, F&& f)
+void forOverlaps(
+    const std::vector<int64_t>& offsets, const std::vector<ParamInfo>& params, int64_t begin, int64_t end, F&& f)
 {
     for (std::size_t i = 0; i < params.size(); ++i) {
         const int64_t from = std::max(begin, offsets[i]);
@@ -44,8 +44,10 @@ ZeroOptimizer::ZeroOptimizer(
         }
         u.padded = (u.numel + n - 1) / n * n;
         u.shard = u.padded / n;
-        const auto options = torch::TensorOptions().dtype(torch::kFloat).device(
-            u.params.empty() ? torch::Device(torch::kCPU) : u.params.front().param.device());
+        const auto options
+            = torch::TensorOptions()
+                  .dtype(torch::kFloat)
+                  .device(u.params.empty() ? torch::Device(torch::kCPU) : u.params.front().param.device());
         u.full = torch::zeros({u.padded}, options);
         for (std::size_t i = 0; i < u.params.size(); ++i) {
             torch::Tensor& p = u.params[i].param;

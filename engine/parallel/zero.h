@@ -49,8 +49,8 @@ public:
 
     // units[0] holds the parameters used at both ends of the model; it is
     // gathered for the whole micro-batch. Not collective.
-    ZeroOptimizer(int stage, Comm& dp, std::vector<std::vector<ParamInfo>> units, AdamWSettings adamW,
-        MemoryMeter& meter);
+    ZeroOptimizer(
+        int stage, Comm& dp, std::vector<std::vector<ParamInfo>> units, AdamWSettings adamW, MemoryMeter& meter);
     int stage() const { return m_stage; }
     std::size_t unitCount() const { return m_units.size(); }
 
