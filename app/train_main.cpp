@@ -2,6 +2,7 @@
 // (a project host tries a configuration before launching a project), and
 // `crowdtrain-train sample` to generate text from a checkpoint.
 #include "app/args.h"
+#include "app/train_parallel.h"
 #include "engine/batch_sampler.h"
 #include "engine/cpu_runtime.h"
 #include "engine/data_parallel.h"
@@ -78,6 +79,7 @@ void declareTrainOptions(app::Args& a)
     a.option("checkpoint", "write the training state here at each evaluation and at the end");
     a.option("resume", "resume from a training-state file");
     a.option("export", "at the end, export a Hugging Face GPT-2 folder here");
+    app::declareParallelOptions(a);
 }
 
 Result<GptConfig> modelConfig(const app::Args& a, const Tokenizer* tokenizer)
@@ -287,6 +289,11 @@ int train(const std::vector<std::string>& arguments, char** argv)
         if (!trainData.val)
             return fail("validation shards: " + error);
     }
+
+    if (app::wantsParallelTrainer(a))
+        return app::trainParallel(a, options, std::move(trainData), rank, nproc, [&] { return children.waitAll(); });
+    if (a.value("dtype") == "fp32")
+        options.bf16Autocast = false;
 
     std::shared_ptr<DataParallel> parallel;
     if (nproc > 1) {

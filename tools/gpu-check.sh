@@ -2,7 +2,10 @@
 # The engine's CUDA path, checked on a machine that has a CUDA libtorch (in
 # python3's torch) but none of the project's other dependencies: it builds the
 # `engine` configuration (crowdtrain-train and crowdtrain-prepare only) and
-# runs tools/gpu_check.py there (train, resume, data parallel, HF export).
+# runs tools/gpu_check.py there (train, resume, data parallel, HF export),
+# then, on CUDA, the GPU rows of the parallel-modes table
+# (bench/parallel_table.py: DDP, ZeRO-1/2/3, TP, PP, a composition; NCCL,
+# one GPU per rank: rows needing more GPUs than the machine has say so).
 #
 #   tools/gpu-check.sh stage      on a development machine: copy what such a
 #                                 machine lacks into .gpu-check/ (ignored by
@@ -42,3 +45,7 @@ cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" tools/gpu_check.py "$device" build/gpu-check/bin "$corpus" "$work"
+# The parallel modes on this machine's GPUs (issue 27).
+if [ "$device" != cpu ]; then
+    CROWDTRAIN_CORPUS="$corpus" "$python" bench/parallel_table.py build/gpu-check --device "$device"
+fi
