@@ -75,7 +75,7 @@ Result<Value> runCheckpointRequest(const RequestParts& parts, const CheckpointRe
                 return list.error();
             v.set("checkpoints", std::move(*list));
         }
-        v.set("local", checkpoints.local());
+        v.set("local", checkpoints.folders().local());
         return v;
     }
     if (project.empty())
@@ -99,13 +99,13 @@ Result<Value> runCheckpointRequest(const RequestParts& parts, const CheckpointRe
         if (!id)
             return id.error();
         Value v = Value::map();
-        v.set("id", *id).set("folder", checkpoints.folderOf(project, r.round).string());
+        v.set("id", *id).set("folder", checkpoints.folders().folderOf(project, r.round).string());
         return v;
     }
     if (!done)
         return done.error();
     Value v = Value::map();
-    v.set("folder", checkpoints.folderOf(project, r.round).string());
+    v.set("folder", checkpoints.folders().folderOf(project, r.round).string());
     return v;
 }
 

@@ -1,9 +1,9 @@
 #include "net/daemon/daemon_state_file.h"
 
+#include "core/file_io.h"
 #include "net/control/control_names.h"
 #include "net/daemon/hub_link.h"
 #include "net/daemon/state_file.h"
-#include "net/transport/atomic_write.h"
 #include "net/wire/text_checks.h"
 
 #include <nlohmann/json.hpp>
@@ -69,7 +69,7 @@ Status DaemonStateFile::write(const Snapshot& snapshot)
     if (snapshot.seq <= m_writtenSeq)
         return Status::success(); // a newer state is on disk already
     m_writtenSeq = snapshot.seq;
-    return net::writeFileAtomic(m_file, snapshot.text, 0600);
+    return core::writeFileAtomic(m_file, snapshot.text, 0600);
 }
 
 } // namespace crowdtrain::daemon

@@ -90,7 +90,7 @@ void Poller::announceCheckpoint(const HubLink& hub, const std::string& hubText, 
     if (!list || list->checkpoints.empty())
         return;
     const net::CheckpointInfo& newest = list->checkpoints.back();
-    const auto local = m_parts.checkpoints.newestLocal(project);
+    const auto local = m_parts.checkpoints.folders().newestLocal(project);
     uint64_t bytes = 0;
     for (const auto& f : newest.files)
         bytes += f.bytes;
