@@ -2,150 +2,138 @@
 
 #include "crowdtrain/version.h"
 
+#include <CLI/CLI.hpp>
+
+#include <charconv>
 #include <iostream>
 #include <stdexcept>
 
 namespace crowdtrain::app {
 
+namespace {
+
+enum Kind { kText, kInteger, kNumber };
+
+template <typename T> std::optional<T> parsed(const std::string& text)
+{
+    T value{};
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || error != std::errc() || end != text.data() + text.size())
+        return std::nullopt;
+    return value;
+}
+
+} // namespace
+
 Args::Args(std::string program, std::string summary, std::string usage)
-    : m_program(std::move(program))
-    , m_summary(std::move(summary))
-    , m_usage(std::move(usage))
-{ }
+    : m_program(program)
+    , m_app(std::make_unique<CLI::App>(program + " " + kVersion + " - " + summary, program))
+{
+    m_app->footer("Usage:\n" + usage);
+    m_app->set_version_flag("--version", program + " " + kVersion, "show the version and exit");
+    m_app->set_help_flag("-h,--help", "show this help and exit");
+    m_app->add_option("arguments", m_positionals, "the command and its arguments");
+}
+
+Args::~Args() = default;
+
+void Args::declare(const std::string& name, const std::string& help, const std::string& defaultValue, int kind)
+{
+    m_defaults[name] = defaultValue;
+    CLI::Option* option = m_app->add_option("--" + name, m_values[name], help);
+    if (!defaultValue.empty())
+        option->default_str(defaultValue);
+    if (kind == kInteger)
+        option->check(CLI::Validator(
+            [](std::string& text) { return parsed<long long>(text) ? std::string() : "not a whole number: " + text; },
+            "INT"));
+    if (kind == kNumber)
+        option->check(CLI::Validator(
+            [](std::string& text) { return parsed<double>(text) ? std::string() : "not a number: " + text; },
+            "NUMBER"));
+}
 
 void Args::option(const std::string& name, const std::string& help, const std::string& defaultValue)
 {
-    m_order.push_back(name);
-    m_options[name] = Option{help, defaultValue, false};
+    declare(name, help, defaultValue, kText);
+}
+
+void Args::integerOption(const std::string& name, const std::string& help, const std::string& defaultValue)
+{
+    declare(name, help, defaultValue, kInteger);
+}
+
+void Args::numberOption(const std::string& name, const std::string& help, const std::string& defaultValue)
+{
+    declare(name, help, defaultValue, kNumber);
 }
 
 void Args::flag(const std::string& name, const std::string& help)
 {
-    m_order.push_back(name);
-    m_options[name] = Option{help, {}, true};
+    m_app->add_flag("--" + name, m_flags[name], help);
 }
 
 std::optional<int> Args::parse(const std::vector<std::string>& arguments)
 {
-    for (std::size_t i = 0; i < arguments.size(); ++i) {
-        const std::string& arg = arguments[i];
-        if (arg == "--help" || arg == "-h") {
-            std::cout << helpText();
-            return 0;
-        }
-        if (arg == "--version") {
-            std::cout << m_program << ' ' << kVersion << '\n';
-            return 0;
-        }
-        if (arg == "--") {
-            m_positionals.insert(m_positionals.end(), arguments.begin() + static_cast<long>(i) + 1, arguments.end());
-            break;
-        }
-        if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
-            m_positionals.push_back(arg);
-            continue;
-        }
-        std::string name = arg.substr(2);
-        std::optional<std::string> inlineValue;
-        if (const auto eq = name.find('='); eq != std::string::npos) {
-            inlineValue = name.substr(eq + 1);
-            name.resize(eq);
-        }
-        const auto it = m_options.find(name);
-        if (it == m_options.end()) {
-            std::cerr << m_program << ": unknown option --" << name << " (see --help)\n";
-            return 2;
-        }
-        if (it->second.isFlag) {
-            if (inlineValue) {
-                std::cerr << m_program << ": --" << name << " takes no value\n";
-                return 2;
-            }
-            m_values[name] = "1";
-            continue;
-        }
-        if (inlineValue) {
-            m_values[name] = *inlineValue;
-        } else if (i + 1 < arguments.size()) {
-            m_values[name] = arguments[++i];
-        } else {
-            std::cerr << m_program << ": --" << name << " needs a value\n";
-            return 2;
-        }
+    // CLI11 takes the arguments last first.
+    std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());
+    try {
+        m_app->parse(reversed);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << m_app->help();
+        return 0;
+    } catch (const CLI::CallForVersion& e) {
+        std::cout << e.what() << '\n';
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        std::cerr << m_program << ": " << e.what() << " (see --help)\n";
+        return 2;
     }
     return std::nullopt;
 }
 
 std::string Args::value(const std::string& name) const
 {
-    if (const auto it = m_values.find(name); it != m_values.end())
-        return it->second;
-    if (const auto it = m_options.find(name); it != m_options.end())
-        return it->second.defaultValue;
-    throw std::logic_error("undeclared option --" + name);
+    const auto it = m_defaults.find(name);
+    if (it == m_defaults.end())
+        throw std::logic_error("undeclared option --" + name);
+    return has(name) ? m_values.at(name) : it->second;
 }
 
 bool Args::has(const std::string& name) const
 {
-    return m_values.count(name) != 0;
+    return m_defaults.contains(name) && m_app->count("--" + name) > 0;
 }
 
 bool Args::isSet(const std::string& name) const
 {
-    return has(name);
+    const auto it = m_flags.find(name);
+    return it != m_flags.end() && it->second;
 }
 
 long long Args::integer(const std::string& name) const
 {
-    const std::string text = value(name);
-    std::size_t used = 0;
-    long long result = 0;
-    try {
-        result = std::stoll(text, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used == 0 || used != text.size())
-        throw std::invalid_argument("--" + name + " expects an integer, got '" + text + "'");
-    return result;
+    if (const auto v = parsed<long long>(value(name)))
+        return *v;
+    throw std::logic_error("--" + name + " is not declared as an integer option");
 }
 
 double Args::number(const std::string& name) const
 {
-    const std::string text = value(name);
-    std::size_t used = 0;
-    double result = 0;
-    try {
-        result = std::stod(text, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used == 0 || used != text.size())
-        throw std::invalid_argument("--" + name + " expects a number, got '" + text + "'");
-    return result;
+    if (const auto v = parsed<double>(value(name)))
+        return *v;
+    throw std::logic_error("--" + name + " is not declared as a number option");
 }
 
-std::string Args::helpText() const
+std::vector<std::string> Args::given(const std::vector<std::string>& names) const
 {
-    std::string text = m_program + " " + kVersion + " - " + m_summary + "\n\nUsage:\n" + m_usage + "\n\nOptions:\n";
-    auto line = [&](const std::string& left, const std::string& help) {
-        std::string padded = "  " + left;
-        if (padded.size() < 30)
-            padded.resize(30, ' ');
-        else
-            padded += "\n" + std::string(30, ' ');
-        text += padded + help + "\n";
-    };
-    for (const auto& name : m_order) {
-        const Option& option = m_options.at(name);
-        std::string help = option.help;
-        if (!option.isFlag && !option.defaultValue.empty())
-            help += " (default " + option.defaultValue + ")";
-        line("--" + name + (option.isFlag ? "" : " VALUE"), help);
-    }
-    line("--help", "show this help and exit");
-    line("--version", "show the version and exit");
-    return text;
+    std::vector<std::string> out;
+    for (const std::string& name : names)
+        if (has(name)) {
+            out.push_back("--" + name);
+            out.push_back(m_values.at(name));
+        }
+    return out;
 }
 
 std::vector<std::string> argumentsOf(int argc, char** argv)

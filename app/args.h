@@ -1,22 +1,34 @@
 #pragma once
 
-// A small command-line parser for the non-GUI programs (which do not link Qt):
-// `--name value`, `--name=value`, boolean `--flag`, positionals, and the
-// standard --help / --version. Generates the help text from the declarations.
+// The command line of the non-GUI programs, parsed by CLI11 (Debian's
+// libcli11-dev): `--name value`, `--name=value`, boolean `--flag`,
+// positionals, and the standard --help / --version, with the help text made
+// from the declarations. Options are checked whole at parse(): an unknown
+// option, a missing value or a number that is not one is a message and exit
+// status 2, so nothing after parse() throws.
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace crowdtrain::app {
 
 class Args {
 public:
     Args(std::string program, std::string summary, std::string usage);
+    ~Args();
 
-    // Declares `--name VALUE` with a default shown in --help.
+    // Declares `--name VALUE` (text) with a default shown in --help.
     void option(const std::string& name, const std::string& help, const std::string& defaultValue = {});
+    // The same for a whole number, or any number; checked at parse().
+    void integerOption(const std::string& name, const std::string& help, const std::string& defaultValue = {});
+    void numberOption(const std::string& name, const std::string& help, const std::string& defaultValue = {});
     // Declares a boolean `--name`.
     void flag(const std::string& name, const std::string& help);
 
@@ -28,25 +40,20 @@ public:
     std::string value(const std::string& name) const;
     bool has(const std::string& name) const; // given on the command line
     bool isSet(const std::string& name) const; // a flag that was given
-    long long integer(const std::string& name) const;
-    double number(const std::string& name) const;
+    long long integer(const std::string& name) const; // an integerOption
+    double number(const std::string& name) const; // a numberOption (or integerOption)
     const std::vector<std::string>& positionals() const { return m_positionals; }
-
-    std::string helpText() const;
+    // `--name value` for each of `names` given on the command line, to pass on.
+    std::vector<std::string> given(const std::vector<std::string>& names) const;
 
 private:
-    struct Option {
-        std::string help;
-        std::string defaultValue;
-        bool isFlag = false;
-    };
+    void declare(const std::string& name, const std::string& help, const std::string& defaultValue, int kind);
 
     std::string m_program;
-    std::string m_summary;
-    std::string m_usage;
-    std::vector<std::string> m_order;
-    std::map<std::string, Option> m_options;
-    std::map<std::string, std::string> m_values;
+    std::unique_ptr<CLI::App> m_app;
+    std::map<std::string, std::string> m_defaults;
+    std::map<std::string, std::string> m_values; // given
+    std::map<std::string, bool> m_flags;
     std::vector<std::string> m_positionals;
 };
 

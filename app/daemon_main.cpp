@@ -8,6 +8,7 @@
 //   crowdtrain-daemon join ENDPOINT PROJECT --server-key KEY [--data DIR]
 //                              one project, no control API (hosts, benchmarks)
 #include "app/args.h"
+#include "app/daemon_options.h"
 #include "engine/cpu_runtime.h"
 #include "net/control/control_names.h"
 #include "net/control/control_paths.h"
@@ -221,18 +222,7 @@ int main(int argc, char** argv)
     engine::prepareCpuRuntime(argv);
     app::Args args("crowdtrain-daemon", "the Crowdtrain volunteer daemon (started by crowdtrain-worker)",
         "  crowdtrain-daemon run | demo | join ENDPOINT PROJECT --server-key KEY [--data DIR]");
-    args.option("data-dir", "folder for the volunteer's identity, state and downloads", "$XDG_DATA_HOME/crowdtrain");
-    args.option("config-dir", "folder for settings.json", "$XDG_CONFIG_HOME/crowdtrain");
-    args.option("control-dir", "folder of the control API's sockets", "$XDG_RUNTIME_DIR/crowdtrain");
-    args.option("demo-corpus", "text folder of the demo project", "/usr/share/games/fortunes");
-    args.option("server-key", "join: the coordinator's public key (40 Z85 characters or @FILE)");
-    args.option("data", "join: the project's prepared data folder (default: fetch each task's pieces)");
-    args.option("name", "join: display name on the leaderboard");
-    args.option("threads", "join: CPU threads for training (0 = all cores)", "0");
-    args.option("device", "join: cpu, cuda, cuda:N or auto", "cpu");
-    args.option("max-tasks", "join: stop after this many submitted tasks (0 = never)", "0");
-    args.option("max-rounds", "join: stop after the model advanced this many versions (0 = never)", "0");
-    args.flag("overlap", "join: train the next round's task while this one uploads and its round closes");
+    app::declareDaemonOptions(args);
     if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
         return *exitCode;
     const auto& positionals = args.positionals();

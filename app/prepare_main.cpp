@@ -189,8 +189,8 @@ int main(int argc, char** argv)
     args.option("out", "output data folder (new, or empty)");
     args.option("tokenizer", "gpt2 or char (vocabulary built from the corpus)", "gpt2");
     args.option("gpt2-dir", "folder with GPT-2's encoder.json and vocab.bpe (for --tokenizer gpt2)");
-    args.option("val-fraction", "share of the tokens kept for validation", "0.1");
-    args.option("shard-tokens", "at most this many tokens per shard", "100000000");
+    args.numberOption("val-fraction", "share of the tokens kept for validation", "0.1");
+    args.integerOption("shard-tokens", "at most this many tokens per shard", "100000000");
     args.option("name", "shard file name prefix (default: the first input's name)");
     args.option("tokenizer-dir", "tokenizer folder, for tokenize/detokenize");
     args.option("spec",

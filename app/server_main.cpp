@@ -1,5 +1,6 @@
 // crowdtrain-server: a project coordinator (docs/architecture.md, "Processes").
 #include "app/args.h"
+#include "core/xdg.h"
 #include "engine/cpu_runtime.h"
 #include "net/coordinator/coordinator_server.h"
 #include "net/page/page_server.h"
@@ -20,11 +21,8 @@ void onSignal(int)
 
 std::filesystem::path defaultStateDir()
 {
-    if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg)
-        return std::filesystem::path(xdg) / "crowdtrain-server";
-    if (const char* home = std::getenv("HOME"); home && *home)
-        return std::filesystem::path(home) / ".local/share/crowdtrain-server";
-    return "crowdtrain-server-state";
+    auto dir = crowdtrain::core::xdgDataFolder("crowdtrain-server");
+    return dir ? *dir : std::filesystem::path("crowdtrain-server-state");
 }
 
 } // namespace
@@ -43,11 +41,11 @@ int main(int argc, char** argv)
     args.option("publish", "ZeroMQ endpoint for live events (PUB)", defaults.publishEndpoint);
     args.option("state", "state folder (one sub-folder per project); default $XDG_DATA_HOME/crowdtrain-server");
     args.option("keys", "the server's Curve key pair file, created when missing; default STATE/server.key");
-    args.option("heartbeat-ms", "heartbeat interval announced to volunteers",
+    args.integerOption("heartbeat-ms", "heartbeat interval announced to volunteers",
         std::to_string(defaults.runtime.heartbeatIntervalMs));
-    args.option("liveness", "missed heartbeat intervals before a volunteer counts as gone",
+    args.integerOption("liveness", "missed heartbeat intervals before a volunteer counts as gone",
         std::to_string(defaults.runtime.heartbeatLiveness));
-    args.option("threads", "CPU threads for evaluation (0 = all cores)", "0");
+    args.integerOption("threads", "CPU threads for evaluation (0 = all cores)", "0");
     args.option("http",
         "serve the public, read-only project page on ADDRESS:PORT (e.g. 127.0.0.1:8080; "
         "0.0.0.0:8080 opens it to the network; port 0 picks a free one); off by default");

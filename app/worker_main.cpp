@@ -4,6 +4,7 @@
 // client of the daemon's control API (docs/protocol.md, section 12). This
 // program links no libtorch, so a client call returns in milliseconds.
 #include "app/args.h"
+#include "app/daemon_options.h"
 #include "net/control/control_client.h"
 #include "net/control/control_names.h"
 #include "net/control/control_paths.h"
@@ -192,9 +193,9 @@ int generate(control::ControlClient& client, app::Args& args)
             break;
     Value body = Value::map();
     body.set("round", parseNumber<uint64_t>(p[1], "ROUND")).set("prompt", p[2]);
-    body.set("temperature", parseNumber<double>(args.value("temperature"), "--temperature"));
-    body.set("top_k", parseNumber<int64_t>(args.value("top-k"), "--top-k"));
-    body.set("max_tokens", parseNumber<int64_t>(args.value("max-tokens"), "--max-tokens"));
+    body.set("temperature", args.number("temperature"));
+    body.set("top_k", int64_t(args.integer("top-k")));
+    body.set("max_tokens", int64_t(args.integer("max-tokens")));
     auto started = client.call(control::request::kGenerate, body);
     if (!started)
         return fail(started.error().message);
@@ -221,21 +222,10 @@ int generate(control::ControlClient& client, app::Args& args)
 int runCommand(int argc, char** argv)
 {
     app::Args args("crowdtrain-worker", "the Crowdtrain volunteer daemon and its command-line client", kUsage);
-    args.option("control-dir", "folder of the daemon's control sockets", "$XDG_RUNTIME_DIR/crowdtrain");
-    args.option("data-dir", "run/demo: the volunteer's data folder", "$XDG_DATA_HOME/crowdtrain");
-    args.option("config-dir", "run/demo: the settings folder", "$XDG_CONFIG_HOME/crowdtrain");
-    args.option("demo-corpus", "run/demo: text folder of the demo project", "/usr/share/games/fortunes");
-    args.option("server-key", "join ENDPOINT: the coordinator's public key (40 Z85 characters or @FILE)");
-    args.option("data", "join ENDPOINT: the project's prepared data folder");
-    args.option("name", "join ENDPOINT: display name on the leaderboard");
-    args.option("threads", "join ENDPOINT: CPU threads for training (0 = all cores)", "0");
-    args.option("device", "join ENDPOINT: cpu, cuda, cuda:N or auto", "cpu");
-    args.option("max-tasks", "join ENDPOINT: stop after this many submitted tasks (0 = never)", "0");
-    args.option("max-rounds", "join ENDPOINT: stop after this many versions (0 = never)", "0");
-    args.option("temperature", "generate: sampling temperature (0 = greedy)", "0.8");
-    args.option("top-k", "generate: sample among the k most likely tokens (0 = all)", "200");
-    args.option("max-tokens", "generate: tokens to generate", "200");
-    args.flag("overlap", "join ENDPOINT: train the next round's task while this one uploads and its round closes");
+    app::declareDaemonOptions(args);
+    args.numberOption("temperature", "generate: sampling temperature (0 = greedy)", "0.8");
+    args.integerOption("top-k", "generate: sample among the k most likely tokens (0 = all)", "200");
+    args.integerOption("max-tokens", "generate: tokens to generate", "200");
     args.flag("json", "print the daemon's answer as JSON");
     if (auto exitCode = args.parse(app::argumentsOf(argc, argv)))
         return *exitCode;
@@ -245,14 +235,8 @@ int runCommand(int argc, char** argv)
     // The daemon itself, and the one-project mode, run in crowdtrain-daemon.
     if (command == "run" || command == "demo" || (command == "join" && args.has("server-key"))) {
         std::vector<std::string> forwarded(p.begin(), p.end());
-        for (const char* name : {"control-dir", "data-dir", "config-dir", "demo-corpus", "server-key", "data", "name",
-                 "threads", "device", "max-tasks", "max-rounds"})
-            if (args.has(name)) {
-                forwarded.push_back(std::string("--") + name);
-                forwarded.push_back(args.value(name));
-            }
-        if (args.isSet("overlap"))
-            forwarded.push_back("--overlap");
+        for (std::string& option : app::givenDaemonOptions(args))
+            forwarded.push_back(std::move(option));
         return execDaemon(forwarded);
     }
 
@@ -270,9 +254,6 @@ int runCommand(int argc, char** argv)
         if (p.size() < 3)
             return fail("generate takes ROUND and PROMPT", 2);
         (void)parseNumber<uint64_t>(p[1], "ROUND");
-        (void)parseNumber<double>(args.value("temperature"), "--temperature");
-        (void)parseNumber<int64_t>(args.value("top-k"), "--top-k");
-        (void)parseNumber<int64_t>(args.value("max-tokens"), "--max-tokens");
     }
 
     auto dir = args.has("control-dir") ? Result<std::filesystem::path>(args.value("control-dir"))
@@ -400,14 +381,11 @@ int runCommand(int argc, char** argv)
 
 int main(int argc, char** argv)
 {
-    // Every mistake on the command line is exit status 2 with a message.
+    // Every mistake on the command line is exit status 2 with a message:
+    // options are checked by the parser, the commands' own words here.
     try {
         return runCommand(argc, argv);
     } catch (const UsageError& e) {
         return fail(e.what(), 2);
-    } catch (const std::invalid_argument& e) {
-        return fail(e.what(), 2);
-    } catch (const std::out_of_range& e) {
-        return fail(std::string("a number is out of range: ") + e.what(), 2);
     }
 }

@@ -32,6 +32,8 @@ packages=(
     libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libssl-dev libsodium-dev
     # JSON (encoder.json, config.json, safetensors headers); header-only.
     nlohmann-json3-dev
+    # The programs' command-line parser (app/args.cpp); header-only.
+    libcli11-dev
     # The public project page (crowdtrain-server --http): the HTTP server; and
     # the headless browser its test opens the page in (tests/tst_page.cpp,
     # tools/page-screenshots.sh).

@@ -61,6 +61,27 @@ private slots:
         QVERIFY(result.exitCode != 0);
         QVERIFY2(result.err.contains(QStringLiteral("no-such-option")), qPrintable(result.err));
     }
+
+    // A number option that is not a number is a message naming it and exit
+    // status 2, before anything runs.
+    void badNumberIsUsageError_data()
+    {
+        QTest::addColumn<QString>("program");
+        QTest::addColumn<QString>("option");
+        QTest::newRow("worker") << QStringLiteral("crowdtrain-worker") << QStringLiteral("--top-k");
+        QTest::newRow("server") << QStringLiteral("crowdtrain-server") << QStringLiteral("--threads");
+        QTest::newRow("prepare") << QStringLiteral("crowdtrain-prepare") << QStringLiteral("--val-fraction");
+        QTest::newRow("train") << QStringLiteral("crowdtrain-train") << QStringLiteral("--max-iters");
+    }
+
+    void badNumberIsUsageError()
+    {
+        QFETCH(QString, program);
+        QFETCH(QString, option);
+        const Run result = run(program, {option, QStringLiteral("many")});
+        QCOMPARE(result.exitCode, 2);
+        QVERIFY2(result.err.contains(option), qPrintable(result.err));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestPrograms)

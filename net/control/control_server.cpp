@@ -1,5 +1,6 @@
 #include "net/control/control_server.h"
 
+#include "core/clock.h"
 #include "net/control/control_paths.h"
 
 #include <array>
@@ -377,8 +378,7 @@ void ControlServer::publish(std::string_view type, const Value& body)
 {
     std::lock_guard lock(m_publishMutex);
     // Under the lock, so that seq and time follow the order of sending.
-    const auto now = std::chrono::system_clock::now().time_since_epoch();
-    const auto timeMs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    const auto timeMs = static_cast<uint64_t>(core::unixNowMs());
     auto bytes = encodeEvent(type, m_lastSeq + 1, timeMs, body);
     if (!bytes)
         return;

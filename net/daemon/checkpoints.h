@@ -37,8 +37,14 @@
 // Threads: one worker thread runs downloads and generation in turn; the
 // public functions may be called from any thread. The destructor stops the
 // worker at a chunk or token boundary and joins it.
+//
+// The folder layout is CheckpointFolders' (checkpoint_folders.h); fetching a
+// file and generating text are checkpoint_transfer.h's; this class keeps the
+// queue of downloads, sample fetches and generations.
 
 #include "net/control/value.h"
+#include "net/daemon/checkpoint_folders.h"
+#include "net/daemon/checkpoint_transfer.h"
 #include "net/daemon/hub_directory.h"
 #include "net/limits/throttle.h"
 
@@ -72,16 +78,6 @@ struct CheckpointsOptions {
     int64_t retryMaxMs = 6 * 3600 * 1000;
 };
 
-struct GenerateRequest {
-    std::string project;
-    uint64_t round = 0;
-    std::string prompt;
-    double temperature = 0.8;
-    int64_t topK = 200;
-    int64_t maxTokens = 200;
-    uint64_t seed = 1337;
-};
-
 class Checkpoints {
 public:
     Checkpoints(HubDirectory& hubs, CheckpointsOptions options);
@@ -93,8 +89,6 @@ public:
     // done_bytes, bytes_per_second, error, folder, samples: [{prompt, text}]
     // once fetched}. Queues the fetch of samples not fetched yet.
     Result<control::Value> list(const HubLink& hub, const std::string& project);
-    // Checkpoints downloaded here, for every project (no network).
-    control::Value local() const;
     // `hub` as the daemon names it: "demo" or a hub link (resolved at each attempt).
     Status download(const std::string& hub, const std::string& project, uint64_t round);
     // Downloads of `hub` waiting for a retry try again now (the hub is back).
@@ -104,9 +98,8 @@ public:
     Status remove(const std::string& project, uint64_t round); // a downloaded checkpoint
     // Queues a generation; returns its id. Error "not_downloaded".
     Result<uint64_t> generate(GenerateRequest request);
-    // Newest downloaded round of `project`, if any.
-    std::optional<uint64_t> newestLocal(const std::string& project) const;
-    std::filesystem::path folderOf(const std::string& project, uint64_t round) const;
+    // The folders: where a checkpoint is, which are here (no network).
+    const CheckpointFolders& folders() const { return m_folders; }
 
 private:
     struct Job {
@@ -123,18 +116,8 @@ private:
         bool paused = false;
     };
     static std::string key(const std::string& project, uint64_t round);
-    // Whether `path` lies under the root with links resolved ("io_error" if not).
-    Status contained(const std::filesystem::path& path) const;
-    // The round of a folder named <prefix><R><suffix> that this class writes;
-    // anything else gets a notice (once per path) and nullopt.
-    std::optional<uint64_t> roundOf(
-        const std::filesystem::path& path, std::string_view prefix, std::string_view suffix) const;
-    void notice(const std::string& text) const;
-    std::filesystem::path partOf(const std::string& project, uint64_t round) const;
     void work();
-    void resumeJobs();
     void runDownload(Job job);
-    void runGenerate(const GenerateRequest& request, uint64_t id);
     struct SampleFetch {
         HubLink hub;
         std::string project;
@@ -142,13 +125,11 @@ private:
         net::FileInfo file;
     };
     void runSampleFetch(const SampleFetch& fetch);
-    std::filesystem::path samplesFileOf(const std::string& project, uint64_t round) const;
-    // The prompts and continuations of a fetched samples.json (nil when absent or unreadable).
-    control::Value readSamples(const std::string& project, uint64_t round) const;
     void publishJob(const Job& job);
 
     HubDirectory& m_hubs;
     CheckpointsOptions m_options;
+    CheckpointFolders m_folders;
     mutable std::mutex m_mutex;
     std::condition_variable m_wake;
     bool m_stopping = false;
@@ -157,8 +138,6 @@ private:
     std::deque<std::pair<uint64_t, GenerateRequest>> m_generations;
     std::deque<SampleFetch> m_sampleFetches;
     std::set<std::string> m_samplesQueued; // key()s fetched or being fetched this run
-    mutable std::mutex m_noticedMutex;
-    mutable std::set<std::string> m_noticed; // paths already reported as skipped
     uint64_t m_nextGeneration = 1;
     std::thread m_worker;
 };

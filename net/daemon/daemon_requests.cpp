@@ -1,11 +1,7 @@
-// The daemon's control requests (docs/protocol.md 12.2): every field is
-// checked here, on the control thread, before anything happens; then the
-// request is answered at once from memory or queued: "changes" (in order)
-// for what changes something, "reads" for hub reads. Split from daemon.cpp,
-// which keeps the state, the joined project and the poller.
-#include "net/daemon/daemon.h"
+#include "net/daemon/daemon_requests.h"
 
 #include "net/control/control_names.h"
+#include "net/daemon/hub_queries.h"
 #include "net/daemon/request_fields.h"
 
 namespace crowdtrain::daemon {
@@ -37,151 +33,49 @@ Result<HubLink> linkOf(const Value& body)
     return parseHubLink(*text); // "bad_hub_link"
 }
 
-} // namespace
-
-void Daemon::later(WorkQueue& queue, control::Responder respond, std::function<Result<Value>()> work)
+Planned now(std::function<Result<Value>()> work)
 {
-    const bool queued = queue.post([respond, work = std::move(work)] {
-        try {
-            respond(work());
-        } catch (const std::exception& e) {
-            respond(Error::make(control::errc::kInternal, std::string("the daemon failed: ") + e.what()));
-        }
-    });
-    if (!queued)
-        respond(Error::make(control::errc::kBusy, "the daemon has too much queued; try again shortly"));
+    return {Lane::Now, std::move(work)};
 }
 
-void Daemon::handle(const control::Request& request, control::Responder respond)
+Planned changes(std::function<Result<Value>()> work)
 {
-    const std::string& type = request.type;
-    const Value& body = request.body;
-    // Answered at once, from memory.
-    if (type == request::kStatus)
-        return respond(status());
-    if (type == request::kSettingsGet) {
-        std::lock_guard lock(m_mutex);
-        Value v = Value::map();
-        v.set("settings", m_settings.values()).set("described", m_settings.described());
-        return respond(v);
-    }
-    if (type == request::kMetrics) {
-        auto since = optionalUInt(body, "since_round");
-        return respond(since ? metrics(since->value_or(0)) : Result<Value>(since.error()));
-    }
-    if (type == request::kMachineHistory)
-        return respond(machineHistory());
-    if (type == request::kLog)
-        return respond(logLines());
-    if (type == request::kCatalog) {
-        auto refresh = optionalBool(body, "refresh");
-        if (!refresh)
-            return respond(refresh.error());
-        if (!refresh->value_or(false))
-            return respond(catalog(false));
-        return later(*m_reads, respond, [this] { return catalog(true); });
-    }
-    if (type == request::kContributions)
-        return later(*m_reads, respond, [this] { return contributions(); });
-
-    // Changes, in the order they came.
-    if (type == request::kSettingsSet) {
-        auto key = requiredText(body, "key");
-        if (!key)
-            return respond(key.error());
-        return later(
-            *m_changes, respond, [this, key = *key, value = body["value"]] { return settingsSet(key, value); });
-    }
-    if (type == request::kFollow || type == request::kUnfollow) {
-        auto hub = linkOf(body);
-        if (!hub)
-            return respond(hub.error());
-        if (type == request::kFollow)
-            return later(*m_changes, respond, [this, hub = *hub] { return follow(hub); });
-        return later(*m_changes, respond, [this, hub = *hub] { return unfollow(hub); });
-    }
-    if (type == request::kJoin) {
-        auto hub = hubTextOf(body);
-        if (!hub)
-            return respond(hub.error());
-        auto project = requiredName(body, "project");
-        if (!project)
-            return respond(project.error());
-        return later(*m_changes, respond, [this, hub = *hub, project = *project]() -> Result<Value> {
-            if (Status s = joinNow(hub, project); !s)
-                return s.error();
-            return status();
-        });
-    }
-    if (type == request::kLeave)
-        return later(*m_changes, respond, [this] { return leave(); });
-    if (type == request::kPause || type == request::kResume)
-        return later(*m_changes, respond, [this, paused = type == request::kPause] { return pause(paused); });
-    if (type == request::kSnooze) {
-        auto seconds = optionalInt(body, "seconds", 1, 7 * 24 * 3600);
-        if (!seconds)
-            return respond(seconds.error());
-        return later(*m_changes, respond, [this, s = seconds->value_or(3600)] { return snooze(s); });
-    }
-    if (type == request::kCheckpoints || type == request::kDownload || type == request::kDownloadPause
-        || type == request::kDownloadResume || type == request::kDownloadCancel || type == request::kCheckpointDelete
-        || type == request::kGenerate) {
-        CheckpointRequest r;
-        r.type = type;
-        auto project = optionalName(body, "project");
-        if (!project)
-            return respond(project.error());
-        r.project = *project;
-        if (type == request::kCheckpoints)
-            return later(*m_reads, respond, [this, r] { return checkpointRequest(r); });
-        auto round = requiredUInt(body, "round");
-        if (!round)
-            return respond(round.error());
-        r.round = *round;
-        if (type == request::kGenerate) {
-            auto prompt = requiredText(body, "prompt");
-            auto temperature = optionalNumber(body, "temperature", 0, 10);
-            auto topK = optionalInt(body, "top_k", 0, 1'000'000);
-            auto maxTokens = optionalInt(body, "max_tokens", 1, 4096);
-            if (!prompt)
-                return respond(prompt.error());
-            for (const Error* e : {temperature ? nullptr : &temperature.error(), topK ? nullptr : &topK.error(),
-                     maxTokens ? nullptr : &maxTokens.error()})
-                if (e)
-                    return respond(*e);
-            r.generate.prompt = *prompt;
-            r.generate.temperature = temperature->value_or(0.8);
-            r.generate.topK = topK->value_or(200);
-            r.generate.maxTokens = maxTokens->value_or(200);
-        }
-        return later(*m_changes, respond, [this, r] { return checkpointRequest(r); });
-    }
-    respond(Error::make(control::errc::kUnknownType, "the daemon has no request \"" + type + "\""));
+    return {Lane::Changes, std::move(work)};
 }
 
-Result<Value> Daemon::checkpointRequest(const CheckpointRequest& r)
+Planned reads(std::function<Result<Value>()> work)
 {
+    return {Lane::Reads, std::move(work)};
+}
+
+struct CheckpointRequest {
+    std::string_view type;
+    std::optional<std::string> project; // absent: the joined one
+    uint64_t round = 0;
+    GenerateRequest generate;
+};
+
+Result<Value> runCheckpointRequest(const RequestParts& parts, const CheckpointRequest& r)
+{
+    const JoinedProject::Joined joined = parts.joined.joined();
+    const std::string project = r.project.value_or(joined.project);
     std::optional<HubLink> hub;
     std::string hubText;
-    std::string project;
-    {
-        std::lock_guard lock(m_mutex);
-        project = r.project.value_or(m_joinedProject);
-        if (m_runner && m_runner->target().project == project) {
-            hub = m_runner->target().hub;
-            hubText = m_runner->target().hubLink;
-        }
+    if (joined.runner && joined.runner->project == project) {
+        hub = joined.runner->hub;
+        hubText = joined.runner->hubLink;
     }
+    Checkpoints& checkpoints = parts.checkpoints;
     if (r.type == request::kCheckpoints) {
         Value v = Value::map();
         v.set("project", project).set("checkpoints", Value::array());
         if (!project.empty() && hub) {
-            auto list = m_checkpoints->list(*hub, project);
+            auto list = checkpoints.list(*hub, project);
             if (!list)
                 return list.error();
             v.set("checkpoints", std::move(*list));
         }
-        v.set("local", m_checkpoints->local());
+        v.set("local", checkpoints.folders().local());
         return v;
     }
     if (project.empty())
@@ -190,139 +84,187 @@ Result<Value> Daemon::checkpointRequest(const CheckpointRequest& r)
     if (r.type == request::kDownload) {
         if (!hub)
             return Error::make(control::errc::kNotJoined, "join " + project + " to download its checkpoints");
-        done = m_checkpoints->download(hubText, project, r.round);
+        done = checkpoints.download(hubText, project, r.round);
     } else if (r.type == request::kDownloadPause || r.type == request::kDownloadResume) {
-        done = m_checkpoints->pauseDownload(project, r.round, r.type == request::kDownloadPause);
+        done = checkpoints.pauseDownload(project, r.round, r.type == request::kDownloadPause);
     } else if (r.type == request::kDownloadCancel) {
-        done = m_checkpoints->cancel(project, r.round);
+        done = checkpoints.cancel(project, r.round);
     } else if (r.type == request::kCheckpointDelete) {
-        done = m_checkpoints->remove(project, r.round);
+        done = checkpoints.remove(project, r.round);
     } else {
         GenerateRequest g = r.generate;
         g.project = project;
         g.round = r.round;
-        auto id = m_checkpoints->generate(std::move(g));
+        auto id = checkpoints.generate(std::move(g));
         if (!id)
             return id.error();
         Value v = Value::map();
-        v.set("id", *id).set("folder", m_checkpoints->folderOf(project, r.round).string());
+        v.set("id", *id).set("folder", checkpoints.folders().folderOf(project, r.round).string());
         return v;
     }
     if (!done)
         return done.error();
     Value v = Value::map();
-    v.set("folder", m_checkpoints->folderOf(project, r.round).string());
+    v.set("folder", checkpoints.folders().folderOf(project, r.round).string());
     return v;
 }
 
-Result<Value> Daemon::settingsSet(const std::string& key, const Value& value)
+// The checkpoint requests' fields: `project`?, then `round` (all but
+// `checkpoints`), then generate's own.
+Result<CheckpointRequest> checkpointFields(std::string_view type, const Value& body)
 {
-    // Changed and written on a copy, without m_mutex (only this queue
-    // changes the settings), then swapped in.
-    Settings changed;
-    {
-        std::lock_guard lock(m_mutex);
-        changed = m_settings;
-    }
-    if (Status s = changed.set(key, value); !s)
-        return s.error();
-    Value v = Value::map();
-    v.set("settings", changed.values());
-    {
-        std::lock_guard lock(m_mutex);
-        m_settings = std::move(changed);
-    }
-    log("setting " + key + " = " + value.toJson());
-    return v;
+    CheckpointRequest r;
+    r.type = type;
+    auto project = optionalName(body, "project");
+    if (!project)
+        return project.error();
+    r.project = *project;
+    if (type == request::kCheckpoints)
+        return r;
+    auto round = requiredUInt(body, "round");
+    if (!round)
+        return round.error();
+    r.round = *round;
+    if (type != request::kGenerate)
+        return r;
+    auto prompt = requiredText(body, "prompt");
+    auto temperature = optionalNumber(body, "temperature", 0, 10);
+    auto topK = optionalInt(body, "top_k", 0, 1'000'000);
+    auto maxTokens = optionalInt(body, "max_tokens", 1, 4096);
+    if (!prompt)
+        return prompt.error();
+    for (const Error* e : {temperature ? nullptr : &temperature.error(), topK ? nullptr : &topK.error(),
+             maxTokens ? nullptr : &maxTokens.error()})
+        if (e)
+            return *e;
+    r.generate.prompt = *prompt;
+    r.generate.temperature = temperature->value_or(0.8);
+    r.generate.topK = topK->value_or(200);
+    r.generate.maxTokens = maxTokens->value_or(200);
+    return r;
 }
 
-Result<Value> Daemon::follow(const HubLink& hub)
+void addQuickRequests(RequestTable& table, const RequestParts& p)
 {
-    StateSnapshot state;
-    {
-        std::lock_guard lock(m_mutex);
-        m_hubs->follow(hub);
-        state = stateSnapshot();
-    }
-    if (Status s = writeState(state); !s)
-        return s.error();
-    m_hubs->refreshOne(formatHubLink(hub), 2000);
-    Value v = Value::map();
-    v.set("link", formatHubLink(hub));
-    return v;
+    table.add(request::kStatus, [p](const Value&) -> Result<Planned> { return now(p.status); });
+    table.add(request::kSettingsGet,
+        [p](const Value&) -> Result<Planned> { return now([p] { return p.settings.describe(); }); });
+    table.add(request::kMetrics, [p](const Value& body) -> Result<Planned> {
+        auto since = optionalUInt(body, "since_round");
+        if (!since)
+            return since.error();
+        return now([p, since = since->value_or(0)]() -> Result<Value> {
+            Value v = Value::map();
+            v.set("project", p.joined.joined().project).set("rows", p.history.metrics(since));
+            return v;
+        });
+    });
+    table.add(request::kMachineHistory,
+        [p](const Value&) -> Result<Planned> { return now([p] { return p.history.machineRows(); }); });
+    table.add(request::kLog, [p](const Value&) -> Result<Planned> { return now([p] { return p.log.lines(); }); });
+    table.add(request::kCatalog, [p](const Value& body) -> Result<Planned> {
+        auto refresh = optionalBool(body, "refresh");
+        if (!refresh)
+            return refresh.error();
+        auto answer = [p, refresh = refresh->value_or(false)]() -> Result<Value> {
+            if (refresh)
+                p.hubs.refresh(2000);
+            const JoinedProject::Joined joined = p.joined.joined();
+            return catalogValue(p.hubs, joined.hub, joined.project);
+        };
+        return refresh->value_or(false) ? reads(answer) : now(answer);
+    });
+    table.add(request::kContributions, [p](const Value&) -> Result<Planned> {
+        return reads([p]() -> Result<Value> {
+            const JoinedProject::Joined joined = p.joined.joined();
+            if (!joined.runner)
+                return Error::make(control::errc::kNotJoined, "join a project to see contributions");
+            return contributionsOf(p.hubs, joined.runner->hub, joined.project);
+        });
+    });
 }
 
-Result<Value> Daemon::unfollow(const HubLink& hub)
+void addChangeRequests(RequestTable& table, const RequestParts& p)
 {
-    StateSnapshot state;
-    {
-        std::lock_guard lock(m_mutex);
-        if (!m_hubs->unfollow(formatHubLink(hub)))
-            return Error::make(control::errc::kNotFound, "this hub is not followed: " + formatHubLink(hub));
-        state = stateSnapshot();
-    }
-    if (Status s = writeState(state); !s)
-        return s.error();
-    return Value::map();
+    table.add(request::kSettingsSet, [p](const Value& body) -> Result<Planned> {
+        auto key = requiredText(body, "key");
+        if (!key)
+            return key.error();
+        return changes([p, key = *key, value = body["value"]]() -> Result<Value> {
+            auto set = p.settings.set(key, value);
+            if (set)
+                p.log.log("setting " + key + " = " + value.toJson());
+            return set;
+        });
+    });
+    table.add(request::kFollow, [p](const Value& body) -> Result<Planned> {
+        auto hub = linkOf(body);
+        if (!hub)
+            return hub.error();
+        return changes([p, hub = *hub]() -> Result<Value> {
+            p.hubs.follow(hub);
+            if (Status s = p.joined.persist(); !s)
+                return s.error();
+            p.hubs.refreshOne(formatHubLink(hub), 2000);
+            Value v = Value::map();
+            v.set("link", formatHubLink(hub));
+            return v;
+        });
+    });
+    table.add(request::kUnfollow, [p](const Value& body) -> Result<Planned> {
+        auto hub = linkOf(body);
+        if (!hub)
+            return hub.error();
+        return changes([p, hub = *hub]() -> Result<Value> {
+            if (!p.hubs.unfollow(formatHubLink(hub)))
+                return Error::make(control::errc::kNotFound, "this hub is not followed: " + formatHubLink(hub));
+            if (Status s = p.joined.persist(); !s)
+                return s.error();
+            return Value::map();
+        });
+    });
+    table.add(request::kJoin, [p](const Value& body) -> Result<Planned> {
+        auto hub = hubTextOf(body);
+        if (!hub)
+            return hub.error();
+        auto project = requiredName(body, "project");
+        if (!project)
+            return project.error();
+        return changes([p, hub = *hub, project = *project]() -> Result<Value> {
+            if (Status s = p.joined.join(hub, project); !s)
+                return s.error();
+            return p.status();
+        });
+    });
+    table.add(
+        request::kLeave, [p](const Value&) -> Result<Planned> { return changes([p] { return p.joined.leave(); }); });
+    table.add(request::kPause,
+        [p](const Value&) -> Result<Planned> { return changes([p] { return p.joined.pause(true); }); });
+    table.add(request::kResume,
+        [p](const Value&) -> Result<Planned> { return changes([p] { return p.joined.pause(false); }); });
+    table.add(request::kSnooze, [p](const Value& body) -> Result<Planned> {
+        auto seconds = optionalInt(body, "seconds", 1, 7 * 24 * 3600);
+        if (!seconds)
+            return seconds.error();
+        return changes([p, s = seconds->value_or(3600)] { return p.joined.snooze(s); });
+    });
 }
 
-Result<Value> Daemon::leave()
-{
-    std::unique_ptr<ProjectRunner> old;
-    std::string left;
-    StateSnapshot state;
-    {
-        std::lock_guard lock(m_mutex);
-        if (m_joinedProject.empty())
-            return Error::make(control::errc::kNotJoined, "no project is joined");
-        left = m_joinedProject;
-        old = std::move(m_runner);
-        m_joinedHub.clear();
-        m_joinedProject.clear();
-        state = stateSnapshot();
-    }
-    old.reset(); // the agent stops at a step boundary, without m_mutex
-    if (Status s = writeState(state); !s)
-        return s.error();
-    log("left " + left);
-    return Value::map();
-}
+} // namespace
 
-Result<Value> Daemon::pause(bool paused)
+void addDaemonRequests(RequestTable& table, const RequestParts& parts)
 {
-    StateSnapshot state;
-    {
-        std::lock_guard lock(m_mutex);
-        m_userPaused = paused;
-        if (!paused)
-            m_snoozeUntilMs = 0;
-        refreshPaused();
-        state = stateSnapshot();
-    }
-    if (Status s = writeState(state); !s)
-        return s.error();
-    log(paused ? "paused by the volunteer" : "resumed by the volunteer");
-    Value v = Value::map();
-    v.set("paused", paused);
-    return v;
-}
-
-Result<Value> Daemon::snooze(int64_t seconds)
-{
-    StateSnapshot state;
-    int64_t until = 0;
-    {
-        std::lock_guard lock(m_mutex);
-        m_snoozeUntilMs = unixNowMs() + seconds * 1000;
-        until = m_snoozeUntilMs;
-        refreshPaused();
-        state = stateSnapshot();
-    }
-    if (Status s = writeState(state); !s)
-        return s.error();
-    Value v = Value::map();
-    v.set("snooze_until_ms", until);
-    return v;
+    addQuickRequests(table, parts);
+    addChangeRequests(table, parts);
+    for (std::string_view type : {request::kCheckpoints, request::kDownload, request::kDownloadPause,
+             request::kDownloadResume, request::kDownloadCancel, request::kCheckpointDelete, request::kGenerate})
+        table.add(type, [parts, type](const Value& body) -> Result<Planned> {
+            auto r = checkpointFields(type, body);
+            if (!r)
+                return r.error();
+            auto work = [parts, r = *r] { return runCheckpointRequest(parts, r); };
+            return type == request::kCheckpoints ? reads(work) : changes(work);
+        });
 }
 
 } // namespace crowdtrain::daemon

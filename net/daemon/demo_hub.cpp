@@ -1,9 +1,9 @@
 #include "net/daemon/demo_hub.h"
 
+#include "core/file_io.h"
 #include "engine/data_prepare.h"
 #include "engine/tokenizer.h"
 #include "net/control/control_names.h"
-#include "net/transport/atomic_write.h"
 #include "net/wire/error_codes.h"
 
 #include <nlohmann/json.hpp>
@@ -126,7 +126,7 @@ Result<std::unique_ptr<DemoHub>> DemoHub::start(const DemoOptions& options)
     if (!tokenizer)
         return tokenizer.error();
     const std::filesystem::path spec = root / (std::string(kDemoProject) + ".project.json");
-    if (Status written = net::writeFileAtomic(spec, specText((*tokenizer)->vocabSize())); !written)
+    if (Status written = core::writeFileAtomic(spec, specText((*tokenizer)->vocabSize())); !written)
         return written.error();
 
     int out[2];

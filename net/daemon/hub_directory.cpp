@@ -4,12 +4,6 @@
 
 namespace crowdtrain::daemon {
 
-int64_t unixNowMs()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
 HubDirectory::HubDirectory(zmq::context_t& context, net::CurveKeyPair identity)
     : m_context(context)
     , m_identity(std::move(identity))

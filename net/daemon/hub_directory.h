@@ -11,6 +11,7 @@
 // Thread-safe: the cache is guarded; each call opens its own Client (ZeroMQ
 // sockets stay on the thread that uses them).
 
+#include "core/clock.h"
 #include "net/daemon/hub_link.h"
 #include "net/transport/client.h"
 #include "net/transport/curve_keys.h"
@@ -63,6 +64,6 @@ private:
     std::vector<HubEntry> m_entries;
 };
 
-int64_t unixNowMs();
+using core::unixNowMs;
 
 } // namespace crowdtrain::daemon

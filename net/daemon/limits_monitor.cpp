@@ -1,8 +1,8 @@
 #include "net/daemon/limits_monitor.h"
 
+#include "core/file_io.h"
 #include "net/daemon/state_file.h"
 #include "net/limits/memory.h"
-#include "net/transport/atomic_write.h"
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -111,7 +111,7 @@ void LimitsMonitor::countTraffic(std::chrono::system_clock::time_point now)
     save = save || m_monthBytes >= m_savedBytes + kSaveEveryBytes;
     if (save) {
         const json usage = {{"month", m_month}, {"bytes", m_monthBytes}};
-        if (net::writeFileAtomic(m_usageFile, usage.dump() + "\n", 0600))
+        if (core::writeFileAtomic(m_usageFile, usage.dump() + "\n", 0600))
             m_savedBytes = m_monthBytes;
     }
 }

@@ -8,7 +8,9 @@
 // never silently replaced: it is renamed aside (settings.json.corrupt-<ms>)
 // and the daemon starts from the defaults and reports that it did.
 //
-// Not thread-safe: the daemon guards it with its own mutex.
+// Every key's spec (type, default, rule) and the presets are in
+// setting_specs.cpp. Not thread-safe: the daemon shares it through
+// LiveSettings (live_settings.h).
 
 #include "engine/result.h"
 #include "net/control/setting_keys.h"

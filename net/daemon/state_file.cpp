@@ -1,6 +1,7 @@
 #include "net/daemon/state_file.h"
 
-#include "net/transport/atomic_write.h"
+#include "core/clock.h"
+#include "core/file_io.h"
 
 #include <chrono>
 
@@ -19,9 +20,7 @@ std::string missingOr(const nlohmann::json& root, const char* key, const char* w
 
 std::string setAside(const std::filesystem::path& file, const std::string& why)
 {
-    const auto now
-        = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
+    const auto now = core::unixNowMs();
     const std::filesystem::path aside = file.string() + ".bad-" + std::to_string(now);
     std::error_code ec;
     std::filesystem::rename(file, aside, ec);
@@ -37,7 +36,7 @@ std::optional<nlohmann::json> readStateFile(
     std::error_code ec;
     if (!std::filesystem::exists(file, ec))
         return std::nullopt;
-    auto text = net::readSmallFile(file, maxBytes);
+    auto text = core::readFile(file, maxBytes);
     std::string why;
     nlohmann::json root;
     if (!text) {

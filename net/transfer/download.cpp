@@ -1,7 +1,7 @@
 #include "net/transfer/download.h"
 
+#include "core/file_io.h"
 #include "net/transfer/sha256.h"
-#include "net/transport/atomic_write.h"
 #include "net/wire/error_codes.h"
 #include "net/wire/limits.h"
 
@@ -140,7 +140,7 @@ Result<uint64_t> Download::resumePoint(int fd)
 {
     const ResourceDescription& d = m_report.description;
     uint64_t verified = 0;
-    auto progress = readSmallFile(progressPath(m_target), kMaxProgressFileBytes);
+    auto progress = core::readFile(progressPath(m_target), kMaxProgressFileBytes);
     const std::string header = progressHeader();
     if (progress && progress->compare(0, header.size(), header) == 0) {
         const std::string rest = progress->substr(header.size());
@@ -165,7 +165,7 @@ Result<uint64_t> Download::resumePoint(int fd)
         return ioError("cannot truncate", partPath(m_target));
     if (good != verified || good == 0)
         if (Status written
-            = writeFileAtomic(progressPath(m_target), header + "verified " + std::to_string(good) + "\n");
+            = core::writeFileAtomic(progressPath(m_target), header + "verified " + std::to_string(good) + "\n");
             !written)
             return written.error();
     m_report.resumedChunks = good;
@@ -205,7 +205,7 @@ Status Download::fetchChunk(int fd, uint64_t index)
         if (::fdatasync(fd) != 0)
             return ioError("cannot sync", part);
         ++m_report.fetchedChunks;
-        return writeFileAtomic(
+        return core::writeFileAtomic(
             progressPath(m_target), progressHeader() + "verified " + std::to_string(index + 1) + "\n");
     }
     return last;
@@ -231,7 +231,7 @@ Status Download::finish(int fd)
     if (::rename(part.c_str(), m_target.c_str()) != 0)
         return ioError("cannot rename into", m_target);
     ::unlink(progressPath(m_target).c_str());
-    return syncFolder(m_target.parent_path());
+    return core::syncFolder(m_target.parent_path());
 }
 
 } // namespace crowdtrain::net

@@ -1,25 +1,23 @@
 #pragma once
 
-// Crash-safe replacement of small files for the net layer (key files, transfer
-// progress), without the engine (which would bring libtorch): write a
-// temporary sibling with the given mode, fsync, rename over the target, fsync
-// the folder. A reader sees the old file or the new one. Thread-safe for
-// distinct targets.
+// Crash-safe replacement of small files and bounded reads now live in core/
+// (core/file_io.h); these names keep the coordinator's callers as they
+// were. New code includes core/file_io.h.
 
-#include "engine/result.h"
+#include "core/file_io.h"
 
 #include <filesystem>
+#include <string>
 #include <string_view>
-#include <sys/types.h>
 
 namespace crowdtrain::net {
 
-Status writeFileAtomic(const std::filesystem::path& file, std::string_view bytes, mode_t mode = 0644);
+using core::syncFolder;
+using core::writeFileAtomic;
 
-// fsyncs a folder so that renames in it survive a crash.
-Status syncFolder(const std::filesystem::path& folder);
-
-// Reads a whole file of at most maxBytes; the Error names the file.
-Result<std::string> readSmallFile(const std::filesystem::path& file, std::size_t maxBytes);
+inline Result<std::string> readSmallFile(const std::filesystem::path& file, std::size_t maxBytes)
+{
+    return core::readFile(file, maxBytes);
+}
 
 } // namespace crowdtrain::net

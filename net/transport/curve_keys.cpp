@@ -1,6 +1,6 @@
 #include "net/transport/curve_keys.h"
 
-#include "net/transport/atomic_write.h"
+#include "core/file_io.h"
 #include "net/wire/error_codes.h"
 #include "net/wire/msgpack_io.h"
 
@@ -78,7 +78,7 @@ Result<CurveKeyPair> loadOrCreateKeyPair(const std::filesystem::path& file)
 {
     std::error_code ec;
     if (std::filesystem::exists(file, ec)) {
-        auto text = readSmallFile(file, kMaxKeyFileBytes);
+        auto text = core::readFile(file, kMaxKeyFileBytes);
         if (!text)
             return text.error().code == errc::kTooLarge ? Error::make(errc::kMalformedKeyFile, text.error().message)
                                                         : text.error();
@@ -93,7 +93,7 @@ Result<CurveKeyPair> loadOrCreateKeyPair(const std::filesystem::path& file)
             return Error::make(
                 errc::kIoError, "cannot create folder " + file.parent_path().string() + ": " + ec.message());
     }
-    if (Status written = writeFileAtomic(file, formatKeyPairFile(*keys), 0600); !written)
+    if (Status written = core::writeFileAtomic(file, formatKeyPairFile(*keys), 0600); !written)
         return written.error();
     return keys;
 }

@@ -1,7 +1,8 @@
 #include "net/volunteer/local_store.h"
 
+#include "core/file_io.h"
+#include "core/xdg.h"
 #include "net/transfer/sha256.h"
-#include "net/transport/atomic_write.h"
 #include "net/wire/error_codes.h"
 
 #include <bit>
@@ -48,16 +49,12 @@ bool isSlug(const std::string& name)
 
 Result<std::filesystem::path> defaultDataDir(const char* xdgDataHome, const char* home)
 {
-    if (xdgDataHome && *xdgDataHome && std::filesystem::path(xdgDataHome).is_absolute())
-        return std::filesystem::path(xdgDataHome) / "crowdtrain";
-    if (home && *home && std::filesystem::path(home).is_absolute())
-        return std::filesystem::path(home) / ".local" / "share" / "crowdtrain";
-    return Error::make(net::errc::kNoDataDir, "neither XDG_DATA_HOME nor HOME names a folder; pass --data-dir");
+    return core::xdgFolder(xdgDataHome, home, ".local/share", "crowdtrain");
 }
 
 Result<std::filesystem::path> defaultDataDir()
 {
-    return defaultDataDir(std::getenv("XDG_DATA_HOME"), std::getenv("HOME"));
+    return core::xdgDataFolder("crowdtrain");
 }
 
 std::string floatsSha256(const std::vector<float>& values)
@@ -81,12 +78,12 @@ Status saveFloats(const std::filesystem::path& file, uint64_t version, const std
     const std::vector<float>& values)
 {
     const std::string_view bytes(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-    if (Status written = net::writeFileAtomic(file, bytes, 0600); !written)
+    if (Status written = core::writeFileAtomic(file, bytes, 0600); !written)
         return written;
     std::ostringstream meta;
     meta << kMetaHeader << "\nversion " << version << "\nelements " << values.size() << "\nsha256 "
          << net::sha256Hex(bytes) << "\nmanifest " << (manifestSha256.empty() ? "-" : manifestSha256) << "\n";
-    return net::writeFileAtomic(metaFile(file), meta.str(), 0600);
+    return core::writeFileAtomic(metaFile(file), meta.str(), 0600);
 }
 
 Result<std::optional<StoredFloats>> loadFloats(const std::filesystem::path& file)
@@ -94,7 +91,7 @@ Result<std::optional<StoredFloats>> loadFloats(const std::filesystem::path& file
     std::error_code ec;
     if (!std::filesystem::exists(file, ec) || !std::filesystem::exists(metaFile(file), ec))
         return std::optional<StoredFloats>();
-    auto metaText = net::readSmallFile(metaFile(file), kMaxMetaBytes);
+    auto metaText = core::readFile(metaFile(file), kMaxMetaBytes);
     if (!metaText)
         return metaText.error();
     std::istringstream meta(*metaText);
@@ -188,7 +185,7 @@ Result<std::string> resolveServerKey(const std::string& keyOrFile)
     if (!std::filesystem::is_regular_file(path, ec))
         return Error::make(
             net::errc::kBadServerKey, "'" + keyOrFile + "' is neither a 40-character Z85 key nor a readable key file");
-    auto text = net::readSmallFile(path, kMaxKeyFileBytes);
+    auto text = core::readFile(path, kMaxKeyFileBytes);
     if (!text)
         return Error::make(net::errc::kBadServerKey, text.error().message);
     std::istringstream words(*text);

@@ -1,6 +1,6 @@
 #include "net/volunteer/piece_library.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "net/wire/error_codes.h"
 
 #include <algorithm>
@@ -98,7 +98,7 @@ Result<net::DownloadReport> PieceLibrary::download(
 
 Result<std::vector<uint16_t>> PieceLibrary::readTokens(const std::filesystem::path& file, uint64_t count)
 {
-    auto bytes = engine::readWholeFile(file);
+    auto bytes = core::readFile(file);
     if (!bytes)
         return bytes.error();
     if (bytes->size() != count * sizeof(uint16_t))

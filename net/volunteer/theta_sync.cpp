@@ -1,6 +1,6 @@
 #include "net/volunteer/theta_sync.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "net/volunteer/theta_update.h"
 #include "net/wire/error_codes.h"
 
@@ -77,7 +77,7 @@ Result<std::string> ThetaSync::downloadResource(const std::string& resource, con
         std::filesystem::remove(target, ec);
         return Error::make(net::errc::kChecksumMismatch, resource + " is not the resource announced (SHA-256 differs)");
     }
-    auto bytes = engine::readWholeFile(target);
+    auto bytes = core::readFile(target);
     std::filesystem::remove(target, ec);
     if (!bytes)
         return Error::make(net::errc::kIoError, bytes.error().message);

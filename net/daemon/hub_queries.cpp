@@ -1,8 +1,7 @@
-// The daemon's read-only requests (docs/protocol.md 12.2): the catalog of
-// followed hubs, the joined project's metric history, this machine's
-// history, contributions and the log. Split from daemon.cpp, which keeps
-// the state, the poller and the requests that change things.
-#include "net/daemon/daemon.h"
+#include "net/daemon/hub_queries.h"
+
+#include "net/control/control_names.h"
+#include "net/daemon/demo_hub.h"
 
 namespace crowdtrain::daemon {
 namespace {
@@ -36,13 +35,11 @@ Value contributorValue(const net::ContributorRow& row)
 
 } // namespace
 
-Result<Value> Daemon::catalog(bool refresh)
+Value catalogValue(const HubDirectory& hubs, const std::string& joinedHub, const std::string& joinedProject)
 {
-    if (refresh)
-        m_hubs->refresh(2000);
-    Value hubs = Value::array();
+    Value list = Value::array();
     bool demoListed = false;
-    for (const HubEntry& entry : m_hubs->entries()) {
+    for (const HubEntry& entry : hubs.entries()) {
         Value h = Value::map();
         const bool demo = entry.label == kDemoLabel;
         demoListed = demoListed || demo;
@@ -54,7 +51,7 @@ Result<Value> Daemon::catalog(bool refresh)
         for (const net::ProjectInfo& p : entry.projects)
             projects.push(projectValue(p));
         h.set("projects", std::move(projects));
-        hubs.push(std::move(h));
+        list.push(std::move(h));
     }
     if (!demoListed) {
         // The built-in demo is always there; its coordinator starts when joined.
@@ -70,54 +67,20 @@ Result<Value> Daemon::catalog(bool refresh)
         Value h = Value::map();
         h.set("link", kDemoLabel).set("label", kDemoLabel).set("reachable", true).set("last_seen_ms", Value());
         h.set("error", "").set("projects", std::move(projects));
-        hubs.push(std::move(h));
+        list.push(std::move(h));
     }
     Value v = Value::map();
-    v.set("hubs", std::move(hubs));
-    std::lock_guard lock(m_mutex);
-    v.set("joined_hub", m_joinedHub).set("joined_project", m_joinedProject);
+    v.set("hubs", std::move(list));
+    v.set("joined_hub", joinedHub).set("joined_project", joinedProject);
     return v;
 }
 
-Result<Value> Daemon::metrics(uint64_t since) const
+Result<Value> contributionsOf(const HubDirectory& hubs, const HubLink& hub, const std::string& project)
 {
-    std::lock_guard lock(m_mutex);
-    Value rows = Value::array();
-    for (const Value& row : m_metricRows)
-        if (row["round"].toUInt() >= since)
-            rows.push(row);
-    Value v = Value::map();
-    v.set("project", m_joinedProject).set("rows", std::move(rows));
-    return v;
-}
-
-Result<Value> Daemon::machineHistory() const
-{
-    std::lock_guard lock(m_mutex);
-    Value rows = Value::array();
-    for (const Value& row : m_machineRows)
-        rows.push(row);
-    Value v = Value::map();
-    v.set("rows", std::move(rows));
-    return v;
-}
-
-Result<Value> Daemon::contributions()
-{
-    std::optional<HubLink> hub;
-    std::string project;
-    {
-        std::lock_guard lock(m_mutex);
-        project = m_joinedProject;
-        if (m_runner)
-            hub = m_runner->target().hub;
-    }
-    if (!hub)
-        return Error::make(control::errc::kNotJoined, "join a project to see contributions");
-    auto mine = m_hubs->call<net::MyStatsReply>(*hub, net::MyStatsRequest{project}, 5000);
+    auto mine = hubs.call<net::MyStatsReply>(hub, net::MyStatsRequest{project}, 5000);
     if (!mine)
         return Error::make(mine.error().code, "the hub did not answer: " + mine.error().message);
-    auto board = m_hubs->call<net::LeaderboardReply>(*hub, net::LeaderboardRequest{project, 50}, 5000);
+    auto board = hubs.call<net::LeaderboardReply>(hub, net::LeaderboardRequest{project, 50}, 5000);
     if (!board)
         return Error::make(board.error().code, "the hub did not answer: " + board.error().message);
     Value leaders = Value::array();
@@ -128,17 +91,6 @@ Result<Value> Daemon::contributions()
     v.set("contributors", mine->contributors).set("project_tokens", mine->projectTokens);
     v.set("share", mine->projectTokens ? double(mine->stats.tokens) / double(mine->projectTokens) : 0.0);
     v.set("leaderboard", std::move(leaders));
-    return v;
-}
-
-Result<Value> Daemon::logLines() const
-{
-    std::lock_guard lock(m_logMutex);
-    Value lines = Value::array();
-    for (const std::string& line : m_logLines)
-        lines.push(line);
-    Value v = Value::map();
-    v.set("lines", std::move(lines));
     return v;
 }
 

@@ -1,25 +1,20 @@
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 
-#include "engine/error_codes.h"
+#include "core/error_codes.h"
 
-#include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
-#include <iterator>
 #include <random>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
 
-namespace crowdtrain::engine {
-namespace {
+namespace crowdtrain::core {
 
-Error ioError(const std::string& what, const std::filesystem::path& file, int errorNumber = errno)
+Error ioError(const std::string& what, const std::filesystem::path& file, int errorNumber)
 {
     return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errorNumber));
 }
-
-} // namespace
 
 std::filesystem::path temporarySibling(const std::filesystem::path& path)
 {
@@ -29,14 +24,69 @@ std::filesystem::path temporarySibling(const std::filesystem::path& path)
         / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
 }
 
-Result<AtomicFile> AtomicFile::create(const std::filesystem::path& target)
+Result<std::string> readFile(const std::filesystem::path& file, std::size_t maxBytes)
+{
+    int fd = -1;
+    do
+        fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return errno == ENOENT ? Error::make(errc::kNotFound, file.string() + ": no such file")
+                               : ioError("cannot open", file);
+    std::string bytes;
+    char buffer[65536];
+    while (true) {
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            Error error = errno == EISDIR ? Error::make(errc::kIoError, file.string() + ": is a folder, expected a file")
+                                          : ioError("cannot read", file);
+            ::close(fd);
+            return error;
+        }
+        if (n == 0)
+            break;
+        bytes.append(buffer, static_cast<std::size_t>(n));
+        if (bytes.size() > maxBytes) {
+            ::close(fd);
+            return Error::make(
+                errc::kTooLarge, file.string() + " is larger than " + std::to_string(maxBytes) + " bytes");
+        }
+    }
+    ::close(fd);
+    return bytes;
+}
+
+Status writeFileAtomic(const std::filesystem::path& file, std::string_view bytes, mode_t mode)
+{
+    auto out = AtomicFile::create(file, mode);
+    if (!out)
+        return out.error();
+    if (Status written = out->write(bytes); !written)
+        return written;
+    return out->commit();
+}
+
+Result<AtomicFile> AtomicFile::create(const std::filesystem::path& target, mode_t mode)
 {
     // O_EXCL: two writers of the same target never share a temporary file.
     for (int attempt = 0; attempt < 8; ++attempt) {
         std::filesystem::path temporary = temporarySibling(target);
-        const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd >= 0)
+        int fd = -1;
+        do
+            fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+        while (fd < 0 && errno == EINTR);
+        if (fd >= 0) {
+            // The umask may have narrowed `mode`.
+            if (::fchmod(fd, mode) != 0) {
+                Error error = ioError("cannot set the mode of", temporary);
+                ::close(fd);
+                ::unlink(temporary.c_str());
+                return error;
+            }
             return AtomicFile(target, std::move(temporary), fd);
+        }
         if (errno != EEXIST)
             return ioError("cannot create", temporary);
     }
@@ -142,44 +192,24 @@ Status AtomicFile::commit()
         ::unlink(m_temporary.c_str());
         return error;
     }
-    return syncDirectory(m_target.parent_path());
+    return syncFolder(m_target.parent_path());
 }
 
-Status writeFileAtomically(const std::filesystem::path& file, std::string_view bytes)
+Status syncFolder(const std::filesystem::path& folder)
 {
-    auto out = AtomicFile::create(file);
-    if (!out)
-        return out.error();
-    if (Status written = out->write(bytes); !written)
-        return written;
-    return out->commit();
-}
-
-Status syncDirectory(const std::filesystem::path& dir)
-{
-    const auto folder = dir.empty() ? std::filesystem::path(".") : dir;
-    const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const auto path = folder.empty() ? std::filesystem::path(".") : folder;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return ioError("cannot open folder", folder);
-    const int result = ::fsync(fd);
+        return ioError("cannot open folder", path);
+    int result = 0;
+    do
+        result = ::fsync(fd);
+    while (result != 0 && errno == EINTR);
     const int error = errno;
     ::close(fd);
-    // Some file systems cannot fsync a folder at all (EINVAL); the rename
-    // itself has happened, so that is no reason to report a failure.
     if (result != 0 && error != EINVAL)
-        return ioError("cannot flush folder", folder, error);
+        return ioError("cannot flush folder", path, error);
     return Status::success();
 }
 
-Result<std::string> readWholeFile(const std::filesystem::path& file)
-{
-    std::ifstream in(file, std::ios::binary);
-    if (!in)
-        return ioError("cannot open", file);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad())
-        return ioError("cannot read", file);
-    return bytes;
-}
-
-} // namespace crowdtrain::engine
+} // namespace crowdtrain::core

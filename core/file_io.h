@@ -1,0 +1,76 @@
+#pragma once
+
+// Files, one way for every layer: whole-file reads (bounded when asked) and
+// crash-safe replacement (write a temporary sibling, fsync, rename over the
+// target, fsync the folder: a reader sees the old file or the new one, never
+// a torn one). Every system call is retried on EINTR; every error names the
+// file. Thread-safe for distinct targets.
+//
+// writeFileAtomic() does it for bytes already in memory; AtomicFile streams
+// large files (checkpoints) piece by piece. An AtomicFile is move-only and
+// used by one thread; destroyed without commit(), it removes its temporary
+// file and leaves the target untouched.
+
+#include "engine/result.h"
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+namespace crowdtrain::core {
+
+inline constexpr std::size_t kNoSizeLimit = std::numeric_limits<std::size_t>::max();
+
+// The whole file. Errors: "not_found" (no such file), "too_large" (more
+// than maxBytes), "io_error" (a folder, unreadable, ...).
+Result<std::string> readFile(const std::filesystem::path& file, std::size_t maxBytes = kNoSizeLimit);
+
+// `mode` is applied exactly (the umask does not narrow it, a key file is
+// never wider).
+Status writeFileAtomic(const std::filesystem::path& file, std::string_view bytes, mode_t mode = 0644);
+
+class AtomicFile {
+public:
+    // Creates the temporary file next to `target`; `target` itself is not
+    // touched until commit().
+    static Result<AtomicFile> create(const std::filesystem::path& target, mode_t mode = 0644);
+    AtomicFile(AtomicFile&& other) noexcept;
+    AtomicFile& operator=(AtomicFile&& other) noexcept;
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+    ~AtomicFile();
+
+    Status write(const void* data, std::size_t size);
+    Status write(std::string_view bytes) { return write(bytes.data(), bytes.size()); }
+    // Overwrites bytes already written (a header filled in at the end).
+    Status writeAt(uint64_t offset, std::string_view bytes);
+    // Makes the new content durable and visible under the target name.
+    Status commit();
+    const std::filesystem::path& target() const { return m_target; }
+
+private:
+    AtomicFile(std::filesystem::path target, std::filesystem::path temporary, int fd);
+    void discard();
+
+    std::filesystem::path m_target;
+    std::filesystem::path m_temporary;
+    int m_fd = -1;
+};
+
+// fsyncs a folder so that renames and new entries in it survive a crash
+// (a file system that cannot sync folders, EINVAL, is no failure).
+Status syncFolder(const std::filesystem::path& folder);
+
+// A fresh hidden name next to `path` (".<name>.tmp-<pid>-<random>") for
+// temporary files and folders that are renamed into place when complete.
+std::filesystem::path temporarySibling(const std::filesystem::path& path);
+
+// "io_error": "<what> <file>: <errno's text>".
+Error ioError(const std::string& what, const std::filesystem::path& file, int errorNumber = errno);
+
+} // namespace crowdtrain::core

@@ -1,0 +1,203 @@
+#include "net/daemon/checkpoint_transfer.h"
+
+#include "engine/generate.h"
+#include "engine/model_io.h"
+#include "engine/tokenizer.h"
+#include "engine/utf8.h"
+#include "net/transfer/download.h"
+#include "net/transfer/socket_source.h"
+#include "net/wire/error_codes.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <sys/statvfs.h>
+
+namespace crowdtrain::daemon {
+
+namespace {
+
+// A resource source whose chunks keep to the volunteer's download limit and
+// count toward the month (net/limits/throttle.h).
+class ThrottledSource : public net::ResourceSource {
+public:
+    ThrottledSource(net::ResourceSource& inner, limits::NetworkThrottle* throttle, const std::atomic<bool>* cancel)
+        : m_inner(inner)
+        , m_throttle(throttle)
+        , m_cancel(cancel)
+    { }
+    Result<net::ResourceDescription> describe(const std::string& resource) override
+    {
+        return m_inner.describe(resource);
+    }
+    Result<std::string> fetch(const std::string& resource, uint64_t index) override
+    {
+        auto chunk = m_inner.fetch(resource, index);
+        if (chunk && m_throttle)
+            m_throttle->pass(limits::NetworkThrottle::Direction::Down, chunk->size(), m_cancel);
+        return chunk;
+    }
+
+private:
+    net::ResourceSource& m_inner;
+    limits::NetworkThrottle* m_throttle;
+    const std::atomic<bool>* m_cancel;
+};
+
+bool temporary(const Error& error)
+{
+    return net::isConnectionError(error.code) || error.code == net::errc::kUnavailable;
+}
+
+uint64_t freeBytes(const std::filesystem::path& dir)
+{
+    struct statvfs fs { };
+    if (::statvfs(dir.c_str(), &fs) != 0)
+        return UINT64_MAX;
+    return uint64_t(fs.f_bavail) * fs.f_frsize;
+}
+
+FetchOutcome failed(const std::string& error)
+{
+    return {FetchOutcome::Failed, error, std::nullopt};
+}
+
+FetchOutcome retryOrFail(const Error& error)
+{
+    return {temporary(error) ? FetchOutcome::Retry : FetchOutcome::Failed, error.message, std::nullopt};
+}
+
+FetchOutcome withTotal(uint64_t totalBytes, FetchOutcome outcome)
+{
+    outcome.totalBytes = totalBytes;
+    return outcome;
+}
+
+} // namespace
+
+FetchOutcome fetchCheckpoint(const HubDirectory& hubs, const HubLink& hub, const CheckpointFetch& fetch)
+{
+    auto list = hubs.call<net::ListCheckpointsReply>(hub, net::ListCheckpointsRequest{fetch.project}, 10000);
+    if (!list)
+        return retryOrFail(list.error());
+    const net::CheckpointInfo* info = nullptr;
+    for (const net::CheckpointInfo& c : list->checkpoints)
+        if (c.round == fetch.round)
+            info = &c;
+    if (!info)
+        return failed("the hub no longer has round " + std::to_string(fetch.round) + " (retention)");
+    uint64_t totalBytes = 0;
+    for (const net::FileInfo& f : info->files)
+        totalBytes += f.bytes;
+    if (freeBytes(fetch.part) < totalBytes + (64u << 20))
+        return withTotal(totalBytes,
+            failed("not enough free disk in " + fetch.part.string() + " for " + std::to_string(totalBytes >> 20)
+                + " MiB"));
+
+    std::optional<net::ProjectInfo> project;
+    if (auto entry = hubs.find(formatHubLink(hub)))
+        for (const net::ProjectInfo& p : entry->projects)
+            if (p.name == fetch.project)
+                project = p;
+    auto client = hubs.connect(hub);
+    if (!client)
+        return {FetchOutcome::Retry, client.error().message, totalBytes};
+    const auto started = std::chrono::steady_clock::now();
+    uint64_t before = 0;
+    auto fetchFile = [&](const std::string& resource, const std::filesystem::path& target, uint64_t bytes) -> Status {
+        FetchOptions options{
+            fetch.project, 30000, fetch.throttle, fetch.cancel, [&](uint64_t done) {
+                const double seconds
+                    = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+                if (fetch.progress)
+                    fetch.progress(before + done, totalBytes, seconds > 0 ? double(before + done) / seconds : 0);
+            }};
+        auto sha256 = fetchResource(**client, resource, target, options);
+        if (!sha256)
+            return sha256.error();
+        before += bytes;
+        return Status::success();
+    };
+    for (const net::FileInfo& file : info->files)
+        if (Status s = fetchFile(file.resource, fetch.part / file.name, file.bytes); !s)
+            return withTotal(totalBytes,
+                s.error().code == net::errc::kCancelled
+                    ? FetchOutcome{FetchOutcome::Retry, s.error().message, std::nullopt}
+                    : retryOrFail(s.error()));
+    if (project) {
+        std::error_code ec;
+        std::filesystem::create_directories(fetch.part / "tokenizer", ec);
+        for (const net::FileInfo& file : project->tokenizer)
+            if (Status s = fetchFile(file.resource, fetch.part / "tokenizer" / file.name, 0); !s)
+                return withTotal(totalBytes, retryOrFail(s.error()));
+    }
+    return {FetchOutcome::Done, "", totalBytes};
+}
+
+Result<std::string> fetchResource(
+    net::Client& client, const std::string& resource, const std::filesystem::path& target, const FetchOptions& options)
+{
+    net::SocketSource socket(client, options.project, options.timeoutMs);
+    ThrottledSource source(socket, options.throttle, options.cancel);
+    net::DownloadOptions download;
+    download.cancel = options.cancel;
+    if (options.progress)
+        download.progress = [&](uint64_t done, uint64_t) { options.progress(done); };
+    auto report = net::Download(source, resource, target, download).run();
+    if (!report)
+        return report.error();
+    return report->description.sha256;
+}
+
+void generateText(
+    const std::filesystem::path& folder, const GenerateRequest& request, uint64_t id, const GenerateHooks& hooks)
+{
+    auto emit = [&](const std::string& text, bool done, const std::string& error) {
+        control::Value body = control::Value::map();
+        body.set("id", id).set("project", request.project).set("round", request.round);
+        body.set("text", text).set("done", done).set("error", error);
+        hooks.emit(body);
+    };
+    auto tokenizer = engine::loadTokenizer(folder / "tokenizer");
+    if (!tokenizer)
+        return emit("", true, "no tokenizer with this checkpoint: " + tokenizer.error().message);
+    auto model = engine::loadModel(folder);
+    if (!model)
+        return emit("", true, model.error().message);
+    const auto promptIds = (*tokenizer)->encode(request.prompt);
+    if (promptIds.empty())
+        return emit("", true, "the prompt encodes to no tokens");
+    if (hooks.generating)
+        hooks.generating(true);
+    engine::SampleOptions options;
+    options.maxNewTokens = std::clamp<int64_t>(request.maxTokens, 1, 4096);
+    options.temperature = request.temperature;
+    options.topK = request.topK;
+    options.seed = request.seed;
+    engine::Utf8Stream text;
+    std::string pending;
+    auto lastSent = std::chrono::steady_clock::now();
+    try {
+        engine::generate(*model, std::vector<int64_t>(promptIds.begin(), promptIds.end()), options, [&](int64_t token) {
+            const int32_t one = int32_t(token);
+            pending += text.push((*tokenizer)->decode(std::span<const int32_t>(&one, 1)));
+            const auto now = std::chrono::steady_clock::now();
+            if (!pending.empty() && now - lastSent > std::chrono::milliseconds(50)) {
+                emit(pending, false, "");
+                pending.clear();
+                lastSent = now;
+            }
+            return hooks.keepGoing();
+        });
+    } catch (const std::exception& e) {
+        if (hooks.generating)
+            hooks.generating(false);
+        return emit(pending, true, std::string("generation failed: ") + e.what());
+    }
+    pending += text.finish();
+    if (hooks.generating)
+        hooks.generating(false);
+    emit(pending, true, "");
+}
+
+} // namespace crowdtrain::daemon
