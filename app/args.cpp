@@ -41,6 +41,9 @@ void Args::declare(const std::string& name, const std::string& help, const std::
 {
     m_defaults[name] = defaultValue;
     CLI::Option* option = m_app->add_option("--" + name, m_values[name], help);
+    // As before CLI11: an option given twice takes its last value (scripts
+    // append overrides to a base command line).
+    option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     if (!defaultValue.empty())
         option->default_str(defaultValue);
     if (kind == kInteger)

@@ -455,7 +455,7 @@ private slots:
         QTest::newRow("future version") << QStringLiteral("version") << QStringLiteral("version");
         QTest::newRow("flipped byte") << QStringLiteral("flip") << QStringLiteral("checksum");
         QTest::newRow("other model") << QStringLiteral("model") << QStringLiteral("saved for model");
-        QTest::newRow("missing") << QStringLiteral("missing") << QStringLiteral("cannot open");
+        QTest::newRow("missing") << QStringLiteral("missing") << QStringLiteral("no such file");
     }
 
     void badStateFiles()
