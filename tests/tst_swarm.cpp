@@ -251,14 +251,20 @@ private slots:
         w2.start(server, m_data, dir() / "o/w2", "w2", 4, {QStringLiteral("--overlap")});
         const auto s1 = w1.finish(240000), s2 = w2.finish(240000);
         QVERIFY(!s1.is_null() && !s2.is_null());
-        QCOMPARE(s1.value("accepted", 0) + s2.value("accepted", 0), 8);
-        QCOMPARE(s1.value("rejected", 0) + s2.value("rejected", 0), 0);
-        QVERIFY2(observer.waitForVersion(4, 30000), server.stderrText().constData());
+        // Every task is judged; a task trained one round stale may be refused
+        // by the direction gate (bench/RESULTS.md: overlap's cost), rarely.
+        QCOMPARE(
+            s1.value("accepted", 0) + s2.value("accepted", 0) + s1.value("rejected", 0) + s2.value("rejected", 0), 8);
+        QVERIFY(s1.value("accepted", 0) + s2.value("accepted", 0) >= 6);
+        QVERIFY2(observer.waitForVersion(3, 30000), server.stderrText().constData());
         int ahead = 0;
         for (WorkerProcess* w : {&w1, &w2}) {
             const QByteArray log = w->log();
             ahead += log.count("leased ahead");
-            QVERIFY2(!log.contains("dropped"), log.right(3000).constData());
+            // Only a refusal may cost a task: the coordinator then takes an
+            // ahead task back for the open round's work; nothing else drops one.
+            for (const QByteArray& line : log.split('\n'))
+                QVERIFY2(!line.contains("dropped") || line.contains("took the task back"), line.constData());
         }
         QVERIFY2(ahead >= 4, QByteArray(w1.log().right(4000) + "\n----\n" + w2.log().right(2500)).constData());
         std::vector<net::MetricRow> rows;
