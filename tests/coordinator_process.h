@@ -33,15 +33,11 @@ inline void dieWithTheTest(QProcess& process)
     process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
 }
 
-// A synthetic corpus of about 1 MB (the size of Tiny Shakespeare, with its
-// 65 characters), char-level through our own crowdtrain-prepare, 90/10
-// split, prepared once per test run.
-inline std::filesystem::path preparedText(const std::filesystem::path& dir)
+// `corpus` char-level through our own crowdtrain-prepare into dir/data,
+// 90/10 split.
+inline std::filesystem::path preparedCharData(const std::filesystem::path& dir, const std::filesystem::path& corpus)
 {
     const auto data = dir / "data";
-    if (std::filesystem::exists(data / "tokenizer"))
-        return data;
-    const auto corpus = writeSyntheticCorpus(dir / "corpus.txt", 1000000);
     QProcess prepare;
     prepare.start(QString::fromStdString(binary("crowdtrain-prepare").string()),
         {QString::fromStdString(corpus.string()), QStringLiteral("--tokenizer"), QStringLiteral("char"),
@@ -50,6 +46,29 @@ inline std::filesystem::path preparedText(const std::filesystem::path& dir)
     if (!prepare.waitForFinished(120000) || prepare.exitCode() != 0)
         qFatal("crowdtrain-prepare failed: %s", prepare.readAllStandardError().constData());
     return data;
+}
+
+// A synthetic corpus of about 1 MB (the size of Tiny Shakespeare, with its
+// 65 characters), prepared once per test run.
+inline std::filesystem::path preparedText(const std::filesystem::path& dir)
+{
+    if (std::filesystem::exists(dir / "data" / "tokenizer"))
+        return dir / "data";
+    return preparedCharData(dir, writeSyntheticCorpus(dir / "corpus.txt", 1000000));
+}
+
+// Tiny Shakespeare, prepared once per test run: for the suites whose
+// figures depend on real text (on the synthetic corpus the outer momentum's
+// direction is weak enough that the gate refuses a fresh joiner's first
+// tasks: tst_swarm's churn test).
+inline std::filesystem::path preparedShakespeare(const std::filesystem::path& dir)
+{
+    if (std::filesystem::exists(dir / "data" / "tokenizer"))
+        return dir / "data";
+    const std::filesystem::path corpus = CROWDTRAIN_SHARED_DATA_DIR "/tinyshakespeare.txt";
+    if (!std::filesystem::is_regular_file(corpus))
+        qFatal("missing input: %s", corpus.c_str());
+    return preparedCharData(dir, corpus);
 }
 
 struct SpecOptions {

@@ -199,7 +199,11 @@ Status TaskBoard::restore(int64_t round, const std::function<Status(OpenTask&)>&
         }
         auto text = engine::readWholeFile(path);
         const nlohmann::json record = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-        const bool wellFormed = record.is_object() && record.value("round", int64_t(-1)) == round
+        // A task outlives the round it was leased in when that round closes
+        // without it: it belongs to the open round now. One leased ahead
+        // (recorded for a later round) does not survive.
+        const int64_t recordRound = record.is_object() ? record.value("round", int64_t(-1)) : -1;
+        const bool wellFormed = record.is_object() && recordRound >= 0 && recordRound <= round
             && record.contains("task") && record["task"].is_number_unsigned() && record.contains("key")
             && record["key"].is_string() && record.contains("epoch") && record["epoch"].is_number_unsigned()
             && record.contains("range") && record["range"].is_number_unsigned() && record.contains("deadline_ms")
