@@ -27,6 +27,11 @@ constexpr qint64 kSilenceMs = 3000;
 constexpr int kPingTimeoutMs = 2000;
 // Never start daemons faster than this (a daemon that dies at once).
 constexpr qint64 kRestartGapMs = 5000;
+// ZeroMQ's descriptor is edge-triggered and an edge can be taken by an
+// operation on the socket (a send) before the notifier sees it; while
+// replies are awaited the socket is also read this often, so that a lost
+// edge delays a reply by at most this much instead of its whole timeout.
+constexpr int kBackstopMs = 100;
 
 qint64 nowMs()
 {
@@ -77,6 +82,9 @@ DaemonLink::DaemonLink(std::filesystem::path controlDir, QString workerProgram, 
     m_watchdog = new QTimer(this);
     m_watchdog->setInterval(1000);
     connect(m_watchdog, &QTimer::timeout, this, &DaemonLink::watchdog);
+    m_backstop = new QTimer(this);
+    m_backstop->setInterval(kBackstopMs);
+    connect(m_backstop, &QTimer::timeout, this, &DaemonLink::drainReplies);
 }
 
 DaemonLink::~DaemonLink()
@@ -162,6 +170,8 @@ DaemonRequest* DaemonLink::request(const QString& type, const control::Value& bo
     m_requests[job->m_id] = job;
     connect(job->m_timeout, &QTimer::timeout, this, [this, job, timeoutMs] { timedOut(job, timeoutMs); });
     job->m_timeout->start(std::max(timeoutMs, 0));
+    if (!m_backstop->isActive())
+        m_backstop->start();
     // A send may take the descriptor's edge; look for replies once the
     // caller has connected to the job.
     scheduleDrain();
@@ -212,11 +222,15 @@ void DaemonLink::drainReplies()
         }
         job->finish(std::move(reply));
     }
+    if (m_requests.empty())
+        m_backstop->stop();
 }
 
 void DaemonLink::timedOut(DaemonRequest* job, int timeoutMs)
 {
     m_requests.erase(job->id());
+    if (m_requests.empty())
+        m_backstop->stop();
     if (m_client) {
         m_client->abandon(job->id());
         watchRequests();

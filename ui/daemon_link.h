@@ -102,6 +102,7 @@ private:
     QSocketNotifier* m_replyNotifier = nullptr;
     uint64_t m_replyFdGeneration = 0;
     QTimer* m_watchdog = nullptr;
+    QTimer* m_backstop = nullptr; // drains replies while any are awaited
     std::map<uint64_t, DaemonRequest*> m_requests; // by id, in flight
     bool m_drainScheduled = false;
     bool m_pinging = false;
