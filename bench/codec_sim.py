@@ -114,6 +114,14 @@ def main():
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=default)
     p.add_argument("--down-values", choices=["int8", "2bit"], default="int8")
     p.add_argument("--index-coding", choices=["fixed", "ef"], default="fixed")
+    # Overlap: each volunteer trains round r+1's task while round r closes, so
+    # it starts from a guess at theta_{r+1} and its progress is moved onto the
+    # true theta_{r+1} afterwards (the outer step one round late). "own": the
+    # guess is theta_r minus its own last Delta (what the worker does today);
+    # "eager": theta_r minus the outer step its own Delta would make
+    # (lr (1 + mu) Delta + mu^2 times the last published step); "global":
+    # theta_r itself (the last version it holds, a pure one-round delay).
+    p.add_argument("--overlap", choices=["off", "own", "eager", "global"], default="off")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -172,16 +180,18 @@ def main():
     workers = []
     for _ in range(a.volunteers):
         m = GPT(len(chars), a.block, a.layers, a.heads, a.embd)
-        workers.append({"model": m, "opt": make_opt(m), "steps": 0, "ef": torch.zeros(P)})
+        workers.append({"model": m, "opt": make_opt(m), "steps": 0, "ef": torch.zeros(P), "start": None})
     chunks = tensor_chunks(sizes, a.chunk)
     momentum = torch.zeros(P)
     server_ef = torch.zeros(P)
     up_bytes = down_bytes = 0.0
     history = []
+    last_step = torch.zeros(P)
     for r in range(a.rounds):
         messages = []
         for w in workers:
-            assign(w["model"], theta)
+            origin = theta if w["start"] is None else w["start"]
+            assign(w["model"], origin)
             for i in range(a.H):
                 for g in w["opt"].param_groups:
                     g["lr"] = lr_at(a, w["steps"], r * a.H + i)
@@ -192,7 +202,13 @@ def main():
                 torch.nn.utils.clip_grad_norm_(w["model"].parameters(), 1.0)
                 w["opt"].step()
                 w["steps"] += 1
-            delta = theta - flat(w["model"])  # the pseudo-gradient
+            delta = origin - flat(w["model"])  # the pseudo-gradient (moved onto theta: the same)
+            if a.overlap == "own":
+                w["start"] = theta - delta
+            elif a.overlap == "global":
+                w["start"] = theta
+            elif a.overlap == "eager":
+                w["start"] = theta - a.outer_lr * (1 + a.outer_momentum) * delta - a.outer_momentum ** 2 * last_step
             if a.codec == "dense":
                 messages.append(delta)
                 up_bytes += 4 * P
@@ -237,6 +253,7 @@ def main():
         else:
             down_bytes += P + 4 * len(chunks)
         theta = theta - step
+        last_step = step
         if (r + 1) % 10 == 0 or r + 1 == a.rounds:
             history.append((r + 1, round(evaluate(theta), 4)))
             print(json.dumps({"round": r + 1, "val": history[-1][1], "s": round(time.time() - start)}),

@@ -298,8 +298,14 @@ private slots:
             return false;
         };
         QTRY_VERIFY_WITH_TIMEOUT(ready(), kLongMs);
+        // What the page told the user (a refusal, a timeout) explains a failure.
+        QStringList told;
+        connect(page, &Page::message, this, [&told](const QString& text) { told << text; });
         page->generate();
-        QTRY_VERIFY_WITH_TIMEOUT(page->output()->toPlainText().size() > 40, 60000);
+        QTRY_VERIFY2_WITH_TIMEOUT(page->output()->toPlainText().size() > 40,
+            qPrintable(QStringLiteral("output \"%1\", messages: %2")
+                    .arg(page->output()->toPlainText(), told.join(QStringLiteral(" | ")))),
+            60000);
     }
 
     void pagesRenderToPngs()

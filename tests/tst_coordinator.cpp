@@ -4,6 +4,9 @@
 // and leaves no trace in the model: the round's published update is
 // recomputed here from the accepted submissions alone and must match.
 
+// libtorch first: Qt's `slots` macro breaks its headers.
+#include "engine/diloco/flat_params.h"
+
 #include "coordinator_fixtures.h"
 #include "coordinator_process.h"
 
@@ -203,6 +206,20 @@ private slots:
         QCOMPARE(v.joined.codec, std::string("int8"));
         QCOMPARE(v.joined.inner.steps, uint64_t(20));
         QCOMPARE(v.joined.manifestSha256, net::sha256Hex(net::manifestText(v.joined.manifest)));
+        // theta_0 came from the spec's seed: the join says so, and building
+        // the model from that seed gives exactly the state announced.
+        QVERIFY(v.joined.init);
+        QCOMPARE(v.joined.init->sha256, v.joined.stateSha256);
+        engine::GptConfig config;
+        config.nLayer = int64_t(v.joined.project.model.nLayer);
+        config.nHead = int64_t(v.joined.project.model.nHead);
+        config.nEmbd = int64_t(v.joined.project.model.nEmbd);
+        config.blockSize = int64_t(v.joined.project.model.blockSize);
+        config.vocabSize = int64_t(v.joined.project.model.vocabSize);
+        engine::Gpt seeded = diloco::seededModel(config, v.joined.init->seed);
+        QCOMPARE(coordinator::parametersSha256Hex(diloco::flatten(seeded)), v.joined.stateSha256);
+        engine::Gpt otherSeed = diloco::seededModel(config, v.joined.init->seed + 1);
+        QVERIFY(coordinator::parametersSha256Hex(diloco::flatten(otherSeed)) != v.joined.stateSha256);
         auto projects = v.client->request<net::ListProjectsReply>(net::ListProjectsRequest{});
         QVERIFY(projects);
         QCOMPARE(projects->projects.size(), std::size_t(1));

@@ -44,6 +44,7 @@ JoinReply sampleJoin()
     r.heartbeatIntervalMs = 5000;
     r.heartbeatLiveness = 3;
     r.eventsPort = 7401;
+    r.init = SeedInit{1337, kSha};
     return r;
 }
 
@@ -238,7 +239,7 @@ private slots:
         checkMessage(sampleJoin(), false,
             {"body.project.val_loss", "body.inner.lr_decay_iters", "body.events_port", "body.project.parameters",
                 "body.project.token_goal", "body.project.license", "body.project.checkpoint_access",
-                "body.project.newest_checkpoint", "body.project.tokenizer"});
+                "body.project.newest_checkpoint", "body.project.tokenizer", "body.init"});
         checkMessage(HeartbeatRequest{"tiny-shakespeare", "s-1", 11}, true);
         checkMessage(HeartbeatReply{11, 12, "train", true}, false, {"body.wrap_up"});
         checkMessage(LeaveRequest{"tiny-shakespeare", "s-1"}, true);

@@ -226,6 +226,9 @@ private slots:
             applied += log.count("applied the update");
             QVERIFY2(!log.contains("not usable"), log.right(3000).constData());
             QVERIFY2(log.contains("bytes uploaded"), log.right(3000).constData());
+            // Joined at version 0: theta_0 from the seed, no state download.
+            QVERIFY2(log.contains("version 0 built from the project's seed"), log.left(3000).constData());
+            QVERIFY2(!log.contains("downloading state"), log.left(3000).constData());
         }
         QVERIFY2(applied >= 3, QByteArray::number(applied).constData());
         std::vector<net::MetricRow> rows;

@@ -48,6 +48,14 @@ std::string manifestFingerprint(const Manifest& manifest)
     return hex;
 }
 
+engine::Gpt seededModel(const engine::GptConfig& config, uint64_t seed)
+{
+    torch::manual_seed(seed);
+    engine::Gpt model(config);
+    model->eval();
+    return model;
+}
+
 std::vector<float> flatten(engine::Gpt& model)
 {
     torch::NoGradGuard noGrad;

@@ -38,6 +38,15 @@ bool sameLayout(const Manifest& a, const Manifest& b);
 // in order. Stable across machines and versions; not a security hash.
 std::string manifestFingerprint(const Manifest& manifest);
 
+// The model a project starts from when its spec gives init.seed: libtorch's
+// generator seeded with `seed`, then the engine's initialisation, on the
+// CPU. The coordinator's theta_0 and a volunteer's rebuilt copy come from
+// here, so that a volunteer joining at version 0 need not download it (it
+// checks the SHA-256 the coordinator announces: another libtorch may draw
+// other numbers). Sets libtorch's global seed: call it where no other thread
+// draws from the default generator.
+engine::Gpt seededModel(const engine::GptConfig& config, uint64_t seed);
+
 // The parameters as fp32 on the CPU, copied from whatever device they are on.
 std::vector<float> flatten(engine::Gpt& model);
 

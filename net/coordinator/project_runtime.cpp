@@ -76,9 +76,9 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
         return checkpoints.error();
     m_checkpoints = std::move(*checkpoints);
 
-    torch::manual_seed(m_spec.init.seed);
-    engine::Gpt model(m_spec.model);
-    model->eval();
+    engine::Gpt model = diloco::seededModel(m_spec.model, m_spec.init.seed);
+    if (!m_spec.init.importDir)
+        m_seedInit = net::SeedInit{m_spec.init.seed, parametersSha256Hex(diloco::flatten(model))};
     const diloco::Manifest manifest = diloco::manifestOf(model);
     m_parameters = manifest.totalElements;
     for (const auto& entry : manifest.entries)
@@ -296,6 +296,7 @@ Result<net::JoinReply> ProjectRuntime::join(const std::string& key, const net::J
     reply.heartbeatIntervalMs = m_options.heartbeatIntervalMs;
     reply.heartbeatLiveness = m_options.heartbeatLiveness;
     reply.eventsPort = m_options.eventsPort;
+    reply.init = m_seedInit;
     return reply;
 }
 

@@ -158,6 +158,7 @@ private:
     std::optional<DataPlan> m_plan;
     std::vector<net::TensorSpec> m_wireManifest;
     std::string m_manifestSha;
+    std::optional<net::SeedInit> m_seedInit; // when theta_0 came from the spec's seed
     int64_t m_parameters = 0;
 
     std::unique_ptr<Sessions> m_sessions;

@@ -271,7 +271,7 @@ Status AgentLoop::checkJoin(const net::JoinReply& reply)
     if (!(model == m_model))
         m_theta->reset();
     m_model = model;
-    m_theta->setElements(elements);
+    m_theta->setModel(model, elements);
     m_runner->configure(model, reply.inner);
     m_uploader->configure(*codec, elements, std::move(sparse));
     return Status::success();

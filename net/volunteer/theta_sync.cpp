@@ -1,6 +1,7 @@
 #include "net/volunteer/theta_sync.h"
 
 #include "core/file_io.h"
+#include "engine/diloco/flat_params.h"
 #include "net/volunteer/theta_update.h"
 #include "net/wire/error_codes.h"
 
@@ -30,10 +31,34 @@ void ThetaSync::loadLocalState()
     }
 }
 
+void ThetaSync::buildFromSeed()
+{
+    const std::optional<net::SeedInit>& init = m_session.joinReply().init;
+    if (!init || !m_model)
+        return;
+    engine::Gpt model = diloco::seededModel(*m_model, init->seed);
+    std::vector<float> values = diloco::flatten(model);
+    if (values.size() != m_elements)
+        return;
+    std::string sha = floatsSha256(values);
+    if (sha != init->sha256) {
+        // Another libtorch may draw other numbers from the same seed.
+        m_reporter.log("version 0 built from the project's seed differs from the coordinator's; downloading instead");
+        return;
+    }
+    m_reporter.log("version 0 built from the project's seed %llu, SHA-256 verified",
+        static_cast<unsigned long long>(init->seed));
+    m_theta = std::make_shared<const Theta>(Theta{0, std::move(sha), std::move(values)});
+}
+
 Status ThetaSync::sync()
 {
     if (!m_localStateLoaded)
         loadLocalState();
+    // Nothing on disk: theta_0 from the seed, then the kept updates (when
+    // the coordinator no longer keeps them, the state is downloaded).
+    if (!m_theta)
+        buildFromSeed();
     const uint64_t serverVersion = m_session.serverVersion();
     if (m_theta && m_theta->version > serverVersion) {
         m_reporter.log("the coordinator is at version %llu, behind the local %llu; starting over from its state",

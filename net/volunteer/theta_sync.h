@@ -1,7 +1,8 @@
 #pragma once
 
 // Keeps theta_v, the global weights this volunteer trains from, current:
-// the copy saved on disk by an earlier run, then each published update
+// the copy saved on disk by an earlier run (or, with none, theta_0 built
+// from the project's seed when its SHA-256 matches), then each published update
 // (about P bytes, SHA-256 of the result checked), or the full state (4P
 // bytes) when an update is missing or does not check out. The weights are
 // held as an immutable shared snapshot, so a training thread keeps the one
@@ -9,11 +10,13 @@
 //
 // One owner (AgentLoop), used on run()'s thread only.
 
+#include "engine/gpt_config.h"
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/reporter.h"
 #include "net/volunteer/session.h"
 
 #include <memory>
+#include <optional>
 
 namespace crowdtrain::volunteer {
 
@@ -37,11 +40,16 @@ public:
     uint64_t version() const { return m_theta ? m_theta->version : 0; }
     // Forgets the weights (the project's model changed).
     void reset() { m_theta.reset(); }
-    // The number of parameters of the project's model (from the join).
-    void setElements(uint64_t elements) { m_elements = elements; }
+    // The project's model (from the join) and its number of parameters.
+    void setModel(const engine::GptConfig& model, uint64_t elements)
+    {
+        m_model = model;
+        m_elements = elements;
+    }
 
 private:
     void loadLocalState();
+    void buildFromSeed();
     Status applyOneUpdate();
     Status downloadFullState();
     Result<std::string> downloadResource(const std::string& resource, const std::string& expectedSha256);
@@ -50,6 +58,7 @@ private:
     const ProjectFolder& m_folder;
     Reporter& m_reporter;
     const std::atomic<bool>& m_stop;
+    std::optional<engine::GptConfig> m_model;
     uint64_t m_elements = 0;
     bool m_localStateLoaded = false;
     std::shared_ptr<const Theta> m_theta;

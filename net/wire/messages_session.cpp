@@ -46,6 +46,19 @@ SparseSettings SparseSettings::read(MapView v)
     return s;
 }
 
+void SeedInit::write(MapWriter& w) const
+{
+    w.u64("seed", seed).str("sha256", sha256);
+}
+
+SeedInit SeedInit::read(MapView v)
+{
+    SeedInit s;
+    s.seed = v.u64("seed");
+    s.sha256 = v.sha256Hex("sha256");
+    return s;
+}
+
 void JoinReply::write(MapWriter& w) const
 {
     w.str("session", session).map("project", mapOf(project)).array("manifest", arrayOf(manifest));
@@ -56,6 +69,8 @@ void JoinReply::write(MapWriter& w) const
     w.u64("events_port", eventsPort);
     if (sparse)
         w.map("sparse", mapOf(*sparse));
+    if (init)
+        w.map("init", mapOf(*init));
 }
 
 JoinReply JoinReply::read(MapView v)
@@ -84,6 +99,8 @@ JoinReply JoinReply::read(MapView v)
     r.eventsPort = v.has("events_port") ? v.u64("events_port", 0, 65535) : 0;
     if (!v.context().failed() && r.codec == kCodecSparse)
         r.sparse = SparseSettings::read(v.map("sparse"));
+    if (!v.context().failed() && v.has("init"))
+        r.init = SeedInit::read(v.map("init"));
     return r;
 }
 

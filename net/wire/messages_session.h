@@ -46,6 +46,15 @@ struct SparseSettings {
     bool operator==(const SparseSettings&) const = default;
 };
 
+// theta_0 as the spec's seed makes it (docs/protocol.md §4 "init").
+struct SeedInit {
+    uint64_t seed = 0;
+    std::string sha256; // of theta_0's flat fp32 bytes
+    void write(MapWriter& w) const;
+    static SeedInit read(MapView v);
+    bool operator==(const SeedInit&) const = default;
+};
+
 struct JoinReply {
     static constexpr std::string_view kType = "join";
     std::string session; // opaque, sent back with every session request
@@ -66,6 +75,9 @@ struct JoinReply {
     uint64_t eventsPort = 0;
     // Present exactly when codec is "sparse".
     std::optional<SparseSettings> sparse;
+    // Present when theta_0 came from a seed (not an import): a volunteer may
+    // build it itself and replay the updates from version 0.
+    std::optional<SeedInit> init;
     void write(MapWriter& w) const;
     static JoinReply read(MapView v);
     bool operator==(const JoinReply&) const = default;
