@@ -10,7 +10,7 @@
 # One volunteer per PROFILE: cable, dsl, fibre, far; "mixed" stands for
 # cable dsl fibre far. Settings (environment): ROUNDS (3), TASK_SECONDS (8:
 # the bench's compute per task, which sets H), GPU_STEP_S (0.16), GPU_H (500),
-# GPU_PARAMS (124439808), CODEC (int8, or sparse: outer SGD lr 1, the
+# GPU_PARAMS (124439808), CODEC (int8, or sparse: outer SGD at the default lr, the
 # union down-link), OVERLAP (1: workers train the next round's task while
 # the link works, `--overlap`), LOCAL_DATA (1: volunteers read the prepared
 # data from disk instead of fetching each task's over the link: the bench's
@@ -32,8 +32,8 @@ gpu_step=${GPU_STEP_S:-0.16}
 gpu_h=${GPU_H:-500}
 gpu_params=${GPU_PARAMS:-124439808}
 codec=${CODEC:-int8}
-outer='"lr": 0.7, "momentum": 0.9, "nesterov": true'
-[ "$codec" = sparse ] && outer='"lr": 1.0, "momentum": 0'
+outer='"lr": 0.7, "momentum": 0.8, "nesterov": true'
+[ "$codec" = sparse ] && outer='"momentum": 0'
 overlap=()
 [ "${OVERLAP:-0}" = 1 ] && overlap=(--overlap)
 local_data=()

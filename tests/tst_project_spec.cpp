@@ -97,7 +97,7 @@ private slots:
         QVERIFY(spec->modelPreset.empty());
         QCOMPARE(spec->codec, Codec::Int8);
         QCOMPARE(spec->outer.lr, 0.7);
-        QCOMPARE(spec->outer.momentum, 0.9);
+        QCOMPARE(spec->outer.momentum, 0.8);
         QCOMPARE(spec->outer.nesterov, true);
         QCOMPARE(spec->roundTokenTarget(), spec->tokensPerTask()); // token_target 0: one task
         QCOMPARE(spec->init.seed, uint64_t(1337));
@@ -228,7 +228,7 @@ private slots:
     }
 
     // "codec": "sparse" with its parameters; its outer step is plain SGD
-    // (momentum 0, lr 1 unless given).
+    // (momentum 0; lr 4 with the union update, 1 with down_k, unless given).
     void sparseCodec()
     {
         json spec = goodSpec();
@@ -243,14 +243,14 @@ private slots:
         QCOMPARE(parsed->sparse.decay, 0.9);
         QCOMPARE(parsed->sparseDownK, int64_t(0));
         QCOMPARE(parsed->outer.momentum, 0.0);
-        QCOMPARE(parsed->outer.lr, 1.0);
+        QCOMPARE(parsed->outer.lr, 4.0);
         spec.erase("sparse");
         spec.erase("outer");
         parsed = parseProjectSpec(spec.dump(), m_root / "sparse.json");
         QVERIFY(parsed.ok());
         QCOMPARE(parsed->sparse.chunk, int64_t(4096));
         QCOMPARE(parsed->sparse.k, int64_t(64));
-        QCOMPARE(parsed->sparse.decay, 0.95);
+        QCOMPARE(parsed->sparse.decay, 0.8);
         QCOMPARE(parsed->sparseDownK, int64_t(0)); // the union by default
         QCOMPARE(parsed->outer.momentum, 0.0);
         // The coordinator's re-sparsified update allows outer momentum.
@@ -260,6 +260,7 @@ private slots:
         QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.error().message.c_str());
         QCOMPARE(parsed->sparseDownK, int64_t(128));
         QCOMPARE(parsed->outer.momentum, 0.5);
+        QCOMPARE(parsed->outer.lr, 1.0);
     }
 
     void codecNames()

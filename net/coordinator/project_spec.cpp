@@ -218,8 +218,13 @@ std::optional<Error> parseTraining(const FieldReader& top, const json& root, Pro
 }
 
 // "sparse": {"chunk", "k", "decay", "down_k"}, only with "codec": "sparse".
-// Error feedback on the volunteers plays the outer momentum, so outer.lr
-// defaults to 1 and outer.momentum to 0 there. Momentum is allowed when
+// Error feedback on the volunteers plays the outer momentum, so
+// outer.momentum defaults to 0 there. outer.lr defaults to 4 with the union
+// update: each coordinate of the average is mostly one volunteer's value
+// divided by the round's submissions, and 4 (with decay 0.8) ended 9 %
+// lower than 1 (bench/RESULTS.md, "Home links, session 14"); to 1 with the
+// coordinator's re-sparsified update, whose own error feedback keeps what
+// it holds back. Momentum is allowed when
 // the coordinator re-sparsifies (down_k > 0), since its own error feedback
 // keeps the update sparse; with the union (down_k 0) it must be 0.
 std::optional<Error> parseSparse(const FieldReader& top, const json& root, ProjectSpec& spec)
@@ -249,7 +254,7 @@ std::optional<Error> parseSparse(const FieldReader& top, const json& root, Proje
     else if (spec.outer.momentum != 0.0 && spec.sparseDownK == 0)
         return top.error("outer.momentum", "must be 0 with the sparse codec's union update (sparse.down_k 0)");
     if (!outer || !outer->contains("lr"))
-        spec.outer.lr = 1.0;
+        spec.outer.lr = spec.sparseDownK == 0 ? 4.0 : 1.0;
     return std::nullopt;
 }
 

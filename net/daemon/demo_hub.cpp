@@ -39,7 +39,7 @@ std::string specText(int64_t vocabSize)
         {"inner",
             {{"steps", 50}, {"batch_size", 8}, {"learning_rate", 3e-3}, {"min_lr", 3e-4}, {"warmup_iters", 20},
                 {"lr_decay_iters", 0}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}, {"grad_clip", 1.0}}},
-        {"outer", {{"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}}},
+        {"outer", {{"lr", 0.7}, {"momentum", 0.8}, {"nesterov", true}}},
         {"round", {{"token_target", 0}, {"deadline_seconds", 600}}},
         {"codec", "int8"},
         {"checkpoints", {{"every_rounds", 10}, {"keep_last", 5}, {"milestone_every", 100}}},
