@@ -304,7 +304,7 @@ private slots:
         page->generate();
         QTRY_VERIFY2_WITH_TIMEOUT(page->output()->toPlainText().size() > 40,
             qPrintable(QStringLiteral("output \"%1\", messages: %2")
-                    .arg(page->output()->toPlainText(), told.join(QStringLiteral(" | ")))),
+                           .arg(page->output()->toPlainText(), told.join(QStringLiteral(" | ")))),
             60000);
     }
 

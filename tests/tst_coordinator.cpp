@@ -492,7 +492,7 @@ private slots:
         for (int64_t i = 0; i < n; ++i) {
             const float a = avg[std::size_t(i)] / total;
             const float m = a; // momentum buffer after one step from zero
-            expected[std::size_t(i)] = -0.7f * (a + 0.9f * m);
+            expected[std::size_t(i)] = -0.7f * (a + 0.8f * m); // the defaults: lr 0.7, momentum 0.8
         }
         auto update = honest.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 0});
         QVERIFY(update);

@@ -46,8 +46,8 @@ void ThetaSync::buildFromSeed()
         m_reporter.log("version 0 built from the project's seed differs from the coordinator's; downloading instead");
         return;
     }
-    m_reporter.log("version 0 built from the project's seed %llu, SHA-256 verified",
-        static_cast<unsigned long long>(init->seed));
+    m_reporter.log(
+        "version 0 built from the project's seed %llu, SHA-256 verified", static_cast<unsigned long long>(init->seed));
     m_theta = std::make_shared<const Theta>(Theta{0, std::move(sha), std::move(values)});
 }
 
