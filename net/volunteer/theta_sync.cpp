@@ -34,8 +34,9 @@ void ThetaSync::loadLocalState()
 void ThetaSync::buildFromSeed()
 {
     const std::optional<net::SeedInit>& init = m_session.joinReply().init;
-    if (!init || !m_model)
+    if (!init || !m_model || m_seedTried)
         return;
+    m_seedTried = true; // once per model: a mismatch stays one
     engine::Gpt model = diloco::seededModel(*m_model, init->seed);
     std::vector<float> values = diloco::flatten(model);
     if (values.size() != m_elements)

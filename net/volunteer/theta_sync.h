@@ -39,7 +39,11 @@ public:
     std::shared_ptr<const Theta> current() const { return m_theta; }
     uint64_t version() const { return m_theta ? m_theta->version : 0; }
     // Forgets the weights (the project's model changed).
-    void reset() { m_theta.reset(); }
+    void reset()
+    {
+        m_theta.reset();
+        m_seedTried = false;
+    }
     // The project's model (from the join) and its number of parameters.
     void setModel(const engine::GptConfig& model, uint64_t elements)
     {
@@ -61,6 +65,7 @@ private:
     std::optional<engine::GptConfig> m_model;
     uint64_t m_elements = 0;
     bool m_localStateLoaded = false;
+    bool m_seedTried = false;
     std::shared_ptr<const Theta> m_theta;
 };
 
