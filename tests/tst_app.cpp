@@ -299,12 +299,16 @@ private slots:
         };
         QTRY_VERIFY_WITH_TIMEOUT(ready(), kLongMs);
         // What the page told the user (a refusal, a timeout) explains a failure.
-        QStringList told;
-        connect(page, &Page::message, this, [&told](const QString& text) { told << text; });
+        QSignalSpy told(page, &Page::message);
         page->generate();
+        auto toldText = [&told] {
+            QStringList texts;
+            for (const QList<QVariant>& args : told)
+                texts << args.at(0).toString();
+            return texts.join(QStringLiteral(" | "));
+        };
         QTRY_VERIFY2_WITH_TIMEOUT(page->output()->toPlainText().size() > 40,
-            qPrintable(QStringLiteral("output \"%1\", messages: %2")
-                           .arg(page->output()->toPlainText(), told.join(QStringLiteral(" | ")))),
+            qPrintable(QStringLiteral("output \"%1\", messages: %2").arg(page->output()->toPlainText(), toldText())),
             60000);
     }
 

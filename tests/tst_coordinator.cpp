@@ -185,6 +185,7 @@ class TestCoordinator : public QObject {
     }
 
     uint64_t m_elements = 0;
+    std::filesystem::path m_specFile;
 
 private slots:
     void initTestCase()
@@ -192,8 +193,8 @@ private slots:
         QVERIFY(m_dir.isValid());
         const std::filesystem::path dir = m_dir.path().toStdString();
         const auto data = preparedText(dir);
-        const auto spec = writeSpec(dir, data, SpecOptions{.tasksPerRound = 2, .checkpointEvery = 1});
-        QVERIFY(m_server.start(spec, dir / "state"));
+        m_specFile = writeSpec(dir, data, SpecOptions{.tasksPerRound = 2, .checkpointEvery = 1});
+        QVERIFY(m_server.start(m_specFile, dir / "state"));
     }
 
     void joinDescribesTheProject()
@@ -208,17 +209,14 @@ private slots:
         QCOMPARE(v.joined.manifestSha256, net::sha256Hex(net::manifestText(v.joined.manifest)));
         // theta_0 came from the spec's seed: the join says so, and building
         // the model from that seed gives exactly the state announced.
+        const auto spec = coordinator::loadProjectSpec(m_specFile);
+        QVERIFY2(spec, spec ? "" : spec.error().message.c_str());
         QVERIFY(v.joined.init);
+        QCOMPARE(v.joined.init->seed, spec->init.seed);
         QCOMPARE(v.joined.init->sha256, v.joined.stateSha256);
-        engine::GptConfig config;
-        config.nLayer = int64_t(v.joined.project.model.nLayer);
-        config.nHead = int64_t(v.joined.project.model.nHead);
-        config.nEmbd = int64_t(v.joined.project.model.nEmbd);
-        config.blockSize = int64_t(v.joined.project.model.blockSize);
-        config.vocabSize = int64_t(v.joined.project.model.vocabSize);
-        engine::Gpt seeded = diloco::seededModel(config, v.joined.init->seed);
+        engine::Gpt seeded = diloco::seededModel(spec->model, v.joined.init->seed);
         QCOMPARE(coordinator::parametersSha256Hex(diloco::flatten(seeded)), v.joined.stateSha256);
-        engine::Gpt otherSeed = diloco::seededModel(config, v.joined.init->seed + 1);
+        engine::Gpt otherSeed = diloco::seededModel(spec->model, v.joined.init->seed + 1);
         QVERIFY(coordinator::parametersSha256Hex(diloco::flatten(otherSeed)) != v.joined.stateSha256);
         auto projects = v.client->request<net::ListProjectsReply>(net::ListProjectsRequest{});
         QVERIFY(projects);

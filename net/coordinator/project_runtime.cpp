@@ -77,8 +77,14 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     m_checkpoints = std::move(*checkpoints);
 
     engine::Gpt model = diloco::seededModel(m_spec.model, m_spec.init.seed);
-    if (!m_spec.init.importDir)
-        m_seedInit = net::SeedInit{m_spec.init.seed, parametersSha256Hex(diloco::flatten(model))};
+    const bool fresh = !m_store->lastRound();
+    std::vector<float> theta0; // the seeded weights, kept for a fresh project's version 0
+    if (!m_spec.init.importDir) {
+        theta0 = diloco::flatten(model);
+        m_seedInit = net::SeedInit{m_spec.init.seed, parametersSha256Hex(theta0)};
+        if (!fresh)
+            theta0 = std::vector<float>(); // the saved state is loaded below: free 4P first
+    }
     const diloco::Manifest manifest = diloco::manifestOf(model);
     m_parameters = manifest.totalElements;
     for (const auto& entry : manifest.entries)
@@ -94,17 +100,17 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     m_round = std::make_unique<RoundState>(m_spec, *m_store, m_parameters, m_sparseLayout);
 
     std::string gateRecord;
-    if (!m_store->lastRound()) {
+    if (fresh) {
         if (m_spec.init.importDir) {
             auto imported = engine::importHuggingFaceGpt2(*m_spec.init.importDir);
             if (!imported)
                 return imported.error();
             if (Status s = engine::loadParameters(model, imported->parameters); !s)
                 return s;
+            theta0 = diloco::flatten(model);
         }
-        std::vector<float> params = diloco::flatten(model);
-        const std::optional<double> valLoss = m_evaluation->evaluate(params);
-        if (Status s = m_round->createVersionZero(std::move(params), valLoss, nowMs); !s)
+        const std::optional<double> valLoss = m_evaluation->evaluate(theta0);
+        if (Status s = m_round->createVersionZero(std::move(theta0), valLoss, nowMs); !s)
             return s;
     } else {
         auto loaded = m_round->load();
