@@ -81,7 +81,7 @@ std::vector<int64_t> gpt2SmallSizes()
 // A well-formed message as a volunteer's would look, written directly in
 // the layout of docs/protocol.md §7 (an encode per message would take
 // longer than the aggregation measured): per tensor a table, per chunk the
-// kept count of distinct random indices (12 bits, ascending), random codes.
+// kept count of distinct random indices (ascending), random codes.
 std::string randomMessage(const SparseLayout& layout, std::mt19937& rng)
 {
     std::string bytes(size_t(layout.messageBytes()), '\0');
@@ -119,7 +119,7 @@ std::string randomMessage(const SparseLayout& layout, std::mt19937& rng)
                 }
             }
             std::sort(index.begin(), index.end());
-            pack(index, layout.indexBits());
+            out = packSparseIndices(index.data(), kept, length, out);
             for (uint16_t& code : index)
                 code = uint16_t(rng() & 3);
             pack(index, 2);

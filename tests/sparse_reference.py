@@ -29,6 +29,21 @@ def field(buf, pos, count, bits):
     return values, pos + size
 
 
+def indices(buf, pos, count, length):
+    """An index field (Elias-Fano): count low parts of r bits, then the high bits."""
+    r = max(0, (length // count).bit_length() - 1)
+    low, pos = field(buf, pos, count, r) if r else (np.zeros(count, np.int64), pos)
+    high, pos = field(buf, pos, count + ((length - 1) >> r), 1)
+    ones = np.flatnonzero(high)
+    size = (count + ((length - 1) >> r) + 7) // 8
+    padding = np.unpackbits(np.frombuffer(buf, np.uint8, size, pos - size), bitorder="little")
+    if len(ones) != count or padding.sum() != count:
+        raise Refused("bad_index")
+    index = ((ones - np.arange(count)) << r) + low
+    check_indices(index, length)
+    return index, pos
+
+
 def floats(buf, pos, count):
     if pos + 4 * count > len(buf):
         raise Refused("bad_size")
@@ -52,7 +67,6 @@ def chunks(layout):
 
 def decode_message(layout, buf):
     chunk, k = layout["chunk"], layout["k"]
-    bits = chunk.bit_length() - 1
     out = np.zeros(sum(layout["tensor_elements"]), np.float32)
     pos, table = 0, None
     for first, length in chunks(layout):
@@ -62,9 +76,8 @@ def decode_message(layout, buf):
                 raise Refused("non_finite")
             continue
         kept = -(-k * length // chunk)
-        index, pos = field(buf, pos, kept, bits)
+        index, pos = indices(buf, pos, kept, length)
         codes, pos = field(buf, pos, kept, 2)
-        check_indices(index, length)
         out[first + index] = table[codes]
     if pos != len(buf):
         raise Refused("bad_size")
@@ -72,7 +85,6 @@ def decode_message(layout, buf):
 
 
 def apply_update(layout, buf, theta):
-    bits = layout["chunk"].bit_length() - 1
     theta = theta.copy()
     pos = 0
     for first, length in chunks(layout):
@@ -87,12 +99,11 @@ def apply_update(layout, buf, theta):
         if count > length:
             raise Refused("bad_index")
         scale, pos = floats(buf, pos, 1)
-        index, pos = field(buf, pos, count, bits)
+        index, pos = indices(buf, pos, count, length)
         if pos + count > len(buf):
             raise Refused("bad_size")
         q = np.frombuffer(buf, np.int8, count, pos)
         pos += count
-        check_indices(index, length)
         with np.errstate(over="ignore"):
             x = q.astype(np.float32) * scale[0]  # one float32 multiplication
         if not np.all(np.isfinite(x)):

@@ -121,15 +121,22 @@ private slots:
     {
         // Two full chunks, a full one plus 100, a 64-element tensor, a scalar.
         const SparseLayout layout = layoutOf({2 * 4096, 4096 + 100, 64, 1}, 4096, 64);
-        QCOMPARE(layout.indexBits(), 12);
         QCOMPARE(layout.chunks(), int64_t(6));
         QCOMPARE(layout.keptIn(4096), int64_t(64));
         QCOMPARE(layout.keptIn(100), int64_t(2));
         QCOMPARE(layout.keptIn(64), int64_t(1));
         QCOMPARE(layout.keptIn(1), int64_t(1));
         QCOMPARE(layout.messageValues(), int64_t(3 * 64 + 2 + 1 + 1));
-        // Tables 4 x 16; a full chunk 96 + 16; 2 kept: 3 + 1; 1 kept: 2 + 1.
-        QCOMPARE(layout.messageBytes(), int64_t(64 + 3 * 112 + 4 + 3 + 3));
+        // Index fields (Elias-Fano): a full chunk 64 x 6 low bits + 64 + 63
+        // high bits = 64 bytes, codes 16; 2 of 100: 2 x 5 + (2 + 3) bits; 1 of
+        // 64: 6 + 1 bits; 1 of 1: 0 + 1 bit; codes one byte each.
+        QCOMPARE(sparseIndexLowBits(64, 4096), 6);
+        QCOMPARE(sparseIndexBytes(64, 4096), int64_t(48 + 16));
+        QCOMPARE(sparseIndexLowBits(2, 100), 5);
+        QCOMPARE(sparseIndexLowBits(1, 1), 0);
+        QCOMPARE(sparseIndexLowBits(4096, 4096), 0);
+        QCOMPARE(sparseIndexBytes(4096, 4096), int64_t(1024)); // 4096 + 4095 high bits
+        QCOMPARE(layout.messageBytes(), int64_t(64 + 3 * 80 + 4 + 3 + 2));
     }
 
     void bytesPerElementOfGpt2Small()
@@ -141,9 +148,9 @@ private slots:
               "%lld values",
             static_cast<long long>(layout.messageBytes()), perElement, (4.0 / 256.0 + 1.0),
             static_cast<long long>(layout.messageValues()));
-        // 112 bytes per full chunk of 4096, plus partial chunks and tables.
-        QVERIFY(perElement > 112.0 / 4096.0);
-        QVERIFY(perElement < 1.01 * 112.0 / 4096.0);
+        // 80 bytes per full chunk of 4096, plus partial chunks and tables.
+        QVERIFY(perElement > 80.0 / 4096.0);
+        QVERIFY(perElement < 1.01 * 80.0 / 4096.0);
     }
 
     // The example of docs/protocol.md §7, byte for byte.
@@ -155,15 +162,15 @@ private slots:
         const std::string message = encodeSparse(layout, delta.data(), e.data());
         QCOMPARE(int64_t(message.size()), layout.messageBytes());
         QCOMPARE(hex(message),
-            std::string("00 00 20 c0 00 00 80 bf 00 00 80 3f 00 00 20 40 c1 50 00 38 "
-                        "00 00 c0 bf 00 00 40 bf 00 00 40 3f 00 00 c0 3f 81 00 08"));
+            std::string("00 00 20 c0 00 00 80 bf 00 00 80 3f 00 00 20 40 07 15 38 "
+                        "00 00 c0 bf 00 00 40 bf 00 00 40 3f 00 00 c0 3f 0a 08"));
         QCOMPARE(decodedMessage(layout, message),
             (std::vector<float>{0.0f, -2.5f, 0.0f, 1.0f, 0.0f, 2.5f, 0.0f, -1.5f, 0.75f}));
         QCOMPARE(e, (std::vector<float>{0.5f, 0.5f, 0.1f, 0.0f, -0.25f, 0.5f, 0.0f, 0.0f, 0.0f}));
 
         const std::vector<float> u{0.0f, -0.5f, 0.0f, 0.25f, 0.0f, 0.75f, 0.0f, 0.3f, 0.0f};
         const std::string update = encodeSparseUpdate(layout, u.data());
-        QCOMPARE(hex(update), std::string("03 00 06 83 c1 3b c1 50 00 ab 2a 7f 01 00 38 cf 1a 3b 01 7f"));
+        QCOMPARE(hex(update), std::string("03 00 06 83 c1 3b 07 15 ab 2a 7f 01 00 38 cf 1a 3b 01 01 7f"));
         std::vector<float> theta(9, 1.0f);
         QVERIFY(applySparseUpdate(layout, update, theta.data()).ok());
         QCOMPARE(std::bit_cast<uint32_t>(theta[1]), 0x3efefdfcu);
@@ -284,13 +291,13 @@ private slots:
 
     void malformedMessagesAreRefused()
     {
-        // One tensor of 100 elements, chunk 64, k 8: chunks of 64 (8 kept)
-        // and 36 (5 kept); 6-bit indices.
+        // One tensor of 100 elements, chunk 64, k 8: chunks of 64 (8 kept:
+        // 3 low bits, 15 high bits) and 36 (5 kept: 2 low bits, 13 high).
         const SparseLayout layout = layoutOf({100}, 64, 8);
         const std::vector<float> delta = randomVector(100, 1.0f, 6);
         std::vector<float> e(100, 0.0f);
         const std::string good = encodeSparse(layout, delta.data(), e.data());
-        QCOMPARE(int64_t(good.size()), 16 + 6 + 2 + 4 + 2);
+        QCOMPARE(int64_t(good.size()), 16 + (3 + 2 + 2) + (2 + 2 + 2));
         auto refused = [&](const std::string& bytes, const std::string& code) {
             std::vector<float> out(100, 7.0f);
             const Status decoded = decodeSparse(layout, bytes, out.data());
@@ -306,21 +313,34 @@ private slots:
         QVERIFY(refused(good.substr(0, good.size() - 1), "bad_size"));
         QVERIFY(refused(good + '\0', "bad_size"));
         QVERIFY(refused(std::string(), "bad_size"));
-        // The second chunk's indices: 5 x 6 bits at byte 16 + 6 + 2 = 24.
-        auto withIndices = [&](std::vector<uint32_t> indices) {
+        // The second chunk's index field at byte 16 + 7 = 23: 5 x 2 low bits
+        // (2 bytes), then 13 high bits (2 bytes), written by the rule of
+        // docs/protocol.md whatever the indices (so bad ones can be made).
+        auto withIndices = [&](std::vector<uint32_t> indices, uint32_t extraHighBits = 0) {
             std::string bytes = good;
-            uint64_t bits = 0;
-            for (size_t i = 0; i < indices.size(); ++i)
-                bits |= uint64_t(indices[i]) << (6 * i);
-            for (int b = 0; b < 4; ++b)
-                bytes[size_t(24 + b)] = char((bits >> (8 * b)) & 0xff);
+            uint32_t low = 0;
+            uint32_t high = extraHighBits;
+            for (size_t i = 0; i < indices.size(); ++i) {
+                low |= (indices[i] & 3u) << (2 * i);
+                high |= 1u << ((indices[i] >> 2) + i);
+            }
+            bytes[23] = char(low & 0xff);
+            bytes[24] = char(low >> 8);
+            bytes[25] = char(high & 0xff);
+            bytes[26] = char(high >> 8);
             return bytes;
         };
         QVERIFY(!refused(withIndices({0, 1, 2, 3, 35}), "bad_index")); // still well formed
         QVERIFY(decodeSparse(layout, withIndices({0, 1, 2, 3, 35}), std::vector<float>(100).data()).ok());
         QVERIFY(refused(withIndices({0, 1, 2, 3, 36}), "bad_index")); // past the 36-element chunk
         QVERIFY(refused(withIndices({0, 1, 2, 2, 9}), "bad_index")); // duplicate
-        QVERIFY(refused(withIndices({0, 5, 2, 3, 9}), "bad_index")); // out of order
+        QVERIFY(refused(withIndices({0, 5, 2, 3, 9}), "bad_index")); // out of order (a high bit lands twice)
+        QVERIFY(refused(withIndices({0, 1, 2, 3, 9}, 1u << 12), "bad_index")); // a bit after the last index
+        QVERIFY(refused(withIndices({0, 1, 2, 3, 9}, 1u << 15), "bad_index")); // one in the padding
+        std::string missing = withIndices({0, 1, 2, 3, 9});
+        missing[26] = 0; // the fifth high bit (index 9: bit 2 + 4) cleared
+        missing[25] = char(missing[25] & 0x3f);
+        QVERIFY(refused(missing, "bad_index"));
         for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
             std::string bytes = good;
             std::memcpy(bytes.data() + 8, &bad, 4);
@@ -437,8 +457,9 @@ private slots:
         u[10] = -0.25f;
         u[80] = 1.0f;
         const std::string good = encodeSparseUpdate(layout, u.data());
-        // count 2, scale, 2 x 6 bits, 2 values; count 1, scale, 1 byte, 1 value.
-        QCOMPARE(good.size(), size_t(2 + 4 + 2 + 2 + 2 + 4 + 1 + 1));
+        // count 2, scale, indices (2 x 5 low bits, 3 high bits), 2 values;
+        // count 1, scale, indices (5 low bits, 2 high bits), 1 value.
+        QCOMPARE(good.size(), size_t(2 + 4 + (2 + 1) + 2 + 2 + 4 + (1 + 1) + 1));
         auto refused = [&](const std::string& bytes, const std::string& code) {
             std::vector<float> theta(100, 7.0f);
             const Status applied = applySparseUpdate(layout, bytes, theta.data());
@@ -449,15 +470,19 @@ private slots:
         QVERIFY(refused(good + '\0', "bad_size"));
         QVERIFY(refused(std::string(1, '\0'), "bad_size"));
         std::string tooMany = good;
-        tooMany[10] = 37; // the second chunk holds 36 elements
+        tooMany[11] = 37; // the second chunk holds 36 elements
         QVERIFY(refused(tooMany, "bad_index"));
         std::string duplicate = good;
-        duplicate[6] = char(3 | (3 << 6)); // indices 3, 3
+        duplicate[6] = char(3 | (3 << 5)); // low parts 3, 3 (high parts 0, 0): indices 3, 3
         duplicate[7] = 0;
         QVERIFY(refused(duplicate, "bad_index"));
         std::string outside = good;
-        outside[16] = 36;
+        outside[17] = 4; // low part 4, high part 1: index 36
+        outside[18] = 0x02;
         QVERIFY(refused(outside, "bad_index"));
+        std::string extraBit = good;
+        extraBit[8] = 0x07; // a third high bit for a count of 2
+        QVERIFY(refused(extraBit, "bad_index"));
         const float nan = std::numeric_limits<float>::quiet_NaN();
         std::string nanScale = good;
         std::memcpy(nanScale.data() + 2, &nan, 4);

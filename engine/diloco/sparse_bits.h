@@ -9,6 +9,7 @@
 #include "engine/error_codes.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -51,18 +52,7 @@ private:
 // packedBytes(count, b) bytes.
 inline void readField(const unsigned char* field, int64_t count, int bits, uint16_t* out)
 {
-    // The common widths without a bit accumulator: two 12-bit values in
-    // three bytes, four 2-bit codes in one.
-    if (bits == 12) {
-        int64_t i = 0;
-        for (; i + 2 <= count; i += 2, field += 3) {
-            out[i] = uint16_t(field[0] | ((field[1] & 0x0f) << 8));
-            out[i + 1] = uint16_t((field[1] >> 4) | (field[2] << 4));
-        }
-        if (i < count)
-            out[i] = uint16_t(field[0] | ((field[1] & 0x0f) << 8));
-        return;
-    }
+    // 2-bit codes, four to a byte, without a bit accumulator.
     if (bits == 2) {
         int64_t i = 0;
         for (; i + 4 <= count; i += 4, ++field)
@@ -92,19 +82,39 @@ inline Error badIndex(int64_t tensor, int64_t chunk, std::string what)
         "tensor " + std::to_string(tensor) + ", chunk " + std::to_string(chunk) + ": " + std::move(what));
 }
 
-// Indices must lie in [0, length) and increase strictly.
-inline Status checkIndices(const uint16_t* index, int64_t count, int64_t length, int64_t tensor, int64_t chunk)
+// Reads an index field (sparseIndexLowBits, docs/protocol.md §7
+// "Indices") of count >= 1 indices of a chunk of length elements into out,
+// and checks it: exactly count bits set in the high part, nothing set
+// after the last of them, every index below length and above the one
+// before. Reads only the field's sparseIndexBytes(count, length) bytes.
+inline Status readIndices(
+    const unsigned char* field, int64_t count, int64_t length, uint16_t* out, int64_t tensor, int64_t chunk)
 {
-    for (int64_t i = 0; i < count; ++i) {
-        if (index[i] >= length)
-            return badIndex(tensor, chunk,
-                "index " + std::to_string(index[i]) + " outside the chunk's " + std::to_string(length) + " elements");
-        if (i > 0 && index[i] <= index[i - 1])
-            return badIndex(tensor, chunk,
-                index[i] == index[i - 1] ? "duplicate index " + std::to_string(index[i])
-                                         : "indices not increasing (" + std::to_string(index[i - 1]) + " then "
-                        + std::to_string(index[i]) + ")");
+    const int low = sparseIndexLowBits(count, length);
+    readField(field, count, low, out);
+    const unsigned char* high = field + packedBytes(count, low);
+    const int64_t highBytes = packedBytes(count + ((length - 1) >> low), 1);
+    int64_t found = 0;
+    for (int64_t byte = 0; byte < highBytes; ++byte) {
+        for (unsigned bits = high[byte]; bits != 0; bits &= bits - 1) {
+            if (found == count)
+                return badIndex(tensor, chunk, "bits set after the last of " + std::to_string(count) + " indices");
+            const int64_t position = byte * 8 + std::countr_zero(bits);
+            const int64_t index = ((position - found) << low) | int64_t(out[found]);
+            if (index >= length)
+                return badIndex(tensor, chunk,
+                    "index " + std::to_string(index) + " outside the chunk's " + std::to_string(length) + " elements");
+            if (found > 0 && index <= int64_t(out[found - 1]))
+                return badIndex(tensor, chunk,
+                    index == int64_t(out[found - 1]) ? "duplicate index " + std::to_string(index)
+                                                     : "indices not increasing (" + std::to_string(out[found - 1])
+                            + " then " + std::to_string(index) + ")");
+            out[found++] = uint16_t(index);
+        }
     }
+    if (found != count)
+        return badIndex(tensor, chunk,
+            "the index field holds " + std::to_string(found) + " of its " + std::to_string(count) + " indices");
     return Status::success();
 }
 
@@ -125,7 +135,6 @@ template <class OnChunk>
 Status walkMessage(const SparseLayout& layout, std::string_view message, bool check, OnChunk&& onChunk)
 {
     const auto* p = reinterpret_cast<const unsigned char*>(message.data());
-    const int bits = layout.indexBits();
     const int64_t chunk = layout.chunk();
     std::vector<uint16_t> index(static_cast<size_t>(layout.keptIn(chunk)));
     std::vector<uint16_t> code(index.size());
@@ -144,13 +153,11 @@ Status walkMessage(const SparseLayout& layout, std::string_view message, bool ch
         for (int64_t j = 0; j * chunk < sizes[t]; ++j) {
             const int64_t length = std::min(chunk, sizes[t] - j * chunk);
             const int64_t count = layout.keptIn(length);
-            readField(p, count, bits, index.data());
-            p += packedBytes(count, bits);
+            if (Status ok = readIndices(p, count, length, index.data(), int64_t(t), j); !ok)
+                return ok;
+            p += sparseIndexBytes(count, length);
             readField(p, count, 2, code.data());
             p += packedBytes(count, 2);
-            if (check)
-                if (Status ok = checkIndices(index.data(), count, length, int64_t(t), j); !ok)
-                    return ok;
             onChunk(MessageChunk{offsets[t] + j * chunk, count, index.data(), code.data(), table});
         }
     }
@@ -183,7 +190,6 @@ Status walkUpdate(const SparseLayout& layout, std::string_view update, bool chec
     const auto* p = begin;
     const int64_t total = int64_t(update.size());
     auto left = [&] { return total - int64_t(p - begin); };
-    const int bits = layout.indexBits();
     const int64_t chunk = layout.chunk();
     std::vector<uint16_t> index(static_cast<size_t>(chunk));
     const auto& sizes = layout.tensorElements();
@@ -200,19 +206,18 @@ Status walkUpdate(const SparseLayout& layout, std::string_view update, bool chec
             if (count > length)
                 return badIndex(int64_t(t), j,
                     "count " + std::to_string(count) + " above the chunk's " + std::to_string(length) + " elements");
-            const int64_t need = 4 + packedBytes(count, bits) + count;
+            const int64_t need = 4 + sparseIndexBytes(count, length) + count;
             if (left() < need)
                 return truncatedUpdate(int64_t(p - begin) + need, total);
             float scale;
             std::memcpy(&scale, p, 4);
             p += 4;
-            readField(p, count, bits, index.data());
-            p += packedBytes(count, bits);
+            if (Status ok = readIndices(p, count, length, index.data(), int64_t(t), j); !ok)
+                return ok;
+            p += sparseIndexBytes(count, length);
             const auto* q = reinterpret_cast<const int8_t*>(p);
             p += count;
             if (check) {
-                if (Status ok = checkIndices(index.data(), count, length, int64_t(t), j); !ok)
-                    return ok;
                 bool finite = std::isfinite(scale);
                 for (int64_t i = 0; finite && i < count; ++i)
                     finite = std::isfinite(float(q[i]) * scale);

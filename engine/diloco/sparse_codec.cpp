@@ -38,7 +38,6 @@ Result<SparseLayout> SparseLayout::make(std::vector<int64_t> tensorElements, con
         return ok.error();
     SparseLayout layout;
     layout.m_options = options;
-    layout.m_indexBits = std::countr_zero(uint64_t(options.chunk));
     for (const int64_t n : tensorElements) {
         if (n < 0)
             return Error::make(engine::errc::kBadOptions, "sparse codec: negative tensor size " + std::to_string(n));
@@ -49,7 +48,7 @@ Result<SparseLayout> SparseLayout::make(std::vector<int64_t> tensorElements, con
             const int64_t kept = layout.keptIn(std::min(options.chunk, n - first));
             ++layout.m_chunks;
             layout.m_messageValues += kept;
-            layout.m_messageBytes += packedBytes(kept, layout.m_indexBits) + packedBytes(kept, 2);
+            layout.m_messageBytes += sparseIndexBytes(kept, std::min(options.chunk, n - first)) + packedBytes(kept, 2);
         }
     }
     layout.m_tensorElements = std::move(tensorElements);
@@ -62,6 +61,35 @@ Result<SparseLayout> SparseLayout::make(const Manifest& manifest, const SparseOp
     for (const ManifestEntry& entry : manifest.entries)
         sizes.push_back(entry.numel);
     return make(std::move(sizes), options);
+}
+
+int sparseIndexLowBits(int64_t count, int64_t length)
+{
+    const int64_t perIndex = count > 0 ? length / count : 0;
+    return perIndex > 1 ? std::bit_width(uint64_t(perIndex)) - 1 : 0;
+}
+
+int64_t sparseIndexBytes(int64_t count, int64_t length)
+{
+    const int low = sparseIndexLowBits(count, length);
+    return packedBytes(count, low) + packedBytes(count + ((length - 1) >> low), 1);
+}
+
+unsigned char* packSparseIndices(const uint16_t* index, int64_t count, int64_t length, unsigned char* out)
+{
+    const int low = sparseIndexLowBits(count, length);
+    const uint32_t lowMask = (1u << low) - 1u;
+    BitWriter lows(out);
+    for (int64_t i = 0; i < count; ++i)
+        lows.put(index[i] & lowMask, low);
+    out = lows.finish();
+    const int64_t highBytes = packedBytes(count + ((length - 1) >> low), 1);
+    std::memset(out, 0, size_t(highBytes));
+    for (int64_t i = 0; i < count; ++i) {
+        const int64_t bit = (int64_t(index[i]) >> low) + i;
+        out[bit >> 3] = static_cast<unsigned char>(out[bit >> 3] | (1u << (bit & 7)));
+    }
+    return out + highBytes;
 }
 
 namespace {
@@ -134,7 +162,6 @@ std::string encodeSparse(const SparseLayout& layout, const float* delta, float* 
     auto* out = reinterpret_cast<unsigned char*>(bytes.data());
     const float beta = layout.decay();
     const int64_t chunk = layout.chunk();
-    const int bits = layout.indexBits();
     std::vector<uint64_t> keys;
     std::vector<uint16_t> index;
     std::vector<float> kept;
@@ -165,11 +192,9 @@ std::string encodeSparse(const SparseLayout& layout, const float* delta, float* 
         const float middle = (table[2] + table[3]) * 0.5f;
         size_t at = 0;
         for (int64_t first = 0; first < n; first += chunk) {
-            const int64_t count = layout.keptIn(std::min(chunk, n - first));
-            BitWriter indices(out);
-            for (int64_t i = 0; i < count; ++i)
-                indices.put(index[at + size_t(i)], bits);
-            out = indices.finish();
+            const int64_t length = std::min(chunk, n - first);
+            const int64_t count = layout.keptIn(length);
+            out = packSparseIndices(index.data() + at, count, length, out);
             BitWriter codes(out);
             for (int64_t i = 0; i < count; ++i) {
                 const uint16_t code = codeOf(kept[at + size_t(i)], middle);
@@ -187,17 +212,16 @@ std::string encodeSparse(const SparseLayout& layout, const float* delta, float* 
 namespace {
 
 // One chunk of an update: u16 count, and when count > 0 the float32 scale
-// s = max|u| / 127, the packed indices and the int8 values of the entries
+// s = max|u| / 127, the index field and the int8 values of the entries
 // that are nonzero and do not round to 0. Returns s (0 for an empty chunk)
 // and leaves the chunk's entries in index/q.
 struct UpdateChunkScratch {
     std::vector<uint16_t> index;
     std::vector<int8_t> q;
-    std::vector<unsigned char> packed;
     int64_t count = 0;
 };
 
-float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, int bits, UpdateChunkScratch& scratch)
+float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, UpdateChunkScratch& scratch)
 {
     uint32_t maxBits = 0;
     for (int64_t i = 0; i < length; ++i)
@@ -223,11 +247,9 @@ float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, int 
     if (count == 0)
         return 0.0f;
     bytes.append(reinterpret_cast<const char*>(&s), 4);
-    BitWriter writer(scratch.packed.data());
-    for (int64_t i = 0; i < count; ++i)
-        writer.put(scratch.index[size_t(i)], bits);
-    writer.finish();
-    bytes.append(reinterpret_cast<const char*>(scratch.packed.data()), size_t(packedBytes(count, bits)));
+    const size_t at = bytes.size();
+    bytes.resize(at + size_t(sparseIndexBytes(count, length)));
+    packSparseIndices(scratch.index.data(), count, length, reinterpret_cast<unsigned char*>(bytes.data() + at));
     bytes.append(reinterpret_cast<const char*>(scratch.q.data()), size_t(count));
     return s;
 }
@@ -235,8 +257,7 @@ float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, int 
 UpdateChunkScratch updateScratch(const SparseLayout& layout)
 {
     const auto chunk = size_t(layout.chunk());
-    return {std::vector<uint16_t>(chunk), std::vector<int8_t>(chunk),
-        std::vector<unsigned char>(size_t(packedBytes(layout.chunk(), layout.indexBits()))), 0};
+    return {std::vector<uint16_t>(chunk), std::vector<int8_t>(chunk), 0};
 }
 
 } // namespace
@@ -249,8 +270,7 @@ std::string encodeSparseUpdate(const SparseLayout& layout, const float* update)
     const auto& offsets = layout.tensorOffsets();
     for (size_t t = 0; t < sizes.size(); ++t)
         for (int64_t first = 0; first < sizes[t]; first += layout.chunk())
-            appendUpdateChunk(bytes, update + offsets[t] + first, std::min(layout.chunk(), sizes[t] - first),
-                layout.indexBits(), scratch);
+            appendUpdateChunk(bytes, update + offsets[t] + first, std::min(layout.chunk(), sizes[t] - first), scratch);
     return bytes;
 }
 
@@ -273,7 +293,7 @@ std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, fl
             std::fill(selected.begin(), selected.begin() + length, 0.0f);
             for (int64_t i = 0; i < kept; ++i)
                 selected[picked[size_t(i)]] = e[picked[size_t(i)]];
-            const float s = appendUpdateChunk(bytes, selected.data(), length, layout.indexBits(), scratch);
+            const float s = appendUpdateChunk(bytes, selected.data(), length, scratch);
             for (int64_t i = 0; i < scratch.count; ++i) {
                 float& slot = e[scratch.index[size_t(i)]];
                 slot = slot - float(scratch.q[size_t(i)]) * s;

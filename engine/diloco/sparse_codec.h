@@ -52,7 +52,6 @@ public:
     int64_t k() const { return m_options.k; }
     float decay() const { return float(m_options.decay); }
     const SparseOptions& options() const { return m_options; }
-    int indexBits() const { return m_indexBits; } // log2(chunk)
     const std::vector<int64_t>& tensorElements() const { return m_tensorElements; }
     const std::vector<int64_t>& tensorOffsets() const { return m_tensorOffsets; }
     int64_t chunks() const { return m_chunks; }
@@ -67,7 +66,6 @@ private:
     SparseLayout() = default;
 
     SparseOptions m_options;
-    int m_indexBits = 0;
     std::vector<int64_t> m_tensorElements;
     std::vector<int64_t> m_tensorOffsets;
     int64_t m_elements = 0;
@@ -83,6 +81,19 @@ inline int64_t packedBytes(int64_t count, int bits)
 {
     return (count * bits + 7) / 8;
 }
+
+// Index fields (docs/protocol.md §7, "Indices"): the n strictly increasing
+// indices of a chunk of L elements, Elias-Fano coded. With r =
+// sparseIndexLowBits(n, L) = floor(log2(floor(L / n))), a field of the n
+// low parts (index & (2^r - 1), r bits each), then the high parts as a bit
+// vector of n + ((L - 1) >> r) bits in which the i-th index sets bit
+// (index_i >> r) + i, every other bit 0. About r + 2 bits an index: 8 for
+// 64 of 4096 (fixed-width indices take 12), 6 for 256 of 4096.
+int sparseIndexLowBits(int64_t count, int64_t length);
+int64_t sparseIndexBytes(int64_t count, int64_t length);
+// Writes the field of count (>= 1) strictly increasing indices below
+// length; returns the byte after it.
+unsigned char* packSparseIndices(const uint16_t* index, int64_t count, int64_t length, unsigned char* out);
 
 // --- The volunteer's message -------------------------------------------
 
