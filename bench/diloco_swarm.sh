@@ -9,7 +9,8 @@
 #
 #   bench/diloco_swarm.sh [BUILD_DIR] [ROUNDS] [VOLUNTEERS] [H]
 #
-# CODEC=int8|sparse (see below) picks the payload codec.
+# CODEC=int8|sparse (see below) picks the payload codec. SEED (default 1337)
+# seeds theta_0 (the spec's init.seed) and the synchronous run.
 # OVERLAP=1 runs the volunteers with --overlap (the next round's task trains
 # while the last uploads and the round closes).
 # HOSTILE=zeros|noise|flip adds one hostile volunteer (bench_hostile_worker)
@@ -45,7 +46,7 @@ trap cleanup EXIT
 "$build/bin/crowdtrain-prepare" "$text" --out "$work/data" --tokenizer char --val-fraction 0.1 >/dev/null 2>&1
 cat > "$work/spec.json" <<JSON
 {"name": "bench", "model": {"n_layer": $layers, "n_head": $heads, "n_embd": $embd, "block_size": $block, "vocab_size": 65},
- "data": "$work/data", "init": {"seed": 1337},
+ "data": "$work/data", "init": {"seed": ${SEED:-1337}},
  "inner": {"steps": $H, "batch_size": $batch, "learning_rate": $lr, "min_lr": $min_lr, "warmup_iters": $warmup,
            "lr_decay_iters": $((decay * rounds * H)),
            "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
@@ -110,7 +111,7 @@ sync_run() {
     "$build/bin/crowdtrain-train" --data "$work/data" --n-layer $layers --n-head $heads --n-embd $embd \
         --block-size $block --batch-size $((volunteers * batch)) --max-iters $steps --learning-rate $lr --min-lr "$1" \
         --warmup-iters $warmup --lr-decay-iters $steps --beta1 0.9 --beta2 0.99 --weight-decay 0.1 --grad-clip 1.0 \
-        --dropout 0 --eval-interval 0 --eval-iters 100 --device cpu --threads 1 --log-interval 1000000 2>/dev/null | tail -n 1
+        --dropout 0 --eval-interval 0 --eval-iters 100 --device cpu --threads 1 --seed ${SEED:-1337} --log-interval 1000000 2>/dev/null | tail -n 1
 }
 if [ -n "${SKIP_SYNC:-}" ]; then   # quick experiments: the swarm only
     sync='{"final_val_loss": 1, "steps": 0, "tokens_per_second": 0}'; sync_other=$sync
