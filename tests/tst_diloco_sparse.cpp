@@ -5,6 +5,7 @@
 // decoder written from the protocol text.
 #include "engine/diloco/flat_params.h"
 #include "engine/diloco/sparse_aggregator.h"
+#include "engine/diloco/sparse_bits.h"
 #include "engine/diloco/sparse_codec.h"
 #include "engine/gpt_config.h"
 
@@ -115,6 +116,29 @@ private slots:
             QCOMPARE(layout.error().code, std::string("bad_options"));
         }
         QVERIFY(SparseLayout::make({10}, SparseOptions{}).ok());
+    }
+
+    // Bit fields of every width the codec uses, any length: what BitWriter
+    // writes, readField reads back (its word-at-a-time part and its tail).
+    void bitFieldsRoundTrip()
+    {
+        std::mt19937 rng(3);
+        for (int bits = 0; bits <= 15; ++bits) {
+            for (const int64_t count : {1, 2, 3, 7, 8, 9, 31, 64, 65, 1000}) {
+                std::vector<uint16_t> values(static_cast<size_t>(count));
+                for (uint16_t& v : values)
+                    v = uint16_t(rng() & ((1u << bits) - 1u));
+                std::vector<unsigned char> field(static_cast<size_t>(packedBytes(count, bits)) + 1, 0xee);
+                sparse::BitWriter writer(field.data());
+                for (const uint16_t v : values)
+                    writer.put(v, bits);
+                QCOMPARE(writer.finish() - field.data(), packedBytes(count, bits));
+                QCOMPARE(field.back(), static_cast<unsigned char>(0xee)); // nothing written past the field
+                std::vector<uint16_t> read(values.size(), 0xffff);
+                sparse::readField(field.data(), count, bits, read.data());
+                QCOMPARE(read, values);
+            }
+        }
     }
 
     void layoutSizes()

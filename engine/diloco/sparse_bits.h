@@ -62,10 +62,27 @@ inline void readField(const unsigned char* field, int64_t count, int bits, uint1
             out[i] = uint16_t((field[0] >> (2 * j)) & 3);
         return;
     }
+    const uint32_t mask = (1u << bits) - 1u;
+    // Whole 8-byte loads while they stay inside the field (little-endian
+    // hosts only: the loaded word's bit j is then the field's bit j).
+    const int64_t fieldBytes = packedBytes(count, bits);
+    int64_t i = 0;
+    if constexpr (std::endian::native == std::endian::little) {
+        for (; i < count && (i * bits >> 3) + 8 <= fieldBytes; ++i) {
+            const int64_t bit = i * bits;
+            uint64_t word;
+            std::memcpy(&word, field + (bit >> 3), 8);
+            out[i] = uint16_t((word >> (bit & 7)) & mask);
+        }
+    }
+    field += i * bits >> 3;
     uint64_t acc = 0;
     int have = 0;
-    const uint32_t mask = (1u << bits) - 1u;
-    for (int64_t i = 0; i < count; ++i) {
+    if (const int skip = int(i * bits & 7); skip != 0) {
+        acc = uint64_t(*field++) >> skip;
+        have = 8 - skip;
+    }
+    for (; i < count; ++i) {
         while (have < bits) {
             acc |= uint64_t(*field++) << have;
             have += 8;
