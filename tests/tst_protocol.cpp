@@ -361,10 +361,28 @@ private slots:
         row("heartbeat interval below range", encodeReply(join, 1), "body.heartbeat_interval_ms");
         Task task = sampleTask();
         task.shards.assign(kMaxShardRanges + 1, task.shards[0]);
-        row("too many shard ranges", encodeReply(GetTaskReply{task, 0}, 1), "body.task.shards");
+        row("too many shard ranges", encodeReply(GetTaskReply{task, 0}, 1), "body.task.pieces");
         task = sampleTask();
         task.shards[1].endToken = task.shards[1].beginToken;
-        row("empty shard range", encodeReply(GetTaskReply{task, 0}, 1), "body.task.shards[1].end");
+        row("empty shard range", encodeReply(GetTaskReply{task, 0}, 1), "body.task.pieces");
+        // Bodies the writer cannot make: a piece naming a file not listed, a
+        // broken triple.
+        auto taskWith = [](std::vector<uint64_t> pieces) {
+            ArrayWriter files;
+            files.str("train_000001.bin");
+            ArrayWriter flat;
+            for (const uint64_t v : pieces)
+                flat.u64(v);
+            MapWriter t;
+            t.u64("task_id", 7).u64("round", 12).u64("version", 11).array("files", files).array("pieces", flat);
+            t.u64("inner_steps", 100).u64("deadline_ms", 600000);
+            MapWriter body;
+            body.str("status", "assigned").map("task", t);
+            return encodeEnvelope("get_task", 1, body, EnvelopeKind::Reply);
+        };
+        QVERIFY(decodeReply<GetTaskReply>(taskWith({0, 0, 10}))); // the helper's body is well formed
+        row("piece names a missing file", taskWith({0, 0, 10, 1, 0, 10}), "body.task.pieces");
+        row("pieces not triples", taskWith({0, 0, 10, 0}), "body.task.pieces");
         row("project name with capitals", encodeRequest(JoinRequest{"Tiny", "", "1", ""}, 1), "body.project");
         row("display name not UTF-8", encodeRequest(JoinRequest{"tiny", "\xff\xfe", "1", ""}, 1), "body.display_name");
         row("overlong UTF-8", encodeRequest(JoinRequest{"tiny", "\xc0\xaf", "1", ""}, 1), "body.display_name");

@@ -2,6 +2,8 @@
 
 #include "net/wire/limits.h"
 
+#include <algorithm>
+
 namespace crowdtrain::net {
 
 namespace {
@@ -147,25 +149,24 @@ InnerSettings InnerSettings::read(MapView v)
     return s;
 }
 
-void ShardRange::write(MapWriter& w) const
-{
-    w.str("shard", shard).u64("begin", beginToken).u64("end", endToken);
-}
-
-ShardRange ShardRange::read(MapView v)
-{
-    ShardRange r;
-    r.shard = v.str("shard", {kMaxShardNameChars});
-    r.beginToken = v.u64("begin");
-    r.endToken = v.u64("end");
-    if (!v.context().failed() && r.endToken <= r.beginToken)
-        v.fail("end", "must be greater than begin");
-    return r;
-}
-
 void Task::write(MapWriter& w) const
 {
-    w.u64("task_id", taskId).u64("round", round).u64("version", version).array("shards", arrayOf(shards));
+    // Each file name once (`files`, in order of first use), the pieces as
+    // flat (file index, begin, end) triples: a task's 64 pieces of one
+    // shard take ~0.5 kB instead of ~3.5 kB as maps.
+    std::vector<std::string_view> files;
+    ArrayWriter pieces;
+    for (const ShardRange& range : shards) {
+        auto at = std::find(files.begin(), files.end(), std::string_view(range.shard));
+        if (at == files.end())
+            at = files.insert(files.end(), range.shard);
+        pieces.u64(uint64_t(at - files.begin())).u64(range.beginToken).u64(range.endToken);
+    }
+    ArrayWriter names;
+    for (const std::string_view file : files)
+        names.str(file);
+    w.u64("task_id", taskId).u64("round", round).u64("version", version);
+    w.array("files", names).array("pieces", pieces);
     w.u64("inner_steps", innerSteps).u64("deadline_ms", deadlineMs);
 }
 
@@ -175,9 +176,23 @@ Task Task::read(MapView v)
     t.taskId = v.u64("task_id");
     t.round = v.u64("round");
     t.version = v.u64("version");
-    t.shards = readAll<ShardRange>(v, "shards", kMaxShardRanges);
-    if (!v.context().failed() && t.shards.empty())
-        v.fail("shards", "at least one range");
+    const std::vector<std::string> files = v.strs("files", kMaxShardRanges, {kMaxShardNameChars});
+    const std::vector<uint64_t> pieces = v.u64s("pieces", 3 * kMaxShardRanges);
+    if (!v.context().failed()) {
+        if (files.empty())
+            v.fail("files", "at least one file");
+        else if (pieces.empty() || pieces.size() % 3 != 0)
+            v.fail("pieces", "must be (file, begin, end) triples, at least one");
+    }
+    for (std::size_t i = 0; i + 2 < pieces.size() && !v.context().failed(); i += 3) {
+        const std::string piece = "piece " + std::to_string(i / 3) + ": ";
+        if (pieces[i] >= files.size())
+            v.fail("pieces", piece + "file " + std::to_string(pieces[i]) + " of " + std::to_string(files.size()));
+        else if (pieces[i + 2] <= pieces[i + 1])
+            v.fail("pieces", piece + "end must be greater than begin");
+        else
+            t.shards.push_back(ShardRange{files[pieces[i]], pieces[i + 1], pieces[i + 2]});
+    }
     t.innerSteps = v.u64("inner_steps", 1, 1u << 30);
     t.deadlineMs = v.u64("deadline_ms", 1, kMaxDelayMs);
     return t;

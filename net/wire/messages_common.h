@@ -131,8 +131,6 @@ struct ShardRange {
     uint64_t beginToken = 0;
     uint64_t endToken = 0; // exclusive, > beginToken
 
-    void write(MapWriter& w) const;
-    static ShardRange read(MapView v);
     bool operator==(const ShardRange&) const = default;
 };
 
