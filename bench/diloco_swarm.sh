@@ -143,10 +143,10 @@ print("| bytes per training token | sent | received | total | data-parallel all-
 print("| --- | ---: | ---: | ---: | ---: | ---: |")
 print(f"| per volunteer | {sent/tokens:.2f} | {recv/tokens:.2f} | {per_token:.2f} | {dp:.1f} | {dp/per_token:.0f}x |")
 print()
-print("| volunteer | tasks | accepted | tokens | compute s | wall s | utilisation |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| volunteer | tasks | accepted | tokens | compute s | wall s | utilisation | requests per task |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for i, s in enumerate(summaries, 1):
-    print(f"| v{i} | {s['tasks']} | {s['accepted']} | {s['tokens']} | {s['compute_s']:.1f} | {s['wall_s']:.1f} | {s['compute_s']/s['wall_s']:.3f} |")
+    print(f"| v{i} | {s['tasks']} | {s['accepted']} | {s['tokens']} | {s['compute_s']:.1f} | {s['wall_s']:.1f} | {s['compute_s']/s['wall_s']:.3f} | {s['requests']/max(1, s['tasks']):.1f} |")
 print(f"\nsync run: {sync['steps']} steps of batch {V*B}, {sync['tokens_per_second']:.0f} tokens/s; P = {P} parameters")
 import sqlite3
 rows = sqlite3.connect(f"{work}/state/bench/ledger.sqlite").execute(
