@@ -214,14 +214,21 @@ print(f"\nround time: {round_s:.1f} s on the bench (mean of {len(gaps)} rounds),
 PY
 # Chunk counts do not scale with beta (the bench's payloads fit one 1 MiB
 # chunk): what GPT-2's stop-and-wait chunks would add a round, per profile.
-$py - "$gpu_params" "$gpu_h" "${profiles[@]}" <<'PY'
+$py - "$gpu_params" "$gpu_h" "$codec" "${profiles[@]}" <<'PY'
 import math, sys
-P, H = int(sys.argv[1]), int(sys.argv[2])
+P, H, codec = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+names = sys.argv[4:]
 rtts = {"cable": 30, "dsl": 50, "fibre": 10, "far": 150}
-payload = math.ceil((P + 4 * math.ceil(P / 256)) / 2**20)
+if codec == "sparse":
+    # k 64 of 4096: 0.01955 bytes per element up (docs/protocol.md §7); the
+    # union update holds at most every volunteer's entries at ~1.9 bytes each.
+    up = math.ceil(0.01955 * P / 2**20)
+    down = math.ceil(len(names) * 0.0156 * P * 1.9 / 2**20)
+else:
+    up = down = math.ceil((P + 4 * math.ceil(P / 256)) / 2**20)
 data = math.ceil(2 * H * 16384 / 2**20)
-trips = 2 * payload + data + 8  # upload chunks, update fetches, task data; get_task, submit, describes, join slack
-for name in dict.fromkeys(sys.argv[3:]):
-    print(f"GPT-2 on {name}: about {trips} round trips a task ({payload} upload chunks, {payload} update chunks, "
+trips = up + down + data + 8  # upload chunks, update fetches, task data; get_task, submit, describes, join slack
+for name in dict.fromkeys(names):
+    print(f"GPT-2 on {name}: about {trips} round trips a task ({up} upload chunks, at most {down} update chunks, "
           f"{data} data chunks), {trips * rtts[name] / 1e3:.1f} s of waiting at {rtts[name]} ms not on the bench")
 PY

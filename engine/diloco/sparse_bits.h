@@ -112,6 +112,7 @@ inline Status readIndices(
     const unsigned char* high = field + packedBytes(count, low);
     const int64_t highBytes = packedBytes(count + ((length - 1) >> low), 1);
     int64_t found = 0;
+    int64_t previous = -1; // in a register: reading out[found - 1] back stalls on the store
     for (int64_t byte = 0; byte < highBytes; ++byte) {
         for (unsigned bits = high[byte]; bits != 0; bits &= bits - 1) {
             if (found == count)
@@ -121,12 +122,13 @@ inline Status readIndices(
             if (index >= length)
                 return badIndex(tensor, chunk,
                     "index " + std::to_string(index) + " outside the chunk's " + std::to_string(length) + " elements");
-            if (found > 0 && index <= int64_t(out[found - 1]))
+            if (index <= previous)
                 return badIndex(tensor, chunk,
-                    index == int64_t(out[found - 1]) ? "duplicate index " + std::to_string(index)
-                                                     : "indices not increasing (" + std::to_string(out[found - 1])
-                            + " then " + std::to_string(index) + ")");
+                    index == previous ? "duplicate index " + std::to_string(index)
+                                      : "indices not increasing (" + std::to_string(previous) + " then "
+                            + std::to_string(index) + ")");
             out[found++] = uint16_t(index);
+            previous = index;
         }
     }
     if (found != count)
