@@ -113,11 +113,17 @@ inline Status readIndices(
     const int64_t highBytes = packedBytes(count + ((length - 1) >> low), 1);
     int64_t found = 0;
     int64_t previous = -1; // in a register: reading out[found - 1] back stalls on the store
-    for (int64_t byte = 0; byte < highBytes; ++byte) {
-        for (unsigned bits = high[byte]; bits != 0; bits &= bits - 1) {
+    // 64 high bits at a time: the loop over a word's ones exits
+    // unpredictably once per word, not once per byte.
+    for (int64_t byte = 0; byte < highBytes; byte += 8) {
+        uint64_t word = 0;
+        const int64_t take = std::min<int64_t>(8, highBytes - byte);
+        for (int64_t b = 0; b < take; ++b)
+            word |= uint64_t(high[byte + b]) << (8 * b);
+        for (; word != 0; word &= word - 1) {
             if (found == count)
                 return badIndex(tensor, chunk, "bits set after the last of " + std::to_string(count) + " indices");
-            const int64_t position = byte * 8 + std::countr_zero(bits);
+            const int64_t position = byte * 8 + std::countr_zero(word);
             const int64_t index = ((position - found) << low) | int64_t(out[found]);
             if (index >= length)
                 return badIndex(tensor, chunk,
