@@ -79,7 +79,8 @@ public:
     void terminate()
     {
         m_process.terminate();
-        if (!m_process.waitForFinished(30000))
+        // Generous: a daemon under a loaded CI machine may be mid-step.
+        if (!m_process.waitForFinished(90000))
             kill();
     }
 
