@@ -186,7 +186,8 @@ Task Task::read(MapView v)
     }
     for (std::size_t i = 0; i + 2 < pieces.size() && !v.context().failed(); i += 3) {
         if (pieces[i] >= files.size())
-            v.fail("pieces", "piece " + std::to_string(i / 3) + ": file " + std::to_string(pieces[i]) + " of "
+            v.fail("pieces",
+                "piece " + std::to_string(i / 3) + ": file " + std::to_string(pieces[i]) + " of "
                     + std::to_string(files.size()));
         else if (pieces[i + 2] <= pieces[i + 1])
             v.fail("pieces", "piece " + std::to_string(i / 3) + ": end must be greater than begin");
