@@ -289,18 +289,26 @@ private slots:
         m_window->showPage(MainWindow::kCheckpoints);
         CheckpointsPage* page = m_window->checkpoints();
         // The demo publishes every 10 rounds and the daemon downloads it.
+        // The page may have selected a newer round that is still remote:
+        // the user picks the downloaded one, as the test does.
+        uint64_t verified = 0;
         auto ready = [&] {
             page->reload();
             const CheckpointModel* model = page->model();
             for (int row = 0; row < model->rowCount(); ++row)
-                if (model->index(row, CheckpointModel::kState).data().toString().contains(QStringLiteral("verified")))
+                if (model->index(row, CheckpointModel::kState).data().toString().contains(QStringLiteral("verified"))) {
+                    verified = model->index(row, 0).data(CheckpointModel::kRoundRole).toULongLong();
                     return true;
+                }
             return false;
         };
         QTRY_VERIFY_WITH_TIMEOUT(ready(), kLongMs);
+        page->selectRound(verified);
+        QCOMPARE(page->selectedRound(), verified);
+        QTRY_VERIFY(page->generateButton()->isEnabled());
         // What the page told the user (a refusal, a timeout) explains a failure.
         QSignalSpy told(page, &Page::message);
-        page->generate();
+        page->generateButton()->click();
         auto toldText = [&told] {
             QStringList texts;
             for (const QList<QVariant>& args : told)
