@@ -11,6 +11,7 @@
 #include "coordinator_process.h"
 
 #include "engine/diloco/codec.h"
+#include "engine/diloco/sparse_codec.h"
 #include "engine/token_shard.h"
 #include "net/coordinator/state_store.h"
 #include "net/transfer/download.h"
@@ -24,6 +25,8 @@
 #include "net/wire/messages.h"
 
 #include <QTemporaryDir>
+#include <functional>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -597,6 +600,45 @@ private slots:
         if (multiChunk)
             QVERIFY(second->resumedChunks >= 1);
         QCOMPARE(net::sha256Hex(readAll(target)), model->sha256);
+    }
+
+    // The gate scales a short task's norm up to a whole task's, but not a
+    // sparse message's: that is the top k of the volunteer's error-feedback
+    // buffer, which keeps earlier rounds' residual, so an honest message cut
+    // short is about as large as a whole one (docs/protocol.md, "Checks").
+    void aSparseMessageCutShortIsJudgedAsSent()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const std::filesystem::path dir = root / "sparse";
+        const auto spec = writeSpec(dir, root / "data", SpecOptions{.tasksPerRound = 2, .codec = "sparse"});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir / "state"));
+        Volunteer whole = join("whole", &server);
+        Volunteer cut = join("cut", &server);
+        QVERIFY(whole.joined.sparse);
+        std::vector<int64_t> sizes;
+        for (const net::TensorSpec& tensor : whole.joined.manifest)
+            sizes.push_back(int64_t(
+                std::accumulate(tensor.shape.begin(), tensor.shape.end(), uint64_t(1), std::multiplies<uint64_t>())));
+        const auto layout = diloco::SparseLayout::make(sizes,
+            diloco::SparseOptions{
+                int64_t(whole.joined.sparse->chunk), int64_t(whole.joined.sparse->k), whole.joined.sparse->decay});
+        QVERIFY(layout);
+        const int64_t n = layout->elements();
+        const uint64_t tokens = 20 * 8 * 32;
+        const net::Task a = task(whole);
+        const net::Task b = task(cut);
+
+        std::vector<float> bufferA(std::size_t(n), 0.0f), bufferB(std::size_t(n), 0.0f);
+        const auto deltaA = randomDelta(n, 1e-3f, 21);
+        auto first = submit(whole, a, diloco::encodeSparse(*layout, deltaA.data(), bufferA.data()), tokens);
+        QVERIFY2(first, first ? "" : first.error().message.c_str());
+        // As large, for a twentieth of the tokens: scaled by sqrt(20) it
+        // would be 4.5 times the reference, over the gate's 4.
+        const auto deltaB = randomDelta(n, 1e-3f, 22);
+        auto second = submit(cut, b, diloco::encodeSparse(*layout, deltaB.data(), bufferB.data()), tokens / 20);
+        QVERIFY2(second, second ? "" : second.error().message.c_str());
+        QCOMPARE(second->round, first->round);
     }
 
     // A task's data is one resource, "task-data/<id>": its ranges back to

@@ -268,7 +268,11 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     // norms scaled to a whole task, by sqrt (Adam steps add up between
     // sqrt(k) for noise and k for a steady direction), so that neither a
     // whole task among cut ones nor a cut one among whole ones looks odd.
-    const double gateNorm = stats->l2Norm * std::sqrt(double(task.tokens) / double(request.tokens));
+    // Not a sparse message: it is the top k of the volunteer's error-feedback
+    // buffer, whose residual from earlier rounds does not shrink with the
+    // task, so scaling would push an honest cut message over the bounds.
+    const double gateNorm
+        = m_sparse ? stats->l2Norm : stats->l2Norm * std::sqrt(double(task.tokens) / double(request.tokens));
     std::optional<double> cosine;
     if (direction() && stats->l2Norm > 0)
         cosine = stats->dot / (stats->l2Norm * m_directionNorm);
