@@ -4,7 +4,7 @@ section 7 alone (not from the C++ sources), to check that the text is exact.
 
     sparse_reference.py LAYOUT.json MESSAGE UPDATE THETA.f32 OUT_MESSAGE.f32 OUT_THETA.f32
 
-LAYOUT.json: {"chunk": C, "k": k, "tensor_elements": [N_0, N_1, ...]}.
+LAYOUT.json: {"chunk": C, "k": k, "update_bits": 8 or 4, "tensor_elements": [N_0, N_1, ...]}.
 Writes the decoded message (P float32 LE) and theta + update (P float32 LE).
 Exits 1 with the protocol's error code on a malformed payload.
 """
@@ -86,6 +86,7 @@ def decode_message(layout, buf):
 
 def apply_update(layout, buf, theta):
     theta = theta.copy()
+    bits = layout.get("update_bits", 8)
     pos = 0
     for first, length in chunks(layout):
         if length is None:
@@ -100,10 +101,8 @@ def apply_update(layout, buf, theta):
             raise Refused("bad_index")
         scale, pos = floats(buf, pos, 1)
         index, pos = indices(buf, pos, count, length)
-        if pos + count > len(buf):
-            raise Refused("bad_size")
-        q = np.frombuffer(buf, np.int8, count, pos)
-        pos += count
+        q, pos = field(buf, pos, count, bits)  # two's complement, `bits` wide
+        q = np.where(q >= 1 << (bits - 1), q - (1 << bits), q)
         with np.errstate(over="ignore"):
             x = q.astype(np.float32) * scale[0]  # one float32 multiplication
         if not np.all(np.isfinite(x)):

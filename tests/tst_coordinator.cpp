@@ -621,8 +621,8 @@ private slots:
             sizes.push_back(int64_t(
                 std::accumulate(tensor.shape.begin(), tensor.shape.end(), uint64_t(1), std::multiplies<uint64_t>())));
         const auto layout = diloco::SparseLayout::make(sizes,
-            diloco::SparseOptions{
-                int64_t(whole.joined.sparse->chunk), int64_t(whole.joined.sparse->k), whole.joined.sparse->decay});
+            diloco::SparseOptions{int64_t(whole.joined.sparse->chunk), int64_t(whole.joined.sparse->k),
+                whole.joined.sparse->decay, int(whole.joined.sparse->updateBits)});
         QVERIFY(layout);
         const int64_t n = layout->elements();
         const uint64_t tokens = 20 * 8 * 32;

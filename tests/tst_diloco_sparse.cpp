@@ -110,7 +110,8 @@ private slots:
     {
         for (const SparseOptions& bad : {SparseOptions{100, 4, 0.9}, SparseOptions{65536, 4, 0.9},
                  SparseOptions{32, 4, 0.9}, SparseOptions{4096, 0, 0.9}, SparseOptions{4096, 4097, 0.9},
-                 SparseOptions{4096, 64, 1.5}, SparseOptions{4096, 64, std::nan("")}}) {
+                 SparseOptions{4096, 64, 1.5}, SparseOptions{4096, 64, std::nan("")}, SparseOptions{4096, 64, 0.8, 2},
+                 SparseOptions{4096, 64, 0.8, 16}}) {
             const auto layout = SparseLayout::make({10}, bad);
             QVERIFY(!layout);
             QCOMPARE(layout.error().code, std::string("bad_options"));
@@ -201,6 +202,64 @@ private slots:
         QCOMPARE(theta[5], 1.75f);
         QCOMPARE(theta[7], 1.3f);
         QCOMPARE(theta[0], 1.0f);
+
+        // The same update with update_bits 4: s = max / 7, two values a byte.
+        const SparseLayout narrow = *SparseLayout::make({6, 3}, SparseOptions{64, 32, 0.95, 4});
+        const std::string update4 = encodeSparseUpdate(narrow, u.data());
+        QCOMPARE(hex(update4), std::string("03 00 b7 6d db 3d 07 15 2b 07 01 00 f9 8a 2f 3d 01 01 07"));
+        std::vector<float> theta4(9, 1.0f);
+        QVERIFY(applySparseUpdate(narrow, update4, theta4.data()).ok());
+        QCOMPARE(std::bit_cast<uint32_t>(theta4[1]), 0x3eedb6dcu); // 1 - 5 s
+        QCOMPARE(std::bit_cast<uint32_t>(theta4[3]), 0x3f9b6db7u); // 1 + 2 s
+        QCOMPARE(theta4[5], 1.75f);
+        QCOMPARE(theta4[7], 1.3f);
+        // Bytes of one width do not decode as the other, and change nothing.
+        const std::vector<float> before = theta4;
+        QVERIFY(!applySparseUpdate(narrow, update, theta4.data()));
+        QVERIFY(!applySparseUpdate(layout, update4, theta4.data()));
+        QCOMPARE(theta4, before);
+    }
+
+    // With update_bits 4 the union is sent from the coordinator's residual:
+    // what rounding to 15 levels leaves out stays there, exactly, and goes
+    // out in a later round that touches the element again.
+    void int4UnionKeepsWhatRoundingLeavesOut()
+    {
+        const SparseLayout layout = *SparseLayout::make({3 * 512 + 77, 200}, SparseOptions{512, 16, 0.95, 4});
+        const int64_t n = layout.elements();
+        std::vector<float> u(static_cast<size_t>(n), 0.0f);
+        const std::vector<float> values = randomVector(n, 1.0f, 5);
+        for (int64_t i = 0; i < n; i += 7)
+            u[size_t(i)] = values[size_t(i)];
+        std::vector<float> residual = u;
+        const std::string update = encodeSparseUpdateOnSupport(layout, u.data(), residual.data());
+        std::vector<float> x(static_cast<size_t>(n));
+        QVERIFY(decodeSparseUpdate(layout, update, x.data()).ok());
+        double err = 0, norm = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            if (u[size_t(i)] == 0.0f) {
+                QCOMPARE(x[size_t(i)], 0.0f); // the support is u's
+                continue;
+            }
+            QCOMPARE(residual[size_t(i)], u[size_t(i)] - x[size_t(i)]);
+            err += double(residual[size_t(i)]) * residual[size_t(i)];
+            norm += double(u[size_t(i)]) * u[size_t(i)];
+        }
+        // 15 levels under the chunk's max: each error at most s / 2.
+        QVERIFY2(err < 0.02 * norm, qPrintable(QString::number(err / norm)));
+        QVERIFY(err > 0);
+        // The next round on the same support sends the leftovers too.
+        std::vector<float> zeroStep(static_cast<size_t>(n), 0.0f);
+        for (int64_t i = 0; i < n; i += 7)
+            zeroStep[size_t(i)] = 1e-30f; // nonzero: the element is in the union
+        const std::vector<float> left = residual;
+        const std::string next = encodeSparseUpdateOnSupport(layout, zeroStep.data(), residual.data());
+        std::vector<float> y(static_cast<size_t>(n));
+        QVERIFY(decodeSparseUpdate(layout, next, y.data()).ok());
+        double after = 0;
+        for (int64_t i = 0; i < n; i += 7)
+            after += double(left[size_t(i)] - y[size_t(i)]) * (left[size_t(i)] - y[size_t(i)]);
+        QVERIFY(after < 0.1 * err);
     }
 
     void topKPerChunkAndTable()
@@ -519,6 +578,25 @@ private slots:
         std::vector<float> theta(100, 1.0f);
         QVERIFY(applySparseUpdate(layout, std::string(4, '\0'), theta.data()).ok());
         QCOMPARE(theta, std::vector<float>(100, 1.0f));
+
+        // int4 values, two a byte: every nibble is accepted, 8 (-8) too, as
+        // int8's -128 is; a value field cut short is bad_size.
+        const SparseLayout narrow = *SparseLayout::make({100}, SparseOptions{64, 8, 0.95, 4});
+        const std::string good4 = encodeSparseUpdate(narrow, u.data());
+        QCOMPARE(good4.size(), size_t(2 + 4 + (2 + 1) + 1 + 2 + 4 + (1 + 1) + 1));
+        QCOMPARE(uint8_t(good4[9]), uint8_t(0xd7)); // 7, -3 (-0.25 / float32(0.5 / 7) = -3.4999998)
+        std::string minus8 = good4;
+        minus8[9] = char(0x88);
+        std::vector<float> theta4(100, 7.0f);
+        QVERIFY(applySparseUpdate(narrow, minus8, theta4.data()).ok());
+        float s;
+        std::memcpy(&s, good4.data() + 2, 4);
+        QCOMPARE(theta4[3], 7.0f + -8.0f * s);
+        QCOMPARE(theta4[10], 7.0f + -8.0f * s);
+        std::vector<float> untouched(100, 7.0f);
+        const Status cut = applySparseUpdate(narrow, good4.substr(0, good4.size() - 1), untouched.data());
+        QCOMPARE(cut.error().code, std::string("bad_size"));
+        QCOMPARE(untouched, std::vector<float>(100, 7.0f));
     }
 
     void aggregatorScalesToMedianNorm()
@@ -582,8 +660,16 @@ private slots:
     // An independent decoder (tests/sparse_reference.py, numpy, written from
     // docs/protocol.md §7) reproduces the C++ decode of a message and the
     // application of an update, bit for bit, on the tiny GPT's real tensors.
+    void pythonReferenceDecoder_data()
+    {
+        QTest::addColumn<int>("updateBits");
+        QTest::newRow("int8 update") << 8;
+        QTest::newRow("int4 update") << 4;
+    }
+
     void pythonReferenceDecoder()
     {
+        QFETCH(int, updateBits);
         torch::manual_seed(1);
         engine::Gpt model(*engine::gptConfigByName("tiny"));
         const Manifest manifest = manifestOf(model);
@@ -594,7 +680,7 @@ private slots:
         std::vector<float> delta = pseudoGradient(theta.data(), theta2.data(), int64_t(theta.size()));
         for (float& v : delta)
             v *= 0.01f;
-        const SparseLayout layout = *SparseLayout::make(manifest, SparseOptions{256, 16, 0.95});
+        const SparseLayout layout = *SparseLayout::make(manifest, SparseOptions{256, 16, 0.95, updateBits});
         std::vector<float> e(delta.size(), 0.0f);
         std::string message = encodeSparse(layout, delta.data(), e.data());
         message = encodeSparse(layout, delta.data(), e.data()); // a second round, with feedback
@@ -607,7 +693,8 @@ private slots:
 
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
-        std::string sizes = "{\"chunk\": 256, \"k\": 16, \"tensor_elements\": [";
+        std::string sizes
+            = "{\"chunk\": 256, \"k\": 16, \"update_bits\": " + std::to_string(updateBits) + ", \"tensor_elements\": [";
         for (size_t t = 0; t < manifest.entries.size(); ++t)
             sizes += (t ? ", " : "") + std::to_string(manifest.entries[t].numel);
         sizes += "]}";

@@ -149,6 +149,8 @@ private slots:
             "sparse: sparse codec: k must be in");
         row("sparse decay", R"({"codec": "sparse", "outer": {"momentum": 0}, "sparse": {"decay": 1.5}})",
             "sparse.decay: must be in");
+        row("sparse update bits", R"({"codec": "sparse", "outer": {"momentum": 0}, "sparse": {"update_bits": 6}})",
+            "sparse: sparse codec: update bits must be 4 or 8");
         row("sparse unknown field", R"({"codec": "sparse", "outer": {"momentum": 0}, "sparse": {"topk": 3}})",
             "sparse.topk: unknown field");
         row("keep none", R"({"checkpoints": {"keep_last": 0}})", "checkpoints.keep_last: must be in");
@@ -233,7 +235,7 @@ private slots:
     {
         json spec = goodSpec();
         spec["codec"] = "sparse";
-        spec["sparse"] = {{"chunk", 1024}, {"k", 16}, {"decay", 0.9}};
+        spec["sparse"] = {{"chunk", 1024}, {"k", 16}, {"decay", 0.9}, {"update_bits", 4}};
         spec["outer"] = {{"momentum", 0}};
         auto parsed = parseProjectSpec(spec.dump(), m_root / "sparse.json");
         QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.error().message.c_str());
@@ -241,6 +243,7 @@ private slots:
         QCOMPARE(parsed->sparse.chunk, int64_t(1024));
         QCOMPARE(parsed->sparse.k, int64_t(16));
         QCOMPARE(parsed->sparse.decay, 0.9);
+        QCOMPARE(parsed->sparse.updateBits, 4);
         QCOMPARE(parsed->sparseDownK, int64_t(0));
         QCOMPARE(parsed->outer.momentum, 0.0);
         QCOMPARE(parsed->outer.lr, 4.0);
@@ -251,6 +254,7 @@ private slots:
         QCOMPARE(parsed->sparse.chunk, int64_t(4096));
         QCOMPARE(parsed->sparse.k, int64_t(64));
         QCOMPARE(parsed->sparse.decay, 0.8);
+        QCOMPARE(parsed->sparse.updateBits, 8);
         QCOMPARE(parsed->sparseDownK, int64_t(0)); // the union by default
         QCOMPARE(parsed->outer.momentum, 0.0);
         // The coordinator's re-sparsified update allows outer momentum.

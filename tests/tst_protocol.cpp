@@ -240,6 +240,14 @@ private slots:
             {"body.project.val_loss", "body.inner.lr_decay_iters", "body.events_port", "body.project.parameters",
                 "body.project.token_goal", "body.project.license", "body.project.checkpoint_access",
                 "body.project.newest_checkpoint", "body.project.tokenizer", "body.init"});
+        // A sparse project's settings; update_bits may be left out (then 8).
+        JoinReply sparse = sampleJoin();
+        sparse.codec = "sparse";
+        sparse.sparse = SparseSettings{4096, 64, 0.8, 4};
+        checkMessage(sparse, false,
+            {"body.project.val_loss", "body.inner.lr_decay_iters", "body.events_port", "body.project.parameters",
+                "body.project.token_goal", "body.project.license", "body.project.checkpoint_access",
+                "body.project.newest_checkpoint", "body.project.tokenizer", "body.init", "body.sparse.update_bits"});
         checkMessage(HeartbeatRequest{"tiny-shakespeare", "s-1", 11}, true);
         checkMessage(HeartbeatReply{11, 12, "train", true}, false, {"body.wrap_up"});
         checkMessage(LeaveRequest{"tiny-shakespeare", "s-1"}, true);
@@ -356,6 +364,10 @@ private slots:
         join = sampleJoin();
         join.project.model.nHead = 3;
         row("n_embd not a multiple of n_head", encodeReply(join, 1), "body.project.model.n_embd");
+        join = sampleJoin();
+        join.codec = "sparse";
+        join.sparse = SparseSettings{4096, 64, 0.8, 6};
+        row("sparse update bits neither 4 nor 8", encodeReply(join, 1), "body.sparse.update_bits");
         join = sampleJoin();
         join.heartbeatIntervalMs = 1;
         row("heartbeat interval below range", encodeReply(join, 1), "body.heartbeat_interval_ms");

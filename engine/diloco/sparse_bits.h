@@ -190,7 +190,7 @@ Status walkMessage(const SparseLayout& layout, std::string_view message, bool ch
 }
 
 // One chunk of an update: count entries, indices relative to the chunk,
-// int8 values under scale.
+// the values (int8, or int4 sign-extended) under scale.
 struct UpdateChunk {
     int64_t first;
     int64_t count;
@@ -216,7 +216,9 @@ Status walkUpdate(const SparseLayout& layout, std::string_view update, bool chec
     const int64_t total = int64_t(update.size());
     auto left = [&] { return total - int64_t(p - begin); };
     const int64_t chunk = layout.chunk();
+    const int bits = layout.options().updateBits;
     std::vector<uint16_t> index(static_cast<size_t>(chunk));
+    std::vector<int8_t> narrow(bits == 8 ? 0 : static_cast<size_t>(chunk)); // int4 values, sign-extended
     const auto& sizes = layout.tensorElements();
     const auto& offsets = layout.tensorOffsets();
     for (size_t t = 0; t < sizes.size(); ++t) {
@@ -231,7 +233,7 @@ Status walkUpdate(const SparseLayout& layout, std::string_view update, bool chec
             if (count > length)
                 return badIndex(int64_t(t), j,
                     "count " + std::to_string(count) + " above the chunk's " + std::to_string(length) + " elements");
-            const int64_t need = 4 + sparseIndexBytes(count, length) + count;
+            const int64_t need = 4 + sparseIndexBytes(count, length) + packedBytes(count, bits);
             if (left() < need)
                 return truncatedUpdate(int64_t(p - begin) + need, total);
             float scale;
@@ -241,7 +243,13 @@ Status walkUpdate(const SparseLayout& layout, std::string_view update, bool chec
                 return ok;
             p += sparseIndexBytes(count, length);
             const auto* q = reinterpret_cast<const int8_t*>(p);
-            p += count;
+            if (bits != 8) {
+                // Two to a byte, low nibble first: (v ^ 8) - 8 sign-extends.
+                for (int64_t i = 0; i < count; ++i)
+                    narrow[size_t(i)] = int8_t((((p[i >> 1] >> (4 * (i & 1))) & 15) ^ 8) - 8);
+                q = narrow.data();
+            }
+            p += packedBytes(count, bits);
             if (check) {
                 bool finite = std::isfinite(scale);
                 for (int64_t i = 0; finite && i < count; ++i)

@@ -1,5 +1,5 @@
 // Sparse encoding: the layout, the volunteer's top-k message with error
-// feedback, and the coordinator's int8 update of the messages' union.
+// feedback, and the coordinator's int8 or int4 update.
 #include "engine/diloco/sparse_codec.h"
 
 #include "engine/diloco/flat_params.h"
@@ -27,6 +27,8 @@ Status checkSparseOptions(const SparseOptions& options)
         why << "k must be in [1, chunk = " << options.chunk << "], got " << options.k;
     else if (!(options.decay >= 0.0 && options.decay <= 1.0))
         why << "decay must be in [0, 1], got " << options.decay;
+    else if (options.updateBits != 4 && options.updateBits != 8)
+        why << "update bits must be 4 or 8, got " << options.updateBits;
     else
         return Status::success();
     return Error::make(engine::errc::kBadOptions, "sparse codec: " + why.str());
@@ -212,21 +214,23 @@ std::string encodeSparse(const SparseLayout& layout, const float* delta, float* 
 namespace {
 
 // One chunk of an update: u16 count, and when count > 0 the float32 scale
-// s = max|u| / 127, the index field and the int8 values of the entries
-// that are nonzero and do not round to 0. Returns s (0 for an empty chunk)
-// and leaves the chunk's entries in index/q.
+// s = max|u| / qmax (127 for 8 bits, 7 for 4), the index field and the
+// values of the entries that are nonzero and do not round to 0, as a bit
+// field of `bits`-bit two's complement integers. Returns s (0 for an empty
+// chunk) and leaves the chunk's entries in index/q.
 struct UpdateChunkScratch {
     std::vector<uint16_t> index;
     std::vector<int8_t> q;
     int64_t count = 0;
 };
 
-float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, UpdateChunkScratch& scratch)
+float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, int bits, UpdateChunkScratch& scratch)
 {
+    const float qmax = float((1 << (bits - 1)) - 1);
     uint32_t maxBits = 0;
     for (int64_t i = 0; i < length; ++i)
         maxBits = std::max(maxBits, magnitudeBits(u[i]));
-    const float s = std::bit_cast<float>(maxBits) / 127.0f;
+    const float s = std::bit_cast<float>(maxBits) / qmax;
     const bool usable = s > 0.0f && std::isfinite(s);
     int64_t count = 0;
     for (int64_t i = 0; i < length; ++i) {
@@ -234,7 +238,7 @@ float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, Upda
             continue;
         int value = 0;
         if (usable) // as the int8 codec: round half away from zero
-            value = int(std::clamp(std::round(u[i] / s), -127.0f, 127.0f));
+            value = int(std::clamp(std::round(u[i] / s), -qmax, qmax));
         if (value == 0 && usable)
             continue; // a non-finite scale keeps its entries, so decoders refuse it
         scratch.index[size_t(count)] = uint16_t(i);
@@ -250,7 +254,16 @@ float appendUpdateChunk(std::string& bytes, const float* u, int64_t length, Upda
     const size_t at = bytes.size();
     bytes.resize(at + size_t(sparseIndexBytes(count, length)));
     packSparseIndices(scratch.index.data(), count, length, reinterpret_cast<unsigned char*>(bytes.data() + at));
-    bytes.append(reinterpret_cast<const char*>(scratch.q.data()), size_t(count));
+    if (bits == 8) {
+        bytes.append(reinterpret_cast<const char*>(scratch.q.data()), size_t(count));
+        return s;
+    }
+    const size_t valuesAt = bytes.size();
+    bytes.resize(valuesAt + size_t(packedBytes(count, bits)));
+    BitWriter values(reinterpret_cast<unsigned char*>(bytes.data() + valuesAt));
+    for (int64_t i = 0; i < count; ++i)
+        values.put(uint32_t(scratch.q[size_t(i)]) & ((1u << bits) - 1), bits);
+    values.finish();
     return s;
 }
 
@@ -260,26 +273,15 @@ UpdateChunkScratch updateScratch(const SparseLayout& layout)
     return {std::vector<uint16_t>(chunk), std::vector<int8_t>(chunk), 0};
 }
 
-} // namespace
-
-std::string encodeSparseUpdate(const SparseLayout& layout, const float* update)
-{
-    std::string bytes;
-    UpdateChunkScratch scratch = updateScratch(layout);
-    const auto& sizes = layout.tensorElements();
-    const auto& offsets = layout.tensorOffsets();
-    for (size_t t = 0; t < sizes.size(); ++t)
-        for (int64_t first = 0; first < sizes[t]; first += layout.chunk())
-            appendUpdateChunk(bytes, update + offsets[t] + first, std::min(layout.chunk(), sizes[t] - first), scratch);
-    return bytes;
-}
-
-std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, float* residual)
+// Encodes, chunk by chunk, the entries of residual that pick(chunk's
+// residual, chunk's offset, length, out) chooses (out gets their indices,
+// increasing; it returns how many), and takes what was sent off residual.
+template <class Pick> std::string encodeFromResidual(const SparseLayout& layout, float* residual, Pick&& pick)
 {
     std::string bytes;
     UpdateChunkScratch scratch = updateScratch(layout);
     const int64_t chunk = layout.chunk();
-    std::vector<uint64_t> keys;
+    const int bits = layout.options().updateBits;
     std::vector<uint16_t> picked(static_cast<size_t>(chunk));
     std::vector<float> selected(static_cast<size_t>(chunk));
     const auto& sizes = layout.tensorElements();
@@ -288,12 +290,11 @@ std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, fl
         for (int64_t first = 0; first < sizes[t]; first += chunk) {
             float* e = residual + offsets[t] + first;
             const int64_t length = std::min(chunk, sizes[t] - first);
-            const int64_t kept = std::min(length, (downK * length + chunk - 1) / chunk);
-            topK(e, length, kept, keys, picked.data());
+            const int64_t kept = pick(e, offsets[t] + first, length, picked.data());
             std::fill(selected.begin(), selected.begin() + length, 0.0f);
             for (int64_t i = 0; i < kept; ++i)
                 selected[picked[size_t(i)]] = e[picked[size_t(i)]];
-            const float s = appendUpdateChunk(bytes, selected.data(), length, scratch);
+            const float s = appendUpdateChunk(bytes, selected.data(), length, bits, scratch);
             for (int64_t i = 0; i < scratch.count; ++i) {
                 float& slot = e[scratch.index[size_t(i)]];
                 slot = slot - float(scratch.q[size_t(i)]) * s;
@@ -301,6 +302,44 @@ std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, fl
         }
     }
     return bytes;
+}
+
+} // namespace
+
+std::string encodeSparseUpdate(const SparseLayout& layout, const float* update)
+{
+    std::string bytes;
+    UpdateChunkScratch scratch = updateScratch(layout);
+    const int bits = layout.options().updateBits;
+    const auto& sizes = layout.tensorElements();
+    const auto& offsets = layout.tensorOffsets();
+    for (size_t t = 0; t < sizes.size(); ++t)
+        for (int64_t first = 0; first < sizes[t]; first += layout.chunk())
+            appendUpdateChunk(
+                bytes, update + offsets[t] + first, std::min(layout.chunk(), sizes[t] - first), bits, scratch);
+    return bytes;
+}
+
+std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, float* residual)
+{
+    std::vector<uint64_t> keys;
+    const int64_t chunk = layout.chunk();
+    return encodeFromResidual(layout, residual, [&](float* e, int64_t, int64_t length, uint16_t* picked) {
+        const int64_t kept = std::min(length, (downK * length + chunk - 1) / chunk);
+        topK(e, length, kept, keys, picked);
+        return kept;
+    });
+}
+
+std::string encodeSparseUpdateOnSupport(const SparseLayout& layout, const float* support, float* residual)
+{
+    return encodeFromResidual(layout, residual, [support](float*, int64_t first, int64_t length, uint16_t* picked) {
+        int64_t kept = 0;
+        for (int64_t i = 0; i < length; ++i)
+            if (support[first + i] != 0.0f)
+                picked[kept++] = uint16_t(i);
+        return kept;
+    });
 }
 
 } // namespace crowdtrain::diloco

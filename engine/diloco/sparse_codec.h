@@ -6,7 +6,7 @@
 // tensors) as indices plus 2-bit codes into a per-tensor table of four
 // float32 values, and subtracts what it sent from e. The round's update
 // goes back as the union of the messages' supports: per chunk a count,
-// indices and int8 values under one float32 scale, applied bit-exactly
+// indices and int8 (or int4) values under one float32 scale, applied bit-exactly
 // (x = float32(q) * s, then one float32 addition, no FMA).
 //
 // Errors: "bad_size" (wrong length), "bad_index" (an index outside its
@@ -35,6 +35,9 @@ struct SparseOptions {
     // The error-feedback decay beta, in [0, 1]. 0.8 ended lowest of 0.6-0.99
     // in bench/RESULTS.md ("Home links, session 14").
     double decay = 0.8;
+    // Bits of each value of the round's update: 8 (int8) or 4 (int4, with
+    // the coordinator's residual carrying what rounding leaves out).
+    int updateBits = 8;
 };
 
 Status checkSparseOptions(const SparseOptions& options);
@@ -122,10 +125,17 @@ Result<PayloadStats> inspectSparse(const SparseLayout& layout, std::string_view 
 
 // --- The round's update --------------------------------------------------
 
-// Encodes the nonzero elements of update (P floats) chunk by chunk, int8
-// under one scale per chunk (s = max|u| / 127); entries that round to 0 are
-// left out. update must be finite.
+// Encodes the nonzero elements of update (P floats) chunk by chunk, as
+// updateBits-bit integers under one scale per chunk (s = max|u| / 127 for
+// 8 bits, / 7 for 4); entries that round to 0 are left out. update must be
+// finite.
 std::string encodeSparseUpdate(const SparseLayout& layout, const float* update);
+// The coordinator's union update with error feedback on its side: the
+// elements of residual where support is nonzero, encoded as
+// encodeSparseUpdate encodes them, and residual <- residual -
+// decoded(update) on those entries; what rounding leaves out goes into a
+// later round that touches the element again. residual must be finite.
+std::string encodeSparseUpdateOnSupport(const SparseLayout& layout, const float* support, float* residual);
 // The coordinator's re-sparsified update (error feedback on its side): per
 // chunk of L elements, the ceil(downK L / C) largest |residual| (ties: the
 // lower index), encoded as encodeSparseUpdate encodes them, and residual <-

@@ -294,8 +294,8 @@ Result<net::JoinReply> ProjectRuntime::join(const std::string& key, const net::J
     reply.chunkBytes = net::kDefaultChunkBytes;
     reply.codec = std::string(diloco::codecName(m_codec));
     if (m_sparseLayout)
-        reply.sparse
-            = net::SparseSettings{uint64_t(m_spec.sparse.chunk), uint64_t(m_spec.sparse.k), m_spec.sparse.decay};
+        reply.sparse = net::SparseSettings{uint64_t(m_spec.sparse.chunk), uint64_t(m_spec.sparse.k),
+            m_spec.sparse.decay, uint64_t(m_spec.sparse.updateBits)};
     const InnerSpec& in = m_spec.inner;
     reply.inner = {uint64_t(in.steps), uint64_t(in.batchSize), uint64_t(m_spec.model.blockSize), in.learningRate,
         in.minLr, uint64_t(in.warmupIters), uint64_t(in.lrDecayIters), in.beta1, in.beta2, in.weightDecay, in.gradClip};

@@ -217,7 +217,8 @@ std::optional<Error> parseTraining(const FieldReader& top, const json& root, Pro
     return std::nullopt;
 }
 
-// "sparse": {"chunk", "k", "decay", "down_k"}, only with "codec": "sparse".
+// "sparse": {"chunk", "k", "decay", "down_k", "update_bits"}, only with
+// "codec": "sparse".
 // Error feedback on the volunteers plays the outer momentum, so
 // outer.momentum defaults to 0 there. outer.lr defaults to 4 with the union
 // update: each coordinate of the average is mostly one volunteer's value
@@ -238,11 +239,14 @@ std::optional<Error> parseSparse(const FieldReader& top, const json& root, Proje
     }
     if (o) {
         const FieldReader r = top.nested("sparse");
-        CT_TRY(r.checkKeys(*o, {"chunk", "k", "decay", "down_k"}));
+        CT_TRY(r.checkKeys(*o, {"chunk", "k", "decay", "down_k", "update_bits"}));
         CT_TRY(r.integer(*o, "chunk", spec.sparse.chunk, 64, 32768));
         CT_TRY(r.integer(*o, "k", spec.sparse.k, 1, 32768));
         CT_TRY(r.number(*o, "decay", spec.sparse.decay, 0.0, 1.0));
         CT_TRY(r.integer(*o, "down_k", spec.sparseDownK, 0, 32768));
+        int64_t updateBits = spec.sparse.updateBits;
+        CT_TRY(r.integer(*o, "update_bits", updateBits, 4, 8));
+        spec.sparse.updateBits = int(updateBits);
         if (Status ok = diloco::checkSparseOptions(spec.sparse); !ok)
             return top.error("sparse", ok.error().message);
         if (spec.sparseDownK > spec.sparse.chunk)

@@ -23,8 +23,7 @@ Status RoundState::createVersionZero(std::vector<float> params, std::optional<do
 {
     m_params = std::move(params);
     m_paramsSha = parametersSha256Hex(m_params);
-    if (keepsResidual())
-        m_residual.assign(std::size_t(m_parameters), 0.0f);
+    m_residual.assign(std::size_t(m_parameters), 0.0f);
     m_version = 0;
     m_lastValLoss = valLoss;
     GlobalState state{0, m_params, {}, {}, {}};
@@ -43,10 +42,9 @@ Result<std::string> RoundState::load()
     m_version = state->version;
     m_params = std::move(state->params);
     m_paramsSha = parametersSha256Hex(m_params);
-    if (keepsResidual())
-        m_residual = state->updateResidual.size() == std::size_t(m_parameters)
-            ? std::move(state->updateResidual)
-            : std::vector<float>(std::size_t(m_parameters), 0.0f);
+    m_residual = state->updateResidual.size() == std::size_t(m_parameters)
+        ? std::move(state->updateResidual)
+        : std::vector<float>(std::size_t(m_parameters), 0.0f);
     if (m_outer->size() > 0 && !state->momentum.empty())
         if (Status s = m_outer->setMomentum(std::move(state->momentum)); !s)
             return s.error();
@@ -123,14 +121,10 @@ Status RoundState::commit(const std::vector<float>& average, Closed& closed, std
     return m_store.commit(state, commit, closed.update);
 }
 
-bool RoundState::keepsResidual() const
-{
-    return !m_sparse || m_spec.sparseDownK > 0;
-}
-
 // u = the outer step on the median-scaled average (plain SGD, or Nesterov
-// when the project asks for momentum); then either the union of u's
-// support, or the top down_k of each chunk of residual + u, the rest kept
+// when the project asks for momentum), added to the residual; then the
+// residual on u's support (the union), or its top down_k of each chunk.
+// What the update leaves out (rounding, or what top-k passes over) stays
 // in the residual for later rounds.
 Status RoundState::sparseUpdate(std::string& update)
 {
@@ -146,13 +140,11 @@ Status RoundState::sparseUpdate(std::string& update)
         for (float& v : u)
             v = minusLr * v;
     }
-    if (m_spec.sparseDownK == 0) {
-        update = diloco::encodeSparseUpdate(m_sparse->layout(), u.data());
-        return Status::success();
-    }
     for (std::size_t i = 0; i < u.size(); ++i)
         m_residual[i] += u[i];
-    update = diloco::encodeSparseUpdateTopK(m_sparse->layout(), m_spec.sparseDownK, m_residual.data());
+    update = m_spec.sparseDownK == 0
+        ? diloco::encodeSparseUpdateOnSupport(m_sparse->layout(), u.data(), m_residual.data())
+        : diloco::encodeSparseUpdateTopK(m_sparse->layout(), m_spec.sparseDownK, m_residual.data());
     return Status::success();
 }
 

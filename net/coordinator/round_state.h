@@ -8,7 +8,7 @@
 // theta_{v+1} = theta_v + decode(u), and one atomic commit. With the
 // sparse codec the round is a diloco::SparseAggregator instead (median-norm
 // scaling; outer SGD, with momentum if the project asks; a sparse update:
-// the top down_k of each chunk of the residual, or the messages' union):
+// the residual on the messages' union, or its top down_k of each chunk):
 // (ProjectStore::commit). Until that commit nothing here changes: a
 // failure, an error or an exception, leaves the round open as it was.
 //
@@ -77,7 +77,6 @@ public:
     Result<Closed> close(int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);
 
 private:
-    bool keepsResidual() const;
     Status sparseUpdate(std::string& update);
     Status commit(const std::vector<float>& average, Closed& closed, std::vector<float>& next, int64_t nowMs,
         uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);

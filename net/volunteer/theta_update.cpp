@@ -33,7 +33,8 @@ Result<diloco::SparseLayout> sparseLayoutOf(const net::JoinReply& join)
             n *= int64_t(d);
         sizes.push_back(n);
     }
-    const diloco::SparseOptions options{int64_t(join.sparse->chunk), int64_t(join.sparse->k), join.sparse->decay};
+    const diloco::SparseOptions options{
+        int64_t(join.sparse->chunk), int64_t(join.sparse->k), join.sparse->decay, int(join.sparse->updateBits)};
     return diloco::SparseLayout::make(std::move(sizes), options);
 }
 

@@ -32,7 +32,7 @@ JoinRequest JoinRequest::read(MapView v)
 
 void SparseSettings::write(MapWriter& w) const
 {
-    w.u64("chunk", chunk).u64("k", k).f64("decay", decay);
+    w.u64("chunk", chunk).u64("k", k).f64("decay", decay).u64("update_bits", updateBits);
 }
 
 SparseSettings SparseSettings::read(MapView v)
@@ -43,6 +43,9 @@ SparseSettings SparseSettings::read(MapView v)
         v.fail("chunk", "must be a power of two");
     s.k = v.u64("k", 1, s.chunk);
     s.decay = v.f64("decay", 0.0, 1.0);
+    s.updateBits = v.has("update_bits") ? v.u64("update_bits", 4, 8) : 8;
+    if (!v.context().failed() && s.updateBits != 4 && s.updateBits != 8)
+        v.fail("update_bits", "must be 4 or 8");
     return s;
 }
 

@@ -41,6 +41,7 @@ struct SparseSettings {
     uint64_t chunk = 0; // a power of two in [64, 32768]
     uint64_t k = 0; // [1, chunk]
     double decay = 0; // [0, 1]
+    uint64_t updateBits = 8; // 4 or 8 (absent on read: 8)
     void write(MapWriter& w) const;
     static SparseSettings read(MapView v);
     bool operator==(const SparseSettings&) const = default;
