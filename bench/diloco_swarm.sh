@@ -26,13 +26,13 @@ batch=8; block=64; layers=2; heads=2; embd=64
 lr=${INNER_LR:-3e-3}; min_lr=3e-4; warmup=20
 decay=${DECAY:-1}   # 1: inner cosine decay to min_lr over the run (both DiLoCo and sync); 0: constant
 # CODEC=sparse: the sparse codec (SPARSE_K of SPARSE_CHUNK, decay SPARSE_DECAY,
-# the update's values UPDATE_BITS wide, default 8),
+# the update's values UPDATE_BITS wide, default 4 as the product's),
 # whose outer step is plain SGD (momentum 0, lr OUTER_LR, default 4 as the
 # product's default for the union update; decay default 0.8 likewise).
 codec=${CODEC:-int8}
 if [ "$codec" = sparse ]; then
     outer_lr=${OUTER_LR:-4.0}; outer_momentum=0
-    codec_json="\"codec\": \"sparse\", \"sparse\": {\"chunk\": ${SPARSE_CHUNK:-4096}, \"k\": ${SPARSE_K:-64}, \"decay\": ${SPARSE_DECAY:-0.8}, \"update_bits\": ${UPDATE_BITS:-8}},"
+    codec_json="\"codec\": \"sparse\", \"sparse\": {\"chunk\": ${SPARSE_CHUNK:-4096}, \"k\": ${SPARSE_K:-64}, \"decay\": ${SPARSE_DECAY:-0.8}, \"update_bits\": ${UPDATE_BITS:-4}},"
 else
     outer_lr=${OUTER_LR:-0.7}; outer_momentum=${OUTER_MOMENTUM:-0.8}
     codec_json="\"codec\": \"$codec\","

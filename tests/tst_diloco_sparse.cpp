@@ -37,9 +37,9 @@ std::vector<float> randomVector(int64_t n, float sigma, uint32_t seed)
     return x;
 }
 
-SparseLayout layoutOf(std::vector<int64_t> sizes, int64_t chunk, int64_t k, double decay = 0.95)
+SparseLayout layoutOf(std::vector<int64_t> sizes, int64_t chunk, int64_t k, double decay = 0.95, int updateBits = 8)
 {
-    auto layout = SparseLayout::make(std::move(sizes), SparseOptions{chunk, k, decay});
+    auto layout = SparseLayout::make(std::move(sizes), SparseOptions{chunk, k, decay, updateBits});
     if (!layout)
         qFatal("layout: %s", layout.error().message.c_str());
     return *layout;

@@ -235,7 +235,7 @@ private slots:
     {
         json spec = goodSpec();
         spec["codec"] = "sparse";
-        spec["sparse"] = {{"chunk", 1024}, {"k", 16}, {"decay", 0.9}, {"update_bits", 4}};
+        spec["sparse"] = {{"chunk", 1024}, {"k", 16}, {"decay", 0.9}, {"update_bits", 8}};
         spec["outer"] = {{"momentum", 0}};
         auto parsed = parseProjectSpec(spec.dump(), m_root / "sparse.json");
         QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.error().message.c_str());
@@ -243,7 +243,7 @@ private slots:
         QCOMPARE(parsed->sparse.chunk, int64_t(1024));
         QCOMPARE(parsed->sparse.k, int64_t(16));
         QCOMPARE(parsed->sparse.decay, 0.9);
-        QCOMPARE(parsed->sparse.updateBits, 4);
+        QCOMPARE(parsed->sparse.updateBits, 8);
         QCOMPARE(parsed->sparseDownK, int64_t(0));
         QCOMPARE(parsed->outer.momentum, 0.0);
         QCOMPARE(parsed->outer.lr, 4.0);
@@ -254,7 +254,7 @@ private slots:
         QCOMPARE(parsed->sparse.chunk, int64_t(4096));
         QCOMPARE(parsed->sparse.k, int64_t(64));
         QCOMPARE(parsed->sparse.decay, 0.8);
-        QCOMPARE(parsed->sparse.updateBits, 8);
+        QCOMPARE(parsed->sparse.updateBits, 4);
         QCOMPARE(parsed->sparseDownK, int64_t(0)); // the union by default
         QCOMPARE(parsed->outer.momentum, 0.0);
         // The coordinator's re-sparsified update allows outer momentum.

@@ -15,7 +15,7 @@
 //    "outer": {"lr": 0.7, "momentum": 0.8, "nesterov": true},
 //    "round": {"token_target": 0, "deadline_seconds": 600, "wrap_up": true},
 //    "codec": "int8",                       or "sparse", with
-//    "sparse": {"chunk": 4096, "k": 64, "decay": 0.8, "down_k": 0, "update_bits": 8},
+//    "sparse": {"chunk": 4096, "k": 64, "decay": 0.8, "down_k": 0, "update_bits": 4},
 //                                         (outer momentum then defaults to 0, lr to 4 with
 //                                          the union update (down_k 0) and to 1 with down_k)
 //    "checkpoints": {"every_rounds": 10, "keep_last": 5, "milestone_every": 100},
