@@ -221,9 +221,10 @@ names = sys.argv[4:]
 rtts = {"cable": 30, "dsl": 50, "fibre": 10, "far": 150}
 if codec == "sparse":
     # k 64 of 4096: 0.01955 bytes per element up (docs/protocol.md §7); the
-    # union update holds at most every volunteer's entries at ~1.9 bytes each.
+    # union update holds at most every volunteer's entries at ~1.3 bytes each
+    # (int4 values, the default update_bits: ~6 bits of index, 4 of value).
     up = math.ceil(0.01955 * P / 2**20)
-    down = math.ceil(len(names) * 0.0156 * P * 1.9 / 2**20)
+    down = math.ceil(len(names) * 0.0156 * P * 1.3 / 2**20)
 else:
     up = down = math.ceil((P + 4 * math.ceil(P / 256)) / 2**20)
 data = math.ceil(2 * H * 16384 / 2**20)
