@@ -218,7 +218,8 @@ Status walkUpdate(const SparseLayout& layout, std::string_view update, bool chec
     const int64_t chunk = layout.chunk();
     const int bits = layout.options().updateBits;
     std::vector<uint16_t> index(static_cast<size_t>(chunk));
-    std::vector<int8_t> narrow(bits == 8 ? 0 : static_cast<size_t>(chunk)); // int4 values, sign-extended
+    std::vector<uint16_t> nibbles(bits == 8 ? 0 : static_cast<size_t>(chunk));
+    std::vector<int8_t> narrow(nibbles.size()); // int4 values, sign-extended
     const auto& sizes = layout.tensorElements();
     const auto& offsets = layout.tensorOffsets();
     for (size_t t = 0; t < sizes.size(); ++t) {
@@ -244,9 +245,9 @@ Status walkUpdate(const SparseLayout& layout, std::string_view update, bool chec
             p += sparseIndexBytes(count, length);
             const auto* q = reinterpret_cast<const int8_t*>(p);
             if (bits != 8) {
-                // Two to a byte, low nibble first: (v ^ 8) - 8 sign-extends.
-                for (int64_t i = 0; i < count; ++i)
-                    narrow[size_t(i)] = int8_t((((p[i >> 1] >> (4 * (i & 1))) & 15) ^ 8) - 8);
+                readField(p, count, bits, nibbles.data());
+                for (int64_t i = 0; i < count; ++i) // (v ^ 8) - 8 sign-extends
+                    narrow[size_t(i)] = int8_t((nibbles[size_t(i)] ^ 8) - 8);
                 q = narrow.data();
             }
             p += packedBytes(count, bits);
