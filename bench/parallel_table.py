@@ -56,7 +56,14 @@ def measure(build, device, steps):
           f"{steps} steps; device {device}, one thread per rank\n")
     print("| layout | ranks | state bytes/rank (peak) | bytes/param | tok/s | comm/step (rank 0) | val loss |")
     print("|---|---|---|---|---|---|---|")
+    gpus = None
+    if device.startswith("cuda"):
+        import torch
+        gpus = torch.cuda.device_count()
     for name, ranks, flags in ROWS:
+        if gpus is not None and ranks > gpus:  # NCCL takes one GPU per rank
+            print(f"| {name} | {ranks} | not run: needs {ranks} GPUs, this machine has {gpus} | | | | |")
+            continue
         command = [os.path.join(build, "bin", "crowdtrain-train"), "--data", data, "--device", device,
                    "--nproc", str(ranks), "--max-iters", str(steps), "--eval-interval", "0", "--eval-iters", "10",
                    "--log-interval", "1000", "--warmup-iters", "2", "--lr-decay-iters", str(steps),

@@ -14,6 +14,9 @@ cpu. Each check prints one row; the exit status is 1 if any failed.
              deterministic)
   parallel   --nproc 2 (Gloo on CPU, NCCL on CUDA with two GPUs; skipped with
              one GPU: NCCL refuses two ranks on one device)
+  gpt2-124m  (GPU only) GPT-2 124M on 16 x 1024 tokens a step, 30 steps:
+             the median step time, which bench/homelink.sh's stand-in assumes
+             (0.16 s on a consumer GPU); loss falls and stays finite
   export     the exported folder loads in transformers' GPT2LMHeadModel (or,
              where transformers is missing, tests/hf_gpt2_reference.py) and
              its argmax agrees with every token crowdtrain-train sample
@@ -85,6 +88,28 @@ def greedy_agrees(export, ids, prompt_length):
     return mismatches, source
 
 
+def gpt2_step(bin_dir, data, device):
+    """GPT-2 124M (--model gpt2) on 16 x 1024-token sequences a step: the
+    step time the home-link bench (bench/homelink.sh) stands a volunteer's
+    GPU in for. The median over the steps after the first five (those pay for
+    the kernels' first launches)."""
+    done = run([os.path.join(bin_dir, "crowdtrain-train"), "--data", data, "--device", device, "--model", "gpt2",
+                "--vocab-size", "50304", "--block-size", "1024", "--batch-size", "16", "--max-iters", "30", "--warmup-iters", "2",
+                "--lr-decay-iters", "30", "--eval-interval", "0", "--eval-iters", "1", "--log-interval", "1",
+                "--learning-rate", "6e-4", "--min-lr", "6e-5"])
+    times = sorted(float(line.rsplit("|", 1)[1].split()[0]) for line in done.stdout.splitlines()
+                   if line.startswith("step ") and int(line.split()[1]) > 5)
+    losses = [float(line.split("|")[1].split()[1]) for line in done.stdout.splitlines() if line.startswith("step ")]
+    if not times:
+        return "gpt2-124m", False, "no step lines"
+    median = times[len(times) // 2]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return ("gpt2-124m", all(math.isfinite(x) for x in losses) and losses[-1] < losses[0],
+            f"device {summary['device']}, 16 x 1024 tokens a step: median {median:.1f} ms over steps 6-30 "
+            f"({16384 / median * 1e3:.0f} tok/s), loss {losses[0]:.3f} -> {losses[-1]:.3f}, "
+            f"host peak RSS {summary['peak_rss_bytes'] / 1e9:.1f} GB")
+
+
 def main():
     if len(sys.argv) != 5:
         print(__doc__, file=sys.stderr)
@@ -125,6 +150,11 @@ def main():
                                 ["--max-iters", "100", "--nproc", "2", "--master-port", "29533"])
             checks.add("parallel", parallel["steps"] == 100 and parallel["final_val_loss"] < math.log(65),
                        f"2 ranks, val loss {parallel['final_val_loss']:.4f} after 100 steps")
+
+        if device == "cpu":
+            checks.add("gpt2-124m", None, "GPU only: one step of 16 x 1024 tokens takes about a minute on a CPU")
+        else:
+            checks.add(*gpt2_step(bin_dir, data, device))
 
         prompt = "ROMEO:"
         text = run([os.path.join(bin_dir, "crowdtrain-train"), "sample", "--checkpoint", export,
