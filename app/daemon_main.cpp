@@ -9,6 +9,7 @@
 //                              one project, no control API (hosts, benchmarks)
 #include "app/args.h"
 #include "app/daemon_options.h"
+#include "core/file_io.h"
 #include "engine/cpu_runtime.h"
 #include "net/control/control_names.h"
 #include "net/control/control_paths.h"
@@ -21,7 +22,11 @@
 #include <csignal>
 #include <ctime>
 #include <fcntl.h>
+#include <filesystem>
+#include <functional>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
 
@@ -180,6 +185,28 @@ int serve(app::Args& args, bool demo)
     return demoFailed ? 1 : 0;
 }
 
+// Rewrites the summary file when the phase or the judged tasks change (not
+// on every inner step), atomically, so a run killed at any point leaves the
+// counts of its last phase.
+std::function<void(const volunteer::AgentSummary&)> summaryWriter(std::filesystem::path file)
+{
+    struct Last {
+        std::mutex mutex;
+        std::string phase;
+        uint64_t tasks = 0;
+    };
+    auto last = std::make_shared<Last>();
+    return [file = std::move(file), last](const volunteer::AgentSummary& summary) {
+        std::lock_guard lock(last->mutex);
+        if (summary.phase == last->phase && summary.tasks == last->tasks)
+            return;
+        last->phase = summary.phase;
+        last->tasks = summary.tasks;
+        if (Status written = core::writeFileAtomic(file, summary.toJson() + "\n"); !written)
+            logLine("cannot write the summary file: " + written.error().message);
+    };
+}
+
 int joinOne(app::Args& args)
 {
     const auto& positionals = args.positionals();
@@ -200,6 +227,8 @@ int joinOne(app::Args& args)
     options.maxRounds = uint64_t(std::max(0LL, args.integer("max-rounds")));
     options.overlap = args.isSet("overlap");
     options.log = logLine;
+    if (args.has("summary-file"))
+        options.published = summaryWriter(args.value("summary-file"));
     StopSignals signals;
     volunteer::VolunteerAgent agent(options);
     signals.onStop([&] { agent.stop(); });

@@ -32,6 +32,10 @@ inline const std::vector<DaemonOption>& daemonOptions()
         {"device", "join ENDPOINT: cpu, cuda, cuda:N or auto", "cpu", false},
         {"max-tasks", "join ENDPOINT: stop after this many submitted tasks (0 = never)", "0", true},
         {"max-rounds", "join ENDPOINT: stop after the model advanced this many versions (0 = never)", "0", true},
+        {"summary-file",
+            "join ENDPOINT: keep the run's summary (JSON) in this file, rewritten at each change of phase, so a killed "
+            "run leaves its counts",
+            "", false},
     };
     return options;
 }

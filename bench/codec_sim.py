@@ -5,7 +5,9 @@ coordinator, real volunteers over ZeroMQ). This file replays the same
 algorithm in one process, in lock step, with the same model, data, inner
 optimizer and schedule, so that codec settings (k, decay, outer rate, the
 coordinator's re-sparsification) can be compared in minutes before the real
-swarm confirms the chosen ones. Run with Debian's /usr/bin/python3 (torch 1.13):
+swarm confirms the chosen ones, and so that a model too big for this
+machine's swarm can be compared on a GPU (--device cuda). Run with Debian's
+/usr/bin/python3 (torch 1.13), or any later PyTorch:
 
     /usr/bin/python3 bench/codec_sim.py --text ../shared/data/tinyshakespeare.txt \
         --codec sparse --k 256 --down-k 256 --outer-lr 1 --outer-momentum 0.9
@@ -84,14 +86,30 @@ def quantise_2bit(values, sizes, mask):
     return out
 
 
-def quantise_int8_chunks(values, mask, chunks):
+def quantise_int8_chunks(values, mask, chunks, bits=8):
+    """Per chunk, the masked values as signed `bits`-bit integers under one scale max / (2^(bits-1) - 1)."""
     out = torch.zeros_like(values)
+    top = 2 ** (bits - 1) - 1
     for start, length in chunks:
         seg = values[start:start + length] * mask[start:start + length]
-        s = seg.abs().max() / 127
+        s = seg.abs().max() / top
         if s > 0:
             out[start:start + length] = torch.round(seg / s) * s
     return out
+
+
+def union_index_bits(mask, chunks):
+    """Elias-Fano index bits of a support (docs/protocol.md §7 "Indices"): per chunk of L with n kept,
+    r = floor(log2(L / n)) low bits each plus a bit vector of n + ((L - 1) >> r) bits; plus a 2-byte count."""
+    sums = torch.cat([torch.zeros(1, dtype=torch.long), mask.to("cpu", torch.long).cumsum(0)])
+    total = 0
+    for start, length in chunks:
+        n = int(sums[start + length] - sums[start])
+        total += 16
+        if n:
+            r = int(math.floor(math.log2(length // n))) if length // n else 0
+            total += n * r + n + ((length - 1) >> r)
+    return total
 
 
 def index_bits(k, chunk, coding):
@@ -113,6 +131,10 @@ def main():
                           ("outer_momentum", 0.0), ("server_decay", 1.0)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=default)
     p.add_argument("--down-values", choices=["int8", "2bit"], default="int8")
+    # The union update's values (no --down-k): 4 or 8 bits, with the coordinator's residual, as the
+    # product's sparse.update_bits; 0 = int8 with no residual (what this file did before session 17).
+    p.add_argument("--update-bits", type=int, choices=[0, 4, 8], default=4)
+    p.add_argument("--device", default="cpu")
     p.add_argument("--index-coding", choices=["fixed", "ef"], default="fixed")
     # Overlap: each volunteer trains round r+1's task while round r closes, so
     # it starts from a guess at theta_{r+1} and its progress is moved onto the
@@ -125,16 +147,20 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
 
     chars, train, val = char_data(a.text)
+    train, val = train.to(dev), val.to(dev)
+    window = torch.arange(a.block, device=dev)
     gen = torch.Generator().manual_seed(a.seed + 1)
     vgen = torch.Generator().manual_seed(7)
     val_starts = [torch.randint(len(val) - a.block, (16,), generator=vgen) for _ in range(a.val_batches)]
 
     def batch(d, starts):
-        return (torch.stack([d[i:i + a.block] for i in starts]), torch.stack([d[i + 1:i + 1 + a.block] for i in starts]))
+        rows = starts.to(dev)[:, None] + window
+        return d[rows], d[rows + 1]
 
-    global_model = GPT(len(chars), a.block, a.layers, a.heads, a.embd)
+    global_model = GPT(len(chars), a.block, a.layers, a.heads, a.embd).to(dev)
     params = list(global_model.parameters())
     sizes = [q.numel() for q in params]
     P = sum(sizes)
@@ -174,19 +200,22 @@ def main():
             loss.backward()
             torch.nn.utils.clip_grad_norm_(global_model.parameters(), 1.0)
             opt.step()
+            if (it + 1) % (10 * a.H) == 0 and it + 1 < steps:
+                print(json.dumps({"round": (it + 1) // a.H, "val": round(evaluate(flat(global_model)), 4),
+                                  "s": round(time.time() - start)}), file=sys.stderr, flush=True)
         print(json.dumps({"sync": True, "val": evaluate(flat(global_model)), "seconds": time.time() - start}))
         return
 
     workers = []
     for _ in range(a.volunteers):
-        m = GPT(len(chars), a.block, a.layers, a.heads, a.embd)
-        workers.append({"model": m, "opt": make_opt(m), "steps": 0, "ef": torch.zeros(P), "start": None})
+        m = GPT(len(chars), a.block, a.layers, a.heads, a.embd).to(dev)
+        workers.append({"model": m, "opt": make_opt(m), "steps": 0, "ef": torch.zeros(P, device=dev), "start": None})
     chunks = tensor_chunks(sizes, a.chunk)
-    momentum = torch.zeros(P)
-    server_ef = torch.zeros(P)
+    momentum = torch.zeros(P, device=dev)
+    server_ef = torch.zeros(P, device=dev)
     up_bytes = down_bytes = 0.0
     history = []
-    last_step = torch.zeros(P)
+    last_step = torch.zeros(P, device=dev)
     for r in range(a.rounds):
         messages = []
         for w in workers:
@@ -214,7 +243,7 @@ def main():
                 up_bytes += 4 * P
             elif a.codec == "int8":
                 w["ef"] += delta
-                q = quantise_int8_chunks(w["ef"], torch.ones(P, dtype=torch.bool), chunks)
+                q = quantise_int8_chunks(w["ef"], torch.ones(P, dtype=torch.bool, device=dev), chunks)
                 w["ef"] -= q
                 messages.append(q)
                 up_bytes += P + 4 * len(chunks)
@@ -246,6 +275,15 @@ def main():
             server_ef -= sent
             kept = int(mask.sum())
             down_bytes += kept * (bits + index_bits(a.down_k, a.chunk, a.index_coding)) / 8 + 4 * len(chunks)
+            step = sent
+        elif a.codec == "sparse" and a.update_bits:
+            # The product's union update: the residual on u's support, int4/int8 per chunk; the
+            # residual keeps what rounding leaves out.
+            support = step != 0
+            server_ef.add_(step)
+            sent = quantise_int8_chunks(server_ef, support, chunks, a.update_bits)
+            server_ef -= sent
+            down_bytes += (int(support.sum()) * a.update_bits + union_index_bits(support, chunks)) / 8 + 4 * len(chunks)
             step = sent
         elif a.codec == "sparse":
             support = int((step != 0).sum())

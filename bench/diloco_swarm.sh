@@ -16,6 +16,10 @@
 # HOSTILE=zeros|noise|flip adds one hostile volunteer (bench_hostile_worker)
 # beside the honest ones; the honest ones are stopped after STALL_SECONDS
 # (default 1200) if the project stalls. bench/attack_swarm.sh uses both.
+# CHURN_SECONDS=N: every N seconds one volunteer (in turn) is SIGKILLed and,
+# CHURN_DOWN_SECONDS (default 5) later, started again on its data folder
+# (its theta on disk, its error-feedback buffer lost); each run of a
+# volunteer keeps its counts in a --summary-file, summed per volunteer.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build/dev}
@@ -71,13 +75,51 @@ if [ -n "${HOSTILE:-}" ]; then
     hostile_pid=$!
 fi
 pids=()
-for i in $(seq "$volunteers"); do
+lives=()
+start_volunteer() { # VOLUNTEER MAX_ROUNDS: its next life, appending to its log
+    local i=$1
+    lives[i]=$(( ${lives[i]:-0} + 1 ))
     timeout "${STALL_SECONDS:-1200}" "$build/bin/crowdtrain-worker" join "$endpoint" bench --server-key "$key" --data "$work/data" \
-        --data-dir "$work/v$i" --name "v$i" --threads 1 --max-rounds "$rounds" ${OVERLAP:+--overlap} \
-        > "$work/v$i.json" 2> "$work/v$i.log" &
-    pids+=($!)
-done
-for pid in "${pids[@]}"; do wait "$pid" || true; done
+        --data-dir "$work/v$i" --name "v$i" --threads 1 --max-rounds "$2" ${OVERLAP:+--overlap} \
+        --summary-file "$work/v$i.life${lives[i]}.summary" > /dev/null 2>> "$work/v$i.log" &
+    pids[i]=$!
+}
+for i in $(seq "$volunteers"); do start_volunteer "$i" "$rounds"; done
+last_round() {
+    /usr/bin/python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT coalesce(max(round), 0) FROM rounds').fetchone()[0])" \
+        "$work/state/bench/ledger.sqlite" 2>/dev/null || echo 0
+}
+kills=0
+if [ -n "${CHURN_SECONDS:-}" ]; then
+    victim=1
+    while sleep "$CHURN_SECONDS"; do
+        now=$(last_round)
+        [ "$now" -ge $((rounds - 2)) ] && break
+        # The volunteer is timeout's child: kill it, not timeout (which would leave it running).
+        pkill -KILL -P "${pids[victim]}" && kills=$((kills + 1))
+        wait "${pids[victim]}" 2>/dev/null || true
+        echo "churn: v$victim killed at round $now" >> "$work/churn.log"
+        sleep "${CHURN_DOWN_SECONDS:-5}"
+        start_volunteer "$victim" $((rounds - $(last_round)))
+        victim=$((victim % volunteers + 1))
+    done
+fi
+for i in $(seq "$volunteers"); do wait "${pids[i]}" || true; done
+# Each volunteer's lives summed into v<i>.json (the form read below).
+/usr/bin/python3 - "$work" "$volunteers" <<'PY'
+import json, sys
+work, volunteers = sys.argv[1], int(sys.argv[2])
+import glob
+for i in range(1, volunteers + 1):
+    total = {}
+    for path in glob.glob(f"{work}/v{i}.life*.summary"):
+        for key, value in json.load(open(path)).items():
+            if isinstance(value, (int, float)) and key not in ("utilisation", "version", "first_task_s"):
+                total[key] = total.get(key, 0) + value
+    total["lives"] = len(glob.glob(f"{work}/v{i}.life*.summary"))
+    open(f"{work}/v{i}.json", "w").write(json.dumps(total) + "\n")
+PY
+[ "$kills" -gt 0 ] && echo "churn: $kills volunteers killed and restarted (every ${CHURN_SECONDS} s, down ${CHURN_DOWN_SECONDS:-5} s)" >&2
 if [ -n "$hostile_pid" ]; then
     kill "$hostile_pid" 2>/dev/null; wait "$hostile_pid" 2>/dev/null || true
     echo "hostile ($HOSTILE): $(tail -n 1 "$work/hostile.json")" >&2

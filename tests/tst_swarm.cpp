@@ -10,6 +10,8 @@
 #include "net/wire/messages.h"
 
 #include <QTemporaryDir>
+#include <fstream>
+#include <sstream>
 
 using namespace crowdtrain;
 using namespace crowdtrain::testing;
@@ -71,6 +73,14 @@ private:
     QProcess m_process;
     QByteArray m_log;
 };
+
+std::string slurp(const std::filesystem::path& file)
+{
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
 
 // A client of our own, to read the project's metrics and ledger.
 class Observer {
@@ -167,11 +177,18 @@ private slots:
         Observer observer(m_context, server);
 
         WorkerProcess w1, w2, victim;
-        w1.start(server, m_data, dir() / "a/w1", "w1", 12);
+        const auto summaryFile
+            = [&](const char* name) { return QString::fromStdString((dir() / "a" / name).string()); };
+        w1.start(server, m_data, dir() / "a/w1", "w1", 12, {QStringLiteral("--summary-file"), summaryFile("w1.json")});
         w2.start(server, m_data, dir() / "a/w2", "w2", 12);
-        victim.start(server, m_data, dir() / "a/victim", "victim", 1000);
+        victim.start(server, m_data, dir() / "a/victim", "victim", 1000,
+            {QStringLiteral("--summary-file"), summaryFile("victim.json")});
         QVERIFY2(observer.waitForVersion(2, 120000), server.stderrText().constData());
         victim.kill(); // SIGKILL, possibly mid-task
+        // A killed run leaves the counts of its last phase behind.
+        const auto killed = nlohmann::json::parse(slurp(dir() / "a/victim.json"), nullptr, false);
+        QVERIFY(!killed.is_discarded());
+        QVERIFY(killed.value("bytes_received", 0) > 0);
         const uint64_t atKill = observer.version();
         QVERIFY2(observer.waitForVersion(atKill + 2, 120000), "rounds stopped after a volunteer was killed");
 
@@ -185,6 +202,11 @@ private slots:
         QVERIFY2(joined.value("accepted", 0) >= 1, joiner.log().right(3000).constData());
         const auto s1 = w1.finish(240000), s2 = w2.finish(240000);
         QVERIFY(!s1.is_null() && !s2.is_null());
+        // A run that ends leaves its final summary in the file, as on stdout.
+        const auto file1 = nlohmann::json::parse(slurp(dir() / "a/w1.json"), nullptr, false);
+        QVERIFY(!file1.is_discarded());
+        for (const char* key : {"tasks", "accepted", "tokens", "bytes_sent", "bytes_received"})
+            QCOMPARE(file1.value(key, uint64_t(0)), s1.value(key, uint64_t(1)));
 
         // The coordinator evaluates each new version after publishing it: the
         // newest row may not have its loss yet.

@@ -286,6 +286,58 @@ private slots:
         QCOMPARE(floatsFromBytes(std::string(8, '\0'), 2)->size(), std::size_t(2));
     }
 
+    // A kill between any two steps of a save leaves a pair that loads: the
+    // old values, or the new ones.
+    void floatFilesSurviveASaveCutShort()
+    {
+        QTemporaryDir dir;
+        const auto file = dirOf(dir) / "theta.f32";
+        const auto next = dirOf(dir) / "next.f32";
+        const std::vector<float> before{1.0f, 2.0f, 3.0f};
+        const std::vector<float> after{4.0f, 5.0f, 6.0f, 7.0f};
+        QVERIFY(saveFloats(next, 13, "abc", after)); // the bytes and description a save of `after` writes
+        const auto pending = file.string() + ".meta.next";
+        auto copy = [](const std::filesystem::path& from, const std::filesystem::path& to) {
+            std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+        };
+
+        // Killed after the new description, before the bytes: the old pair.
+        QVERIFY(saveFloats(file, 12, "abc", before));
+        copy(next.string() + ".meta", pending);
+        auto loaded = loadFloats(file);
+        QVERIFY(loaded && *loaded);
+        QCOMPARE((*loaded)->version, uint64_t(12));
+        QCOMPARE((*loaded)->values, before);
+        QVERIFY(!std::filesystem::exists(pending));
+
+        // Killed after the bytes, before the description's rename: the new pair.
+        copy(next.string() + ".meta", pending);
+        copy(next, file);
+        loaded = loadFloats(file);
+        QVERIFY(loaded && *loaded);
+        QCOMPARE((*loaded)->version, uint64_t(13));
+        QCOMPARE((*loaded)->values, after);
+        QVERIFY(!std::filesystem::exists(pending));
+        QVERIFY(loadFloats(file) && *loadFloats(file)); // the finished pair loads again
+
+        // The first save killed before its rename: no .meta yet, the new pair.
+        removeFloats(file);
+        copy(next.string() + ".meta", pending);
+        copy(next, file);
+        loaded = loadFloats(file);
+        QVERIFY(loaded && *loaded);
+        QCOMPARE((*loaded)->values, after);
+
+        // Bytes that match neither description are still refused.
+        copy(next.string() + ".meta", pending);
+        {
+            std::fstream out(file, std::ios::in | std::ios::out | std::ios::binary);
+            out.seekp(0);
+            out.put('\x7f');
+        }
+        QCOMPARE(loadFloats(file).error().code, std::string("checksum_mismatch"));
+    }
+
     void serverKeyFromTextOrFile()
     {
         QTemporaryDir dir;

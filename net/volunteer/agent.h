@@ -33,6 +33,8 @@
 
 namespace crowdtrain::volunteer {
 
+struct AgentSummary;
+
 struct AgentOptions {
     std::string endpoint; // "tcp://host:port"
     std::string serverKey; // Z85, or "@FILE" / FILE holding it
@@ -55,6 +57,9 @@ struct AgentOptions {
     bool overlap = false;
     std::string clientVersion; // sent at join
     std::function<void(const std::string&)> log; // progress lines; called on run()'s thread
+    // Called with the summary each time it is published (every phase change
+    // and inner step), on the thread that published it: run()'s or training's.
+    std::function<void(const AgentSummary&)> published;
     // Called on the training thread after each inner step with the step's
     // busy time; it may block (a rest the busy-share governor asks for, or a
     // pause: the task's weights, optimizer state and data position stay in

@@ -75,8 +75,12 @@ AgentSummary VolunteerAgent::summary() const
 
 void VolunteerAgent::publish(const AgentSummary& summary)
 {
-    std::lock_guard lock(m_summaryMutex);
-    m_summary = summary;
+    {
+        std::lock_guard lock(m_summaryMutex);
+        m_summary = summary;
+    }
+    if (m_options.published)
+        m_options.published(summary);
 }
 
 AgentLoop::AgentLoop(VolunteerAgent& agent, const AgentOptions& options)

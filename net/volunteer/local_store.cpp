@@ -74,53 +74,116 @@ Result<std::vector<float>> floatsFromBytes(const std::string& bytes, uint64_t el
     return values;
 }
 
+namespace {
+
+// <file>.meta.next: the description of the bytes a save is about to put in
+// place. A save writes it first, then <file>, then renames it over
+// <file>.meta; a load that finds <file> matching .meta.next rather than
+// .meta finishes the interrupted save. Any kill leaves a pair that loads.
+std::filesystem::path pendingMetaFile(const std::filesystem::path& file)
+{
+    std::filesystem::path meta = file;
+    meta += ".meta.next";
+    return meta;
+}
+
+struct FloatsMeta {
+    uint64_t version = 0;
+    uint64_t elements = 0;
+    std::string sha256;
+    std::string manifestSha256;
+};
+
+Result<FloatsMeta> readMeta(const std::filesystem::path& metaPath)
+{
+    auto text = core::readFile(metaPath, kMaxMetaBytes);
+    if (!text)
+        return text.error();
+    std::istringstream meta(*text);
+    std::string header, key;
+    std::getline(meta, header);
+    FloatsMeta m;
+    bool ok = header == kMetaHeader;
+    ok = ok && (meta >> key >> m.version) && key == "version";
+    ok = ok && (meta >> key >> m.elements) && key == "elements";
+    ok = ok && (meta >> key >> m.sha256) && key == "sha256";
+    ok = ok && (meta >> key >> m.manifestSha256) && key == "manifest";
+    if (!ok)
+        return Error::make(net::errc::kMalformed, metaPath.string() + ": not a crowdtrain-floats 1 description");
+    if (m.manifestSha256 == "-")
+        m.manifestSha256.clear();
+    return m;
+}
+
+} // namespace
+
 Status saveFloats(const std::filesystem::path& file, uint64_t version, const std::string& manifestSha256,
     const std::vector<float>& values)
 {
     const std::string_view bytes(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-    if (Status written = core::writeFileAtomic(file, bytes, 0600); !written)
-        return written;
     std::ostringstream meta;
     meta << kMetaHeader << "\nversion " << version << "\nelements " << values.size() << "\nsha256 "
          << net::sha256Hex(bytes) << "\nmanifest " << (manifestSha256.empty() ? "-" : manifestSha256) << "\n";
-    return core::writeFileAtomic(metaFile(file), meta.str(), 0600);
+    const std::filesystem::path pending = pendingMetaFile(file);
+    if (Status written = core::writeFileAtomic(pending, meta.str(), 0600); !written)
+        return written;
+    if (Status written = core::writeFileAtomic(file, bytes, 0600); !written)
+        return written;
+    std::error_code ec;
+    std::filesystem::rename(pending, metaFile(file), ec);
+    if (ec)
+        return Error::make(net::errc::kIoError, "cannot rename " + pending.string() + ": " + ec.message());
+    return core::syncFolder(file.parent_path());
 }
 
 Result<std::optional<StoredFloats>> loadFloats(const std::filesystem::path& file)
 {
     std::error_code ec;
-    if (!std::filesystem::exists(file, ec) || !std::filesystem::exists(metaFile(file), ec))
+    const std::filesystem::path pending = pendingMetaFile(file);
+    const bool hasMeta = std::filesystem::exists(metaFile(file), ec);
+    const bool hasPending = std::filesystem::exists(pending, ec);
+    if (!std::filesystem::exists(file, ec) || (!hasMeta && !hasPending))
         return std::optional<StoredFloats>();
-    auto metaText = core::readFile(metaFile(file), kMaxMetaBytes);
-    if (!metaText)
-        return metaText.error();
-    std::istringstream meta(*metaText);
-    std::string header, key;
-    std::getline(meta, header);
-    StoredFloats stored;
-    uint64_t elements = 0;
-    bool ok = header == kMetaHeader;
-    ok = ok && (meta >> key >> stored.version) && key == "version";
-    ok = ok && (meta >> key >> elements) && key == "elements";
-    ok = ok && (meta >> key >> stored.sha256) && key == "sha256";
-    ok = ok && (meta >> key >> stored.manifestSha256) && key == "manifest";
-    if (!ok)
-        return Error::make(net::errc::kMalformed, metaFile(file).string() + ": not a crowdtrain-floats 1 description");
-    if (stored.manifestSha256 == "-")
-        stored.manifestSha256.clear();
+    // The description to check the bytes against: .meta, else (a first save
+    // cut short) .meta.next.
+    auto meta = readMeta(hasMeta ? metaFile(file) : pending);
+    if (!meta)
+        return meta.error();
     const uint64_t bytes = std::filesystem::file_size(file, ec);
     if (ec)
         return Error::make(net::errc::kIoError, "cannot read " + file.string() + ": " + ec.message());
-    if (elements > (uint64_t(1) << 40) || bytes != elements * sizeof(float))
+    if (bytes % sizeof(float) != 0 || bytes / sizeof(float) > (uint64_t(1) << 40))
         return Error::make(net::errc::kChecksumMismatch,
-            file.string() + " holds " + std::to_string(bytes) + " bytes, its .meta says " + std::to_string(elements)
-                + " float32 values");
-    stored.values.resize(elements);
+            file.string() + " holds " + std::to_string(bytes) + " bytes, not a whole number of float32 values");
+    StoredFloats stored;
+    stored.values.resize(bytes / sizeof(float));
     std::ifstream in(file, std::ios::binary);
     if (!in.read(reinterpret_cast<char*>(stored.values.data()), std::streamsize(bytes)))
         return Error::make(net::errc::kIoError, "cannot read " + file.string());
-    if (floatsSha256(stored.values) != stored.sha256)
+    const std::string sha256 = floatsSha256(stored.values);
+    auto matches = [&](const FloatsMeta& m) { return m.elements == stored.values.size() && m.sha256 == sha256; };
+    if (!matches(*meta) && hasMeta && hasPending) {
+        // Killed between putting the bytes in place and the description.
+        auto next = readMeta(pending);
+        if (next && matches(*next)) {
+            std::filesystem::rename(pending, metaFile(file), ec);
+            meta = std::move(next);
+        }
+    } else if (hasMeta && hasPending) {
+        std::filesystem::remove(pending, ec); // killed before the bytes were replaced
+    } else if (!hasMeta && matches(*meta)) {
+        std::filesystem::rename(pending, metaFile(file), ec); // a first save cut short
+    }
+    if (!matches(*meta)) {
+        if (meta->elements * sizeof(float) != bytes)
+            return Error::make(net::errc::kChecksumMismatch,
+                file.string() + " holds " + std::to_string(bytes) + " bytes, its .meta says "
+                    + std::to_string(meta->elements) + " float32 values");
         return Error::make(net::errc::kChecksumMismatch, file.string() + " does not match the SHA-256 in its .meta");
+    }
+    stored.version = meta->version;
+    stored.manifestSha256 = meta->manifestSha256;
+    stored.sha256 = sha256;
     return std::optional<StoredFloats>(std::move(stored));
 }
 
@@ -128,6 +191,7 @@ void removeFloats(const std::filesystem::path& file)
 {
     std::error_code ec;
     std::filesystem::remove(metaFile(file), ec);
+    std::filesystem::remove(pendingMetaFile(file), ec);
     std::filesystem::remove(file, ec);
 }
 

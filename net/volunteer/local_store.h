@@ -36,10 +36,13 @@ struct StoredFloats {
     std::vector<float> values;
 };
 
-// Writes <file> then <file>.meta (sha256 computed here).
+// Writes <file> and <file>.meta (sha256 computed here) so that a kill at any
+// point leaves the old pair or the new one: the new description goes to
+// <file>.meta.next first and is renamed over .meta once <file> is in place.
 Status saveFloats(const std::filesystem::path& file, uint64_t version, const std::string& manifestSha256,
     const std::vector<float>& values);
-// Reads and verifies a pair; nullopt when either file is absent. Errors:
+// Reads and verifies a pair (finishing a save that was cut short); nullopt
+// when the file or both descriptions are absent. Errors:
 // "malformed" (a bad .meta), "checksum_mismatch" (bytes and .meta disagree),
 // "io_error".
 Result<std::optional<StoredFloats>> loadFloats(const std::filesystem::path& file);
