@@ -11,7 +11,8 @@
 // tensors (N is ignored): the volunteer's encode, then K distinct random
 // well-formed messages (k 64 of 4096) added to a SparseAggregator (each
 // made just before it is added, outside the timing, never all held), the
-// close (median scaling, outer SGD, the sparse update) and its application.
+// close as the coordinator makes it (median scaling, outer SGD, its residual,
+// the int4 union update) and its application.
 #include "engine/diloco/codec.h"
 #include "engine/diloco/sparse_aggregator.h"
 #include "engine/diloco/sparse_codec.h"
@@ -158,24 +159,29 @@ void sparseRound(int64_t submissions)
     }
     std::printf("| coordinator: check + add (median scaling) | %lld | %.2f | %.1f | %.0f |\n",
         static_cast<long long>(submissions), addSeconds, 1e3 * addSeconds / double(submissions), peakRssMiB());
+    // The coordinator's close (net/coordinator/round_state.cpp): the
+    // average, the outer SGD step, its residual and the int4 union update.
     std::string update;
+    std::vector<float> residual(size_t(n), 0.0f);
     const double closeSeconds = secondsOf([&] {
-        auto closed = aggregator.closeRound(1.0);
-        check(closed.ok() ? Status::success() : Status(closed.error()));
-        update = std::move(*closed);
+        auto u = aggregator.average();
+        check(u.ok() ? Status::success() : Status(u.error()));
+        for (float& v : *u)
+            v = -v;
+        update = encodeSparseRoundUpdate(layout, u->data(), 0, residual.data());
     });
-    std::printf("| coordinator: close (average, outer SGD, encode update) | %lld | %.2f | | %.0f |\n",
-        static_cast<long long>(submissions), closeSeconds, peakRssMiB());
+    std::printf("| coordinator: close (average, outer SGD, residual, int%d union update) | %lld | %.2f | | %.0f |\n",
+        layout.options().updateBits, static_cast<long long>(submissions), closeSeconds, peakRssMiB());
     // The same round with the coordinator re-sparsifying (sparse.down_k 64):
     // the update's size no longer grows with the submissions.
     std::string topK;
+    std::fill(residual.begin(), residual.end(), 0.0f);
     const double topKSeconds = secondsOf([&] {
-        auto avg = aggregator.average();
-        check(avg.ok() ? Status::success() : Status(avg.error()));
-        std::vector<float> residual = std::move(*avg);
-        for (float& v : residual)
+        auto u = aggregator.average();
+        check(u.ok() ? Status::success() : Status(u.error()));
+        for (float& v : *u)
             v = -v;
-        topK = encodeSparseUpdateTopK(layout, 64, residual.data());
+        topK = encodeSparseRoundUpdate(layout, u->data(), 64, residual.data());
     });
     std::printf(
         "| coordinator: close with down_k 64 (average, outer SGD, residual, top-k update) | %lld | %.2f | | %.0f |\n",

@@ -331,6 +331,15 @@ std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, fl
     });
 }
 
+std::string encodeSparseRoundUpdate(const SparseLayout& layout, const float* u, int64_t downK, float* residual)
+{
+    const int64_t n = layout.elements();
+    for (int64_t i = 0; i < n; ++i)
+        residual[i] += u[i];
+    return downK == 0 ? encodeSparseUpdateOnSupport(layout, u, residual)
+                      : encodeSparseUpdateTopK(layout, downK, residual);
+}
+
 std::string encodeSparseUpdateOnSupport(const SparseLayout& layout, const float* support, float* residual)
 {
     return encodeFromResidual(layout, residual, [support](float*, int64_t first, int64_t length, uint16_t* picked) {

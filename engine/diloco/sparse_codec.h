@@ -145,6 +145,10 @@ std::string encodeSparseUpdateOnSupport(const SparseLayout& layout, const float*
 // not grow with the number of messages in the round, and what it leaves
 // out goes into a later round. residual must be finite.
 std::string encodeSparseUpdateTopK(const SparseLayout& layout, int64_t downK, float* residual);
+// The coordinator's whole update after its outer step u (P floats):
+// residual += u, then the residual on u's support (downK 0) or its top downK
+// of each chunk, as the two functions above. u and residual must be finite.
+std::string encodeSparseRoundUpdate(const SparseLayout& layout, const float* u, int64_t downK, float* residual);
 // params[i] += float32(q) * s on the update's support: bit-exact.
 Status applySparseUpdate(const SparseLayout& layout, std::string_view update, float* params);
 // out[i] = the decoded update, zero off its support.

@@ -140,11 +140,8 @@ Status RoundState::sparseUpdate(std::string& update)
         for (float& v : u)
             v = minusLr * v;
     }
-    for (std::size_t i = 0; i < u.size(); ++i)
-        m_residual[i] += u[i];
-    update = m_spec.sparseDownK == 0
-        ? diloco::encodeSparseUpdateOnSupport(m_sparse->layout(), u.data(), m_residual.data())
-        : diloco::encodeSparseUpdateTopK(m_sparse->layout(), m_spec.sparseDownK, m_residual.data());
+    update
+        = diloco::encodeSparseRoundUpdate(m_sparse->layout(), u.data(), int64_t(m_spec.sparseDownK), m_residual.data());
     return Status::success();
 }
 
