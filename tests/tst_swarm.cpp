@@ -270,6 +270,19 @@ private slots:
         qInfo("sparse: validation loss round %llu %.3f -> round %llu %.3f", (unsigned long long)rows.front().round,
             *rows.front().valLoss, (unsigned long long)rows.back().round, *rows.back().valLoss);
         QVERIFY(*rows.back().valLoss < *rows.front().valLoss - 0.3);
+
+        // Started again on their folders, both pick up their theta and their
+        // error-feedback buffer (the residual) where they left them.
+        WorkerProcess again1, again2;
+        again1.start(server, m_data, dir() / "s/w1", "w1", 1);
+        again2.start(server, m_data, dir() / "s/w2", "w2", 1);
+        QVERIFY(!again1.finish(240000).is_null() && !again2.finish(240000).is_null());
+        for (WorkerProcess* w : {&again1, &again2}) {
+            const QByteArray log = w->log();
+            QVERIFY2(log.contains("found the residual (error feedback) on disk"), log.left(3000).constData());
+            QVERIFY2(log.contains("found theta version"), log.left(3000).constData());
+            QVERIFY2(!log.contains("ignoring the"), log.left(3000).constData());
+        }
         server.terminate();
     }
 

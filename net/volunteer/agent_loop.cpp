@@ -277,7 +277,7 @@ Status AgentLoop::checkJoin(const net::JoinReply& reply)
     m_model = model;
     m_theta->setModel(model, elements);
     m_runner->configure(model, reply.inner);
-    m_uploader->configure(*codec, elements, std::move(sparse));
+    m_uploader->configure(*codec, elements, reply.manifestSha256, std::move(sparse));
     return Status::success();
 }
 

@@ -25,16 +25,22 @@ Uploader::Uploader(Session& session, const ProjectFolder& folder, Reporter& repo
     , m_alter(std::move(alterPseudoGradient))
 { }
 
-void Uploader::configure(diloco::Codec codec, uint64_t elements, std::optional<diloco::SparseLayout> sparse)
+void Uploader::configure(diloco::Codec codec, uint64_t elements, const std::string& manifestSha256,
+    std::optional<diloco::SparseLayout> sparse)
 {
     m_codec = codec;
     m_sparse = std::move(sparse);
     if (!m_residualLoaded) {
         m_residualLoaded = true;
         auto residual = loadFloats(m_folder.residualFile());
-        if (residual && *residual && (*residual)->manifestSha256 == m_session.joinReply().manifestSha256
-            && (*residual)->values.size() == elements)
+        if (!residual)
+            m_reporter.log("ignoring the residual on disk: %s", residual.error().message.c_str());
+        else if (*residual && (*residual)->manifestSha256 == manifestSha256 && (*residual)->values.size() == elements) {
             m_residual = std::move((*residual)->values);
+            m_reporter.log("found the residual (error feedback) on disk");
+        } else if (*residual) {
+            m_reporter.log("ignoring the residual on disk: it belongs to another model");
+        }
     }
     if (elements != m_elements && m_elements != 0)
         m_residual.clear();

@@ -47,8 +47,10 @@ public:
     // The project's codec and size (from a join), and its layout when the
     // codec is sparse (the residual is then its error-feedback buffer); a
     // changed size forgets the residual. The first call loads the residual
-    // saved by an earlier run.
-    void configure(diloco::Codec codec, uint64_t elements, std::optional<diloco::SparseLayout> sparse = std::nullopt);
+    // saved by an earlier run if it belongs to the same model (manifestSha256
+    // of the join reply being checked: the session holds it only after).
+    void configure(diloco::Codec codec, uint64_t elements, const std::string& manifestSha256,
+        std::optional<diloco::SparseLayout> sparse = std::nullopt);
 
     // Encodes the task's pseudo-gradient and keeps it as the pending
     // submission (the residual is saved first). Errors: "io_error".
