@@ -2,6 +2,7 @@
 
 #include "net/control/control_client.h"
 #include "net/control/control_paths.h"
+#include "net/control/control_protocol.h"
 #include "net/control/event_subscriber.h"
 #include "ui/format.h"
 
@@ -146,36 +147,54 @@ void DaemonLink::retire(QSocketNotifier*& notifier)
 DaemonRequest* DaemonLink::request(const QString& type, const control::Value& body, int timeoutMs)
 {
     auto* job = new DaemonRequest(type, this);
-    QPointer<DaemonRequest> guard(job);
-    auto failLater = [guard](DaemonReply reply) {
-        QTimer::singleShot(0, guard, [guard, reply = std::move(reply)]() mutable {
-            if (guard)
-                guard->finish(std::move(reply));
-        });
+    // The timeout counts from now, waiting for a turn included.
+    connect(job->m_timeout, &QTimer::timeout, this, [this, job, timeoutMs] { timedOut(job, timeoutMs); });
+    job->m_timeout->start(std::max(timeoutMs, 0));
+    if (m_requests.size() >= std::size_t(control::kReplyQueueLength) || !m_waiting.empty())
+        m_waiting.push_back({job, body});
+    else
+        send(job, body, true);
+    return job;
+}
+
+void DaemonLink::send(DaemonRequest* job, const control::Value& body, bool inRequest)
+{
+    // Inside request() the caller has not connected to the job yet: a
+    // failure is reported from the event loop.
+    auto fail = [job, inRequest](DaemonReply reply) {
+        if (!inRequest)
+            return job->finish(std::move(reply));
+        QTimer::singleShot(0, job, [job, reply = std::move(reply)]() mutable { job->finish(std::move(reply)); });
     };
     if (!ensureClient()) {
         DaemonReply reply;
         reply.code = QStringLiteral("no_daemon");
         reply.message = tr("The Crowdtrain service is not running yet.");
-        failLater(std::move(reply));
-        return job;
+        fail(std::move(reply));
+        return;
     }
-    auto sent = m_client->send(type.toStdString(), body);
+    auto sent = m_client->send(job->type().toStdString(), body);
     watchRequests();
     if (!sent) {
-        failLater(failure(sent.error()));
-        return job;
+        fail(failure(sent.error()));
+        return;
     }
     job->m_id = *sent;
     m_requests[job->m_id] = job;
-    connect(job->m_timeout, &QTimer::timeout, this, [this, job, timeoutMs] { timedOut(job, timeoutMs); });
-    job->m_timeout->start(std::max(timeoutMs, 0));
     if (!m_backstop->isActive())
         m_backstop->start();
-    // A send may take the descriptor's edge; look for replies once the
-    // caller has connected to the job.
+    // A send may take the descriptor's edge: look for replies.
     scheduleDrain();
-    return job;
+}
+
+void DaemonLink::sendWaiting()
+{
+    while (!m_waiting.empty() && m_requests.size() < std::size_t(control::kReplyQueueLength)) {
+        Waiting next = std::move(m_waiting.front());
+        m_waiting.pop_front();
+        if (next.job && !next.job->isFinished())
+            send(next.job, next.body, false);
+    }
 }
 
 void DaemonLink::request(const QString& type, const control::Value& body, QObject* context, Handler done, int timeoutMs)
@@ -222,18 +241,21 @@ void DaemonLink::drainReplies()
         }
         job->finish(std::move(reply));
     }
+    sendWaiting();
     if (m_requests.empty())
         m_backstop->stop();
 }
 
 void DaemonLink::timedOut(DaemonRequest* job, int timeoutMs)
 {
-    m_requests.erase(job->id());
-    if (m_requests.empty())
-        m_backstop->stop();
-    if (m_client) {
-        m_client->abandon(job->id());
-        watchRequests();
+    if (job->id() != 0) {
+        m_requests.erase(job->id());
+        if (m_client) {
+            m_client->abandon(job->id());
+            watchRequests();
+        }
+    } else {
+        std::erase_if(m_waiting, [job](const Waiting& w) { return w.job == job; });
     }
     DaemonReply reply;
     reply.code = QStringLiteral("no_daemon");
@@ -241,6 +263,9 @@ void DaemonLink::timedOut(DaemonRequest* job, int timeoutMs)
                         .arg(job->type())
                         .arg(QLocale().toString(timeoutMs / 1000.0, 'g', 3));
     job->finish(std::move(reply));
+    sendWaiting();
+    if (m_requests.empty())
+        m_backstop->stop();
 }
 
 void DaemonLink::connectEvents()

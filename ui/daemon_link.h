@@ -5,7 +5,10 @@
 // thread never waits on it: a request returns a DaemonRequest at once (a
 // job, like QNetworkReply) whose finished() signal brings the reply later;
 // several requests are in flight on one DEALER socket, replies are matched
-// by id, each request has its own timeout. Events come through an
+// by id, each request has its own timeout. At most kReplyQueueLength are
+// sent at a time (the daemon drops replies past a client's queue of that
+// many, docs/protocol.md §12); the rest wait here, in order, and go out as
+// answers come in. Events come through an
 // EventSubscriber; QSocketNotifiers watch both sockets. It also keeps the
 // daemon alive: when no daemon answers it starts one (`crowdtrain-worker
 // run`, beside the app) and says so; when the daemon dies (progress events
@@ -16,6 +19,9 @@
 
 #include "ui/link.h"
 
+#include <QPointer>
+
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -75,14 +81,22 @@ public:
         const QString& type, const control::Value& body = control::Value::map(), int timeoutMs = kDefaultTimeoutMs);
     void request(const QString& type, const control::Value& body, QObject* context, Handler done,
         int timeoutMs = kDefaultTimeoutMs) override;
-    // Requests sent and not yet answered or timed out.
-    int inFlight() const { return int(m_requests.size()); }
+    // Requests not yet answered or timed out: sent, or waiting their turn.
+    int inFlight() const { return int(m_requests.size() + m_waiting.size()); }
+    // Of those, sent to the daemon: at most kReplyQueueLength.
+    int sentInFlight() const { return int(m_requests.size()); }
     // How many daemons this link started (for the status line and tests).
     int daemonsStarted() const { return m_started; }
     const std::filesystem::path& controlDir() const { return m_dir; }
 
 private:
+    struct Waiting {
+        QPointer<DaemonRequest> job;
+        control::Value body;
+    };
     bool ensureClient();
+    void send(DaemonRequest* job, const control::Value& body, bool inRequest);
+    void sendWaiting();
     void watchRequests();
     void retire(QSocketNotifier*& notifier);
     void connectEvents();
@@ -104,6 +118,7 @@ private:
     QTimer* m_watchdog = nullptr;
     QTimer* m_backstop = nullptr; // drains replies while any are awaited
     std::map<uint64_t, DaemonRequest*> m_requests; // by id, in flight
+    std::deque<Waiting> m_waiting; // not sent yet: kReplyQueueLength are in flight
     bool m_drainScheduled = false;
     bool m_pinging = false;
     bool m_attached = false;
