@@ -336,6 +336,12 @@ private slots:
             out.put('\x7f');
         }
         QCOMPARE(loadFloats(file).error().code, std::string("checksum_mismatch"));
+        // A truncated file is refused by its size, before its bytes are read.
+        std::filesystem::resize_file(file, 6);
+        const auto truncated = loadFloats(file);
+        QCOMPARE(truncated.error().code, std::string("checksum_mismatch"));
+        QVERIFY2(
+            truncated.error().message.find("holds 6 bytes") != std::string::npos, truncated.error().message.c_str());
     }
 
     void serverKeyFromTextOrFile()

@@ -145,42 +145,43 @@ Result<std::optional<StoredFloats>> loadFloats(const std::filesystem::path& file
     if (!std::filesystem::exists(file, ec) || (!hasMeta && !hasPending))
         return std::optional<StoredFloats>();
     // The description to check the bytes against: .meta, else (a first save
-    // cut short) .meta.next.
+    // cut short) .meta.next; and .meta.next beside .meta, for a save killed
+    // between putting the bytes in place and renaming it.
     auto meta = readMeta(hasMeta ? metaFile(file) : pending);
     if (!meta)
         return meta.error();
+    std::optional<FloatsMeta> next;
+    if (hasMeta && hasPending)
+        if (auto read = readMeta(pending))
+            next = std::move(*read);
     const uint64_t bytes = std::filesystem::file_size(file, ec);
     if (ec)
         return Error::make(net::errc::kIoError, "cannot read " + file.string() + ": " + ec.message());
-    if (bytes % sizeof(float) != 0 || bytes / sizeof(float) > (uint64_t(1) << 40))
+    auto sized = [bytes](const FloatsMeta& m) {
+        return m.elements <= (uint64_t(1) << 40) && m.elements * sizeof(float) == bytes;
+    };
+    // A size neither description has fails before the bytes are read.
+    if (!sized(*meta) && !(next && sized(*next)))
         return Error::make(net::errc::kChecksumMismatch,
-            file.string() + " holds " + std::to_string(bytes) + " bytes, not a whole number of float32 values");
+            file.string() + " holds " + std::to_string(bytes) + " bytes, its .meta says "
+                + std::to_string(meta->elements) + " float32 values");
     StoredFloats stored;
     stored.values.resize(bytes / sizeof(float));
     std::ifstream in(file, std::ios::binary);
     if (!in.read(reinterpret_cast<char*>(stored.values.data()), std::streamsize(bytes)))
         return Error::make(net::errc::kIoError, "cannot read " + file.string());
     const std::string sha256 = floatsSha256(stored.values);
-    auto matches = [&](const FloatsMeta& m) { return m.elements == stored.values.size() && m.sha256 == sha256; };
-    if (!matches(*meta) && hasMeta && hasPending) {
-        // Killed between putting the bytes in place and the description.
-        auto next = readMeta(pending);
-        if (next && matches(*next)) {
-            std::filesystem::rename(pending, metaFile(file), ec);
-            meta = std::move(next);
-        }
-    } else if (hasMeta && hasPending) {
+    auto matches = [&](const FloatsMeta& m) { return sized(m) && m.sha256 == sha256; };
+    if (!matches(*meta) && next && matches(*next)) {
+        std::filesystem::rename(pending, metaFile(file), ec); // finish the save
+        meta = std::move(*next);
+    } else if (next && matches(*meta)) {
         std::filesystem::remove(pending, ec); // killed before the bytes were replaced
     } else if (!hasMeta && matches(*meta)) {
         std::filesystem::rename(pending, metaFile(file), ec); // a first save cut short
     }
-    if (!matches(*meta)) {
-        if (meta->elements * sizeof(float) != bytes)
-            return Error::make(net::errc::kChecksumMismatch,
-                file.string() + " holds " + std::to_string(bytes) + " bytes, its .meta says "
-                    + std::to_string(meta->elements) + " float32 values");
+    if (!matches(*meta))
         return Error::make(net::errc::kChecksumMismatch, file.string() + " does not match the SHA-256 in its .meta");
-    }
     stored.version = meta->version;
     stored.manifestSha256 = meta->manifestSha256;
     stored.sha256 = sha256;
