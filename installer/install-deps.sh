@@ -30,6 +30,8 @@ packages=(
     libopenblas0-pthread
     # Networking, serialisation, storage.
     libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libssl-dev libsodium-dev
+    # The peer-to-peer swarm for checkpoints and model state (net/swarm).
+    libtorrent-rasterbar-dev
     # JSON (encoder.json, config.json, safetensors headers); header-only.
     nlohmann-json3-dev
     # The programs' command-line parser (app/args.cpp); header-only.

@@ -1,0 +1,336 @@
+#include "net/swarm/swarm_session.h"
+
+#include "net/wire/error_codes.h"
+
+#include <libtorrent/add_torrent_params.hpp>
+#include <libtorrent/address.hpp>
+#include <libtorrent/alert_types.hpp>
+#include <libtorrent/ip_filter.hpp>
+#include <libtorrent/session.hpp>
+#include <libtorrent/session_params.hpp>
+#include <libtorrent/settings_pack.hpp>
+#include <libtorrent/torrent_handle.hpp>
+#include <libtorrent/torrent_info.hpp>
+#include <libtorrent/torrent_status.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace crowdtrain::swarm {
+
+namespace {
+
+int rateSetting(uint64_t bytesPerSecond)
+{
+    return int(std::min<uint64_t>(bytesPerSecond, uint64_t(INT_MAX)));
+}
+
+std::string keyOf(const lt::torrent_handle& handle)
+{
+    const lt::sha1_hash v1 = handle.info_hashes().v1;
+    return hexOf(std::string_view(v1.data(), v1.size()));
+}
+
+std::string listenInterface(const SwarmSettings& settings)
+{
+    const std::string& address = settings.listenAddress;
+    const bool v6 = address.find(':') != std::string::npos && address.front() != '[';
+    return (v6 ? "[" + address + "]" : address) + ":" + std::to_string(settings.listenPort);
+}
+
+lt::settings_pack packFor(const SwarmSettings& settings)
+{
+    lt::settings_pack pack;
+    pack.set_str(lt::settings_pack::listen_interfaces, listenInterface(settings));
+    pack.set_str(lt::settings_pack::user_agent, "crowdtrain");
+    pack.set_bool(lt::settings_pack::enable_dht, false);
+    pack.set_bool(lt::settings_pack::enable_lsd, false);
+    pack.set_bool(lt::settings_pack::enable_upnp, false);
+    pack.set_bool(lt::settings_pack::enable_natpmp, false);
+    // Volunteers behind one NAT (and every test on loopback) share an address.
+    pack.set_bool(lt::settings_pack::allow_multiple_connections_per_ip, true);
+    pack.set_int(lt::settings_pack::connections_limit, std::max(settings.maxConnections, 2));
+    pack.set_int(lt::settings_pack::upload_rate_limit, rateSetting(settings.uploadBytesPerSecond));
+    pack.set_int(lt::settings_pack::download_rate_limit, rateSetting(settings.downloadBytesPerSecond));
+    pack.set_int(lt::settings_pack::alert_mask,
+        int(lt::alert_category::error | lt::alert_category::status | lt::alert_category::peer));
+    return pack;
+}
+
+// Every address in the global peer class, so the session's rate limits
+// hold for loopback and LAN peers too.
+lt::ip_filter everyPeerLimited()
+{
+    lt::ip_filter filter;
+    const auto global = 1u << static_cast<std::uint32_t>(lt::session::global_peer_class_id);
+    filter.add_rule(lt::make_address("0.0.0.0"), lt::make_address("255.255.255.255"), global);
+    filter.add_rule(lt::make_address("::"), lt::make_address("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"), global);
+    return filter;
+}
+
+} // namespace
+
+bool isIpAddress(const std::string& host)
+{
+    lt::error_code ec;
+    lt::make_address(host, ec);
+    return !ec;
+}
+
+struct SwarmSession::State {
+    struct Entry {
+        lt::torrent_handle handle;
+        uint64_t hashFailures = 0;
+        uint64_t bannedPeers = 0;
+        std::string error;
+    };
+
+    std::unique_ptr<lt::session> session;
+    mutable std::mutex mutex;
+    std::map<std::string, Entry> torrents;
+    uint64_t removedUploaded = 0;
+    uint64_t removedDownloaded = 0;
+    std::atomic<bool> stopping{false};
+    std::thread alertThread;
+
+    // The entry of an alert's torrent; null when it was removed since (its
+    // handle is then invalid, and libtorrent throws on asking it).
+    Entry* find(const lt::torrent_handle& handle)
+    {
+        try {
+            auto it = torrents.find(keyOf(handle));
+            return it == torrents.end() ? nullptr : &it->second;
+        } catch (const std::exception&) {
+            return nullptr;
+        }
+    }
+
+    void readAlerts()
+    {
+        std::vector<lt::alert*> alerts;
+        while (!stopping.load()) {
+            session->wait_for_alert(std::chrono::milliseconds(200));
+            session->pop_alerts(&alerts);
+            std::lock_guard lock(mutex);
+            for (lt::alert* alert : alerts) {
+                // alert_cast matches the exact type only, so each is asked for by name.
+                if (const auto* failed = lt::alert_cast<lt::hash_failed_alert>(alert)) {
+                    if (Entry* entry = find(failed->handle))
+                        ++entry->hashFailures;
+                } else if (const auto* ban = lt::alert_cast<lt::peer_ban_alert>(alert)) {
+                    if (Entry* entry = find(ban->handle))
+                        ++entry->bannedPeers;
+                } else if (const auto* error = lt::alert_cast<lt::torrent_error_alert>(alert)) {
+                    if (Entry* entry = find(error->handle))
+                        entry->error = error->error.message() + " (" + error->filename() + ")";
+                }
+            }
+        }
+    }
+};
+
+Result<std::unique_ptr<SwarmSession>> SwarmSession::start(const SwarmSettings& settings)
+{
+    if (!isIpAddress(settings.listenAddress))
+        return Error::make(
+            net::errc::kInvalidArgument, "listen address " + settings.listenAddress + " is not an IP address");
+    auto state = std::make_unique<State>();
+    try {
+        lt::session_params params(packFor(settings));
+        state->session = std::make_unique<lt::session>(std::move(params));
+        state->session->set_peer_class_filter(everyPeerLimited());
+    } catch (const std::exception& e) {
+        return Error::make(net::errc::kIoError, std::string("cannot start the BitTorrent session: ") + e.what());
+    }
+    // Wait for the TCP listen socket's verdict.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::vector<lt::alert*> alerts;
+    std::optional<Error> failure;
+    while (!state->session->is_listening() && !failure && std::chrono::steady_clock::now() < deadline) {
+        state->session->wait_for_alert(std::chrono::milliseconds(100));
+        state->session->pop_alerts(&alerts);
+        for (lt::alert* alert : alerts)
+            if (const auto* failed = lt::alert_cast<lt::listen_failed_alert>(alert);
+                failed && failed->socket_type == lt::socket_type_t::tcp)
+                failure = Error::make(failed->error == boost::system::errc::address_in_use ? net::errc::kAddressInUse
+                                                                                           : net::errc::kIoError,
+                    "cannot listen on " + listenInterface(settings) + ": " + failed->error.message());
+    }
+    if (failure)
+        return *failure;
+    if (!state->session->is_listening())
+        return Error::make(
+            net::errc::kIoError, "the BitTorrent session did not listen on " + listenInterface(settings));
+    State* raw = state.get();
+    state->alertThread = std::thread([raw] { raw->readAlerts(); });
+    return std::unique_ptr<SwarmSession>(new SwarmSession(std::move(state)));
+}
+
+SwarmSession::SwarmSession(std::unique_ptr<State> state)
+    : m_state(std::move(state))
+{ }
+
+SwarmSession::~SwarmSession()
+{
+    m_state->stopping = true;
+    if (m_state->alertThread.joinable())
+        m_state->alertThread.join();
+    // lt::session's destructor closes connections and waits for its threads.
+    m_state->session.reset();
+}
+
+uint16_t SwarmSession::listenPort() const
+{
+    return m_state->session->listen_port();
+}
+
+void SwarmSession::setRates(uint64_t uploadBytesPerSecond, uint64_t downloadBytesPerSecond)
+{
+    lt::settings_pack pack;
+    pack.set_int(lt::settings_pack::upload_rate_limit, rateSetting(uploadBytesPerSecond));
+    pack.set_int(lt::settings_pack::download_rate_limit, rateSetting(downloadBytesPerSecond));
+    m_state->session->apply_settings(std::move(pack));
+}
+
+Status SwarmSession::seed(const TorrentFile& torrent, const std::filesystem::path& dir, bool superSeed)
+{
+    return add(torrent, dir, true, superSeed);
+}
+
+Status SwarmSession::download(const TorrentFile& torrent, const std::filesystem::path& dir)
+{
+    return add(torrent, dir, false, false);
+}
+
+Status SwarmSession::add(const TorrentFile& torrent, const std::filesystem::path& dir, bool seed, bool superSeed)
+{
+    {
+        std::lock_guard lock(m_state->mutex);
+        if (m_state->torrents.count(torrent.infoHash))
+            return Status::success();
+    }
+    lt::add_torrent_params params;
+    lt::error_code ec;
+    params.ti = std::make_shared<lt::torrent_info>(
+        lt::span<const char>(torrent.bytes.data(), long(torrent.bytes.size())), ec, lt::from_span);
+    if (ec)
+        return Error::make(net::errc::kMalformed, "not a torrent: " + ec.message());
+    params.save_path = dir.string();
+    // Every torrent here runs: libtorrent's queue (a few active at a time)
+    // would leave a coordinator's older checkpoints unseeded.
+    params.flags &= ~(lt::torrent_flags::auto_managed | lt::torrent_flags::paused);
+    if (seed)
+        params.flags |= lt::torrent_flags::seed_mode;
+    if (superSeed)
+        params.flags |= lt::torrent_flags::super_seeding;
+    std::lock_guard lock(m_state->mutex);
+    lt::torrent_handle handle = m_state->session->add_torrent(std::move(params), ec);
+    if (ec)
+        return Error::make(net::errc::kIoError, "cannot add the torrent of " + torrent.fileName + ": " + ec.message());
+    m_state->torrents[torrent.infoHash].handle = handle;
+    return Status::success();
+}
+
+void SwarmSession::addPeers(const std::string& infoHash, const std::vector<PeerEndpoint>& peers)
+{
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->torrents.find(infoHash);
+    if (it == m_state->torrents.end())
+        return;
+    for (const PeerEndpoint& peer : peers) {
+        lt::error_code ec;
+        const lt::address address = lt::make_address(peer.host, ec);
+        if (!ec && peer.port != 0)
+            it->second.handle.connect_peer(lt::tcp::endpoint(address, peer.port));
+    }
+}
+
+void SwarmSession::remove(const std::string& infoHash)
+{
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->torrents.find(infoHash);
+    if (it == m_state->torrents.end())
+        return;
+    const lt::torrent_status status = it->second.handle.status();
+    m_state->removedUploaded += uint64_t(status.total_payload_upload);
+    m_state->removedDownloaded += uint64_t(status.total_payload_download);
+    m_state->session->remove_torrent(it->second.handle);
+    m_state->torrents.erase(it);
+}
+
+void SwarmSession::pause(const std::string& infoHash, bool paused)
+{
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->torrents.find(infoHash);
+    if (it == m_state->torrents.end())
+        return;
+    if (paused)
+        it->second.handle.pause();
+    else
+        it->second.handle.resume();
+}
+
+bool SwarmSession::has(const std::string& infoHash) const
+{
+    std::lock_guard lock(m_state->mutex);
+    return m_state->torrents.count(infoHash) > 0;
+}
+
+std::vector<std::string> SwarmSession::torrents() const
+{
+    std::lock_guard lock(m_state->mutex);
+    std::vector<std::string> keys;
+    for (const auto& [key, entry] : m_state->torrents)
+        keys.push_back(key);
+    return keys;
+}
+
+std::optional<TorrentProgress> SwarmSession::progress(const std::string& infoHash) const
+{
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->torrents.find(infoHash);
+    if (it == m_state->torrents.end())
+        return std::nullopt;
+    const lt::torrent_status status = it->second.handle.status();
+    TorrentProgress progress;
+    progress.fileBytes = uint64_t(std::max<int64_t>(status.total_wanted, 0));
+    progress.doneBytes = uint64_t(std::max<int64_t>(status.total_wanted_done, 0));
+    progress.downloadedPayload = uint64_t(status.total_payload_download);
+    progress.uploadedPayload = uint64_t(status.total_payload_upload);
+    progress.downloadRate = uint64_t(std::max(status.download_payload_rate, 0));
+    progress.uploadRate = uint64_t(std::max(status.upload_payload_rate, 0));
+    progress.peers = status.num_peers;
+    progress.seeds = status.num_seeds;
+    progress.complete
+        = status.is_seeding || (status.total_wanted > 0 && status.total_wanted_done == status.total_wanted);
+    progress.seeding = status.is_seeding;
+    progress.hashFailures = it->second.hashFailures;
+    progress.bannedPeers = it->second.bannedPeers;
+    progress.error = status.errc ? status.errc.message() : it->second.error;
+    return progress;
+}
+
+uint64_t SwarmSession::totalUploaded() const
+{
+    std::lock_guard lock(m_state->mutex);
+    uint64_t total = m_state->removedUploaded;
+    for (const auto& [key, entry] : m_state->torrents)
+        total += uint64_t(entry.handle.status().total_payload_upload);
+    return total;
+}
+
+uint64_t SwarmSession::totalDownloaded() const
+{
+    std::lock_guard lock(m_state->mutex);
+    uint64_t total = m_state->removedDownloaded;
+    for (const auto& [key, entry] : m_state->torrents)
+        total += uint64_t(entry.handle.status().total_payload_download);
+    return total;
+}
+
+} // namespace crowdtrain::swarm
