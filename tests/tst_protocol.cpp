@@ -14,17 +14,20 @@ using namespace crowdtrain::net;
 namespace {
 
 const std::string kSha(64, 'a');
+const std::string kInfoHash(40, 'b');
 const std::string kKey = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
 
 ProjectInfo sampleProject()
 {
     return {"tiny-shakespeare", "Characters of Shakespeare", {2, 2, 32, 32, 65}, "int8", 12, 11, 123456, 3, 1.75, 27904,
-        1000000, "CC-BY-4.0", "participants", 10, {{"tokenizer.json", 1234, kSha, "tokenizer/tokenizer.json"}}};
+        1000000, "CC-BY-4.0", "participants", 10, {{"tokenizer.json", 1234, kSha, "tokenizer/tokenizer.json", std::nullopt}}};
 }
 
 CheckpointInfo sampleCheckpoint()
 {
-    return {40, 40, 999, 1.5, 1700000000000, {{"model.safetensors", 4096, kSha, "checkpoint/40/model.safetensors"}}};
+    const TorrentRef torrent{kInfoHash, kSha, "magnet:?xt=urn:btih:" + kInfoHash,
+        "torrent/checkpoint/round-40/model.safetensors"};
+    return {40, 40, 999, 1.5, 1700000000000, {{"model.safetensors", 4096, kSha, "checkpoint/40/model.safetensors", torrent}}};
 }
 
 JoinReply sampleJoin()
@@ -278,12 +281,15 @@ private slots:
         QCOMPARE(chunkCountFor(0, 10), uint64_t(0));
         QCOMPARE(chunkCountFor(10, 10), uint64_t(1));
         QCOMPARE(chunkCountFor(11, 10), uint64_t(2));
+        checkMessage(SwarmPeersRequest{"tiny-shakespeare", kInfoHash, 6881, false}, true);
+        checkMessage(SwarmPeersReply{{{"", 6881, true}, {"192.0.2.7", 51413, false}}}, false);
     }
 
     void statistics()
     {
         checkMessage(ListCheckpointsRequest{"tiny-shakespeare"}, true);
-        checkMessage(ListCheckpointsReply{{sampleCheckpoint()}}, false, {"body.checkpoints[0].val_loss"});
+        checkMessage(ListCheckpointsReply{{sampleCheckpoint()}}, false,
+            {"body.checkpoints[0].val_loss", "body.checkpoints[0].files[0].torrent"});
         checkMessage(MetricsRequest{"tiny-shakespeare", 5, 100}, true);
         checkMessage(MetricsReply{{{6, 1000, 2.0, 2.1, 4, 1700000000000}}}, false,
             {"body.rows[0].train_loss", "body.rows[0].val_loss"});
@@ -405,6 +411,14 @@ private slots:
         row("empty upload chunk", encodeRequest(UploadChunkRequest{"tiny", "s", 1, 0, ""}, 1), "body.data");
         row("public key not Z85", encodeReply(LeaderboardReply{{{"Ada", std::string(40, '~'), 1, 1, 0, 1}}}, 1),
             "body.rows[0].public_key");
+        row("info-hash in capitals",
+            encodeRequest(SwarmPeersRequest{"tiny", "ABCDEF0123456789ABCDEF0123456789ABCDEF01", 1, false}, 1),
+            "body.info_hash");
+        row("info-hash too short", encodeRequest(SwarmPeersRequest{"tiny", "abcdef", 1, false}, 1), "body.info_hash");
+        row("swarm peer on port 0", encodeReply(SwarmPeersReply{{{"192.0.2.7", 0, false}}}, 1), "body.peers[0].port");
+        row("swarm peers over the cap",
+            encodeReply(SwarmPeersReply{std::vector<SwarmPeer>(kMaxSwarmPeers + 1, {"192.0.2.7", 1, false})}, 1),
+            "body.peers");
         FileInfo file = sampleCheckpoint().files[0];
         file.name = "../../etc/passwd";
         row("file name with folders", encodeReply(ListCheckpointsReply{{{1, 1, 1, {}, 1, {file}}}}, 1),
@@ -474,6 +488,10 @@ private slots:
             take(decodeBody<GetUpdateReply>(*envelope));
         else if (type == "heartbeat")
             take(decodeBody<HeartbeatReply>(*envelope));
+        else if (type == "swarm_peers" && envelope->body->via.map.size == 4)
+            take(decodeBody<SwarmPeersRequest>(*envelope));
+        else if (type == "swarm_peers")
+            take(decodeBody<SwarmPeersReply>(*envelope));
         else
             QFAIL(type.c_str());
         QCOMPARE(QString::fromStdString(error.code), QStringLiteral("malformed"));

@@ -27,7 +27,7 @@ net::CheckpointInfo wireCheckpoint(const CheckpointInfo& c)
     wire.valLoss = c.valLoss;
     wire.createdMs = uint64_t(c.createdMs);
     for (const CheckpointFile& f : c.files)
-        wire.files.push_back({f.name, f.bytes, f.sha256, checkpointResourceName(c.round, f.name)});
+        wire.files.push_back({f.name, f.bytes, f.sha256, checkpointResourceName(c.round, f.name), std::nullopt});
     return wire;
 }
 

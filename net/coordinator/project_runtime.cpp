@@ -273,7 +273,7 @@ Status ProjectRuntime::publishTokenizer()
         auto description = m_resources.describe(name);
         if (!description)
             return description.error();
-        m_tokenizerFiles.push_back({file.filename().string(), description->bytes, description->sha256, name});
+        m_tokenizerFiles.push_back({file.filename().string(), description->bytes, description->sha256, name, std::nullopt});
     }
     return Status::success();
 }

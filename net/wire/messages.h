@@ -29,7 +29,7 @@ template <typename... M> struct MessageList {
 // isEventType; tst_protocol checks every message against them).
 using RequestMessages = MessageList<ListProjectsRequest, JoinRequest, HeartbeatRequest, LeaveRequest, GetTaskRequest,
     UploadChunkRequest, SubmitRequest, GetUpdateRequest, DescribeRequest, FetchRequest, ListCheckpointsRequest,
-    MetricsRequest, LeaderboardRequest, MyStatsRequest>;
+    MetricsRequest, LeaderboardRequest, MyStatsRequest, SwarmPeersRequest>;
 using EventMessages = MessageList<RoundClosedEvent, CheckpointPublishedEvent, RoundWrapUpEvent, VersionPublishedEvent>;
 
 } // namespace crowdtrain::net

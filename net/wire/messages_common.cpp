@@ -199,9 +199,28 @@ Task Task::read(MapView v)
     return t;
 }
 
+void TorrentRef::write(MapWriter& w) const
+{
+    w.str("info_hash", infoHash).str("info_hash_v2", infoHashV2).str("magnet", magnet).str("resource", resource);
+}
+
+TorrentRef TorrentRef::read(MapView v)
+{
+    TorrentRef t;
+    t.infoHash = v.str("info_hash", {40, 40});
+    if (!v.context().failed() && !isInfoHashHex(t.infoHash))
+        v.fail("info_hash", "expected 40 lowercase hex digits");
+    t.infoHashV2 = v.sha256Hex("info_hash_v2");
+    t.magnet = v.str("magnet", {kMaxMagnetChars});
+    t.resource = v.str("resource", {kMaxResourceNameChars});
+    return t;
+}
+
 void FileInfo::write(MapWriter& w) const
 {
     w.str("name", name).u64("bytes", bytes).str("sha256", sha256).str("resource", resource);
+    if (torrent)
+        w.map("torrent", mapOf(*torrent));
 }
 
 FileInfo FileInfo::read(MapView v)
@@ -213,6 +232,8 @@ FileInfo FileInfo::read(MapView v)
     f.bytes = v.u64("bytes", 0, kMaxResourceBytes);
     f.sha256 = v.sha256Hex("sha256");
     f.resource = v.str("resource", {kMaxResourceNameChars});
+    if (!v.context().failed() && v.has("torrent"))
+        f.torrent = TorrentRef::read(v.map("torrent"));
     return f;
 }
 

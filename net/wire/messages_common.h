@@ -56,11 +56,24 @@ struct ModelConfig {
     bool operator==(const ModelConfig&) const = default;
 };
 
+// A published file's torrent (net/swarm): fetch `resource` (the .torrent's
+// bytes) and join the swarm of `infoHash`; `swarm_peers` says who holds it.
+struct TorrentRef {
+    std::string infoHash; // v1 info-hash, 40 lowercase hex digits
+    std::string infoHashV2; // v2 info-hash, 64 lowercase hex digits
+    std::string magnet; // the same as a magnet link
+    std::string resource; // "torrent/<the file's resource>"
+    void write(MapWriter& w) const;
+    static TorrentRef read(MapView v);
+    bool operator==(const TorrentRef&) const = default;
+};
+
 struct FileInfo {
     std::string name; // file name, no folders
     uint64_t bytes = 0;
     std::string sha256;
     std::string resource; // resource name for describe/fetch
+    std::optional<TorrentRef> torrent; // when the hub seeds it (large files)
 
     void write(MapWriter& w) const;
     static FileInfo read(MapView v);

@@ -86,4 +86,47 @@ FetchReply FetchReply::read(MapView v)
     return r;
 }
 
+void SwarmPeersRequest::write(MapWriter& w) const
+{
+    w.str("project", project).str("info_hash", infoHash).u64("port", port).boolean("seeding", seeding);
+}
+
+SwarmPeersRequest SwarmPeersRequest::read(MapView v)
+{
+    SwarmPeersRequest r;
+    r.project = v.projectName("project");
+    r.infoHash = v.str("info_hash", {40, 40});
+    if (!v.context().failed() && !isInfoHashHex(r.infoHash))
+        v.fail("info_hash", "expected 40 lowercase hex digits");
+    r.port = v.u64("port", 0, 65535);
+    r.seeding = v.boolean("seeding");
+    return r;
+}
+
+void SwarmPeer::write(MapWriter& w) const
+{
+    w.str("host", host).u64("port", port).boolean("seeding", seeding);
+}
+
+SwarmPeer SwarmPeer::read(MapView v)
+{
+    SwarmPeer p;
+    p.host = v.str("host", {kMaxPeerHostChars, 0});
+    p.port = v.u64("port", 1, 65535);
+    p.seeding = v.boolean("seeding");
+    return p;
+}
+
+void SwarmPeersReply::write(MapWriter& w) const
+{
+    w.array("peers", arrayOf(peers));
+}
+
+SwarmPeersReply SwarmPeersReply::read(MapView v)
+{
+    SwarmPeersReply r;
+    r.peers = readAll<SwarmPeer>(v, "peers", kMaxSwarmPeers);
+    return r;
+}
+
 } // namespace crowdtrain::net

@@ -56,4 +56,34 @@ struct FetchReply {
     bool operator==(const FetchReply&) const = default;
 };
 
+// Who holds a torrent's file (docs/protocol.md, "Swarm"): the asker says
+// where its BitTorrent session listens; the reply lists peers to dial.
+struct SwarmPeersRequest {
+    static constexpr std::string_view kType = "swarm_peers";
+    std::string project;
+    std::string infoHash; // v1, 40 lowercase hex digits
+    uint64_t port = 0; // the asker's listening port, 0: it takes no connections
+    bool seeding = false; // the asker has the whole file
+    void write(MapWriter& w) const;
+    static SwarmPeersRequest read(MapView v);
+    bool operator==(const SwarmPeersRequest&) const = default;
+};
+
+struct SwarmPeer {
+    std::string host; // an IP address; "" for the hub's own host (as the asker reaches it)
+    uint64_t port = 0;
+    bool seeding = false;
+    void write(MapWriter& w) const;
+    static SwarmPeer read(MapView v);
+    bool operator==(const SwarmPeer&) const = default;
+};
+
+struct SwarmPeersReply {
+    static constexpr std::string_view kType = "swarm_peers";
+    std::vector<SwarmPeer> peers; // at most kMaxSwarmPeers
+    void write(MapWriter& w) const;
+    static SwarmPeersReply read(MapView v);
+    bool operator==(const SwarmPeersReply&) const = default;
+};
+
 } // namespace crowdtrain::net

@@ -66,14 +66,28 @@ bool isDisplayText(std::string_view text)
     return true;
 }
 
-bool isSha256Hex(std::string_view text)
+namespace {
+
+bool isLowerHex(std::string_view text, std::size_t chars)
 {
-    if (text.size() != kSha256HexChars)
+    if (text.size() != chars)
         return false;
     for (char c : text)
         if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
             return false;
     return true;
+}
+
+} // namespace
+
+bool isSha256Hex(std::string_view text)
+{
+    return isLowerHex(text, kSha256HexChars);
+}
+
+bool isInfoHashHex(std::string_view text)
+{
+    return isLowerHex(text, 40);
 }
 
 bool isCurveKeyText(std::string_view text)

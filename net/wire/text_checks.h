@@ -11,6 +11,8 @@ namespace crowdtrain::net {
 bool isValidUtf8(std::string_view text);
 // 64 lowercase hex digits.
 bool isSha256Hex(std::string_view text);
+// 40 lowercase hex digits (a BitTorrent v1 info-hash).
+bool isInfoHashHex(std::string_view text);
 // 40 characters of the Z85 alphabet (a Curve key).
 bool isCurveKeyText(std::string_view text);
 // [a-z0-9-]{1,64}
