@@ -4,6 +4,7 @@
 #include "engine/cpu_runtime.h"
 #include "net/coordinator/coordinator_server.h"
 #include "net/page/page_server.h"
+#include "net/swarm/swarm_session.h"
 
 #include <csignal>
 #include <cstdio>
@@ -23,6 +24,17 @@ std::filesystem::path defaultStateDir()
 {
     auto dir = crowdtrain::core::xdgDataFolder("crowdtrain-server");
     return dir ? *dir : std::filesystem::path("crowdtrain-server-state");
+}
+
+// The swarm listens where the requests do: "tcp://127.0.0.1:*" gives
+// 127.0.0.1, "tcp://*:5555" every address.
+std::string swarmAddressOf(const std::string& bindEndpoint)
+{
+    std::string host = bindEndpoint.starts_with("tcp://") ? bindEndpoint.substr(6) : bindEndpoint;
+    host = host.substr(0, host.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+    return host.empty() || host == "*" || !crowdtrain::swarm::isIpAddress(host) ? "0.0.0.0" : host;
 }
 
 } // namespace
@@ -49,6 +61,11 @@ int main(int argc, char** argv)
     args.option("http",
         "serve the public, read-only project page on ADDRESS:PORT (e.g. 127.0.0.1:8080; "
         "0.0.0.0:8080 opens it to the network; port 0 picks a free one); off by default");
+    args.option("swarm",
+        "seed published checkpoints over BitTorrent on ADDRESS:PORT (volunteers then download them from "
+        "each other, and this host sends about one copy); \"off\" serves them in chunks only; "
+        "default: the --bind address, a free port");
+    args.integerOption("swarm-upload-limit", "bytes per second the swarm may send (0: no limit)", "0");
     args.option("public-host",
         "the host name volunteers and viewers reach this server by, in the hub link and "
         "the page's address; default: the bound address, or this machine's name");
@@ -94,6 +111,22 @@ int main(int argc, char** argv)
         }
         httpAddress = *address;
     }
+    if (!args.has("swarm") || args.value("swarm") != "off") {
+        swarm::SwarmSettings swarmSettings;
+        if (args.has("swarm")) {
+            auto address = page::parseHttpAddress(args.value("swarm"));
+            if (!address) {
+                std::cerr << "crowdtrain-server: --swarm: " << address.error().message << "\n";
+                return 2;
+            }
+            swarmSettings.listenAddress = address->host;
+            swarmSettings.listenPort = address->port;
+        } else {
+            swarmSettings.listenAddress = swarmAddressOf(options.bindEndpoint);
+        }
+        swarmSettings.uploadBytesPerSecond = uint64_t(std::max(0LL, args.integer("swarm-upload-limit")));
+        options.swarm = swarmSettings;
+    }
     const std::string publicHost = args.has("public-host") ? args.value("public-host") : std::string();
     const std::filesystem::path stateDir = options.stateDir;
     std::vector<std::string> projectNames;
@@ -127,9 +160,10 @@ int main(int argc, char** argv)
     std::signal(SIGINT, onSignal);
     std::signal(SIGTERM, onSignal);
     // One line a script can parse, then the same for the host to read.
-    std::printf("{\"public_key\":\"%s\",\"requests\":\"%s\",\"events\":\"%s\",\"hub_link\":\"%s\",\"page\":\"%s\"}\n",
+    std::printf("{\"public_key\":\"%s\",\"requests\":\"%s\",\"events\":\"%s\",\"hub_link\":\"%s\",\"page\":\"%s\","
+                "\"swarm_port\":%u}\n",
         (*server)->keys().publicKey.c_str(), (*server)->requestEndpoint().c_str(), (*server)->publishEndpoint().c_str(),
-        hubLink.c_str(), pageUrl.c_str());
+        hubLink.c_str(), pageUrl.c_str(), unsigned((*server)->swarmPort()));
     std::fflush(stdout);
     std::cerr << "Hub link (volunteers paste it in Crowdtrain): " << hubLink << "\n";
     if (!pageUrl.empty())
@@ -142,6 +176,8 @@ int main(int argc, char** argv)
         std::cerr << "crowdtrain-server: " << served.error().message << "\n";
         return 1;
     }
+    std::cerr << "crowdtrain-server: sent " << (*server)->swarmBytesSent() << " bytes of checkpoints to the swarm and "
+              << (*server)->checkpointChunkBytesSent() << " in fetch replies\n";
     if (const uint64_t failed = (*server)->failedTicks())
         std::cerr << "crowdtrain-server: " << failed << " tick(s) failed and were retried (see above)\n";
     return 0;

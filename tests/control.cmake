@@ -17,3 +17,9 @@ add_dependencies(tst_rejoin crowdtrain-server crowdtrain-prepare)
 crowdtrain_test(tst_daemon_edges SOURCES tst_daemon_edges.cpp coordinator_process.h daemon_process.h
     LIBS crowdtrain::daemon crowdtrain::control Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 900)
 add_dependencies(tst_daemon_edges crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)
+
+# Checkpoints through the BitTorrent swarm: a coordinator seeding, eight
+# daemons downloading from it and each other; the chunked fallback (issue 28).
+crowdtrain_test(tst_checkpoint_swarm SOURCES tst_checkpoint_swarm.cpp coordinator_process.h daemon_process.h
+    LIBS crowdtrain::daemon crowdtrain::control crowdtrain::sha256 Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 900)
+add_dependencies(tst_checkpoint_swarm crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)

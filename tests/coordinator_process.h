@@ -112,15 +112,16 @@ public:
 
     // Starts the server and waits for its first line; false on failure.
     bool start(const std::filesystem::path& spec, const std::filesystem::path& state, int heartbeatMs = 300,
-        const std::string& bind = "tcp://127.0.0.1:*")
+        const std::string& bind = "tcp://127.0.0.1:*", const QStringList& extraArguments = {})
     {
         m_process.setProcessChannelMode(QProcess::SeparateChannels);
         dieWithTheTest(m_process);
-        m_process.start(QString::fromStdString(binary("crowdtrain-server").string()),
-            {QString::fromStdString(spec.string()), QStringLiteral("--state"), QString::fromStdString(state.string()),
-                QStringLiteral("--bind"), QString::fromStdString(bind), QStringLiteral("--publish"),
-                QStringLiteral("tcp://127.0.0.1:*"), QStringLiteral("--heartbeat-ms"), QString::number(heartbeatMs),
-                QStringLiteral("--threads"), QStringLiteral("1")});
+        QStringList arguments{QString::fromStdString(spec.string()), QStringLiteral("--state"),
+            QString::fromStdString(state.string()), QStringLiteral("--bind"), QString::fromStdString(bind),
+            QStringLiteral("--publish"), QStringLiteral("tcp://127.0.0.1:*"), QStringLiteral("--heartbeat-ms"),
+            QString::number(heartbeatMs), QStringLiteral("--threads"), QStringLiteral("1")};
+        arguments += extraArguments;
+        m_process.start(QString::fromStdString(binary("crowdtrain-server").string()), arguments);
         if (!m_process.waitForStarted(10000))
             return false;
         QByteArray line;
@@ -138,6 +139,7 @@ public:
         publicKey = json.at("public_key").get<std::string>();
         endpoint = json.at("requests").get<std::string>();
         events = json.at("events").get<std::string>();
+        swarmPort = json.value("swarm_port", 0);
         return true;
     }
 
@@ -169,6 +171,7 @@ public:
     std::string publicKey;
     std::string endpoint;
     std::string events;
+    int swarmPort = 0;
 
 private:
     QProcess m_process;

@@ -20,14 +20,16 @@ const std::string kKey = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
 ProjectInfo sampleProject()
 {
     return {"tiny-shakespeare", "Characters of Shakespeare", {2, 2, 32, 32, 65}, "int8", 12, 11, 123456, 3, 1.75, 27904,
-        1000000, "CC-BY-4.0", "participants", 10, {{"tokenizer.json", 1234, kSha, "tokenizer/tokenizer.json", std::nullopt}}};
+        1000000, "CC-BY-4.0", "participants", 10,
+        {{"tokenizer.json", 1234, kSha, "tokenizer/tokenizer.json", std::nullopt}}};
 }
 
 CheckpointInfo sampleCheckpoint()
 {
-    const TorrentRef torrent{kInfoHash, kSha, "magnet:?xt=urn:btih:" + kInfoHash,
-        "torrent/checkpoint/round-40/model.safetensors"};
-    return {40, 40, 999, 1.5, 1700000000000, {{"model.safetensors", 4096, kSha, "checkpoint/40/model.safetensors", torrent}}};
+    const TorrentRef torrent{
+        kInfoHash, kSha, "magnet:?xt=urn:btih:" + kInfoHash, "torrent/checkpoint/round-40/model.safetensors"};
+    return {40, 40, 999, 1.5, 1700000000000,
+        {{"model.safetensors", 4096, kSha, "checkpoint/40/model.safetensors", torrent}}};
 }
 
 JoinReply sampleJoin()

@@ -45,6 +45,8 @@ inline constexpr SettingKey<int64_t> kUploadLimitKibS{"upload_limit_kib_s"};
 inline constexpr SettingKey<int64_t> kDownloadLimitKibS{"download_limit_kib_s"};
 inline constexpr SettingKey<int64_t> kMonthlyDataCapMib{"monthly_data_cap_mib"};
 inline constexpr SettingKey<std::string> kGpuDevices{"gpu_devices"};
+inline constexpr SettingKey<std::string> kSeeding{"seeding"}; // choice: while_training, always, never
+inline constexpr SettingKey<int64_t> kSwarmPort{"swarm_port"};
 
 // The `preset` choices and the device choices, as the wire spells them.
 inline constexpr std::string_view kPresetQuiet = "quiet";
@@ -54,6 +56,9 @@ inline constexpr std::string_view kPresetCustom = "custom";
 inline constexpr std::string_view kDeviceAuto = "auto";
 inline constexpr std::string_view kDeviceCpu = "cpu";
 inline constexpr std::string_view kDeviceCuda = "cuda";
+inline constexpr std::string_view kSeedingWhileTraining = "while_training";
+inline constexpr std::string_view kSeedingAlways = "always";
+inline constexpr std::string_view kSeedingNever = "never";
 } // namespace setting
 
 // The `type` of a setting in settings_get's `described`.

@@ -27,6 +27,13 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::start(
     if (projects.empty())
         return Error::make(net::errc::kBadOptions, "no project to serve");
     std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(std::move(options)));
+    if (server->m_options.swarm) {
+        auto session = swarm::SwarmSession::start(*server->m_options.swarm);
+        if (!session)
+            return Error::make(session.error().code, "the checkpoint swarm: " + session.error().message);
+        server->m_swarm = std::move(*session);
+        server->m_options.runtime.swarm = server->m_swarm.get();
+    }
     const int64_t now = unixTimeMs();
     for (ProjectSpec& spec : projects) {
         const std::string name = spec.name;
@@ -91,7 +98,7 @@ Status CoordinatorServer::run()
             auto request = net::receiveRequest(m_router);
             if (!request)
                 break;
-            const std::string reply = handle(request->payload, request->peerKey, unixTimeMs());
+            const std::string reply = handle(request->payload, request->peerKey, unixTimeMs(), request->peerAddress);
             (void)net::sendReply(m_router, request->route, reply);
         }
         // A round to wrap up or close is not left for the next period.
@@ -143,7 +150,8 @@ ProjectRuntime* CoordinatorServer::project(const std::string& name)
     return it == m_projects.end() ? nullptr : it->second.get();
 }
 
-std::string CoordinatorServer::handle(std::string_view request, const std::string& peerKey, int64_t nowMs)
+std::string CoordinatorServer::handle(
+    std::string_view request, const std::string& peerKey, int64_t nowMs, const std::string& peerAddress)
 {
     if (request.size() > net::kMaxRequestBytes)
         return net::encodeErrorReply(net::bestEffortRequestId(request),
@@ -154,7 +162,7 @@ std::string CoordinatorServer::handle(std::string_view request, const std::strin
     if (!envelope)
         return net::encodeErrorReply(net::bestEffortRequestId(request), envelope.error());
     try {
-        auto reply = dispatch(*envelope, peerKey, nowMs);
+        auto reply = dispatch(*envelope, peerKey, nowMs, peerAddress);
         if (!reply)
             return net::encodeErrorReply(envelope->id, net::protocolError(reply.error()));
         return std::move(*reply);
@@ -187,7 +195,8 @@ Result<std::string> serve(const net::Envelope& envelope, const std::function<Pro
 
 } // namespace
 
-Result<std::string> CoordinatorServer::dispatch(const net::Envelope& e, const std::string& key, int64_t now)
+Result<std::string> CoordinatorServer::dispatch(
+    const net::Envelope& e, const std::string& key, int64_t now, const std::string& address)
 {
     using namespace net;
     const std::function<ProjectRuntime*(const std::string&)> find
@@ -231,6 +240,9 @@ Result<std::string> CoordinatorServer::dispatch(const net::Envelope& e, const st
     if (type == LeaderboardRequest::kType)
         return serve<LeaderboardRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const LeaderboardRequest& r) { return p.leaderboard(r); });
+    if (type == SwarmPeersRequest::kType)
+        return serve<SwarmPeersRequest>(e, find, key, now,
+            [&](ProjectRuntime& p, const SwarmPeersRequest& r) { return p.swarmPeers(key, r, address, now); });
     if (type == MyStatsRequest::kType)
         return serve<MyStatsRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const MyStatsRequest&) { return p.myStats(key); });
@@ -261,6 +273,8 @@ Result<std::string> CoordinatorServer::dispatch(const net::Envelope& e, const st
         auto reply = handleTransferRequest(runtime->resources(), e);
         if (!reply)
             return Error::make(net::errc::kUnknownType, "not a transfer request");
+        if (type == FetchRequest::kType && name.starts_with("checkpoint/"))
+            m_checkpointChunkBytes += reply->size();
         return std::move(*reply);
     }
     return Error::make(net::errc::kUnknownType, "no request type \"" + type + "\" in protocol version 1");

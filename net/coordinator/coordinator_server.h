@@ -27,6 +27,9 @@ struct ServerOptions {
     std::filesystem::path stateDir; // one sub-folder per project
     RuntimeOptions runtime;
     int tickMs = 50;
+    // The BitTorrent seed of published checkpoints (project_swarm.h);
+    // nullopt: no swarm, checkpoints are served in chunks only.
+    std::optional<swarm::SwarmSettings> swarm;
 };
 
 class CoordinatorServer {
@@ -44,8 +47,17 @@ public:
     std::string publishEndpoint() const;
     const net::CurveKeyPair& keys() const { return m_options.keys; }
 
-    // The reply bytes for one request from `peerKey` (exposed for tests).
-    std::string handle(std::string_view request, const std::string& peerKey, int64_t nowMs);
+    // The reply bytes for one request from `peerKey`, whose connection
+    // comes from IP `peerAddress` ("" when unknown) (exposed for tests).
+    std::string handle(
+        std::string_view request, const std::string& peerKey, int64_t nowMs, const std::string& peerAddress = {});
+
+    // The swarm's listening port (0 without a swarm), and the payload bytes
+    // of checkpoints the hub sent through it and in `fetch` replies since it
+    // started.
+    uint16_t swarmPort() const { return m_swarm ? m_swarm->listenPort() : 0; }
+    uint64_t swarmBytesSent() const { return m_swarm ? m_swarm->totalUploaded() : 0; }
+    uint64_t checkpointChunkBytesSent() const { return m_checkpointChunkBytes.load(); }
 
     // Set before run(): called on the loop's thread after each project's
     // tick (the public page's feed reads the project's queries there).
@@ -59,7 +71,8 @@ public:
 
 private:
     explicit CoordinatorServer(ServerOptions options);
-    Result<std::string> dispatch(const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs);
+    Result<std::string> dispatch(
+        const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs, const std::string& peerAddress);
     ProjectRuntime* project(const std::string& name);
     void publish(const PublishedEvents& events);
     void tickProjects();
@@ -69,7 +82,9 @@ private:
     std::unique_ptr<net::ZapAuthenticator> m_zap;
     zmq::socket_t m_router;
     zmq::socket_t m_pub;
+    std::unique_ptr<swarm::SwarmSession> m_swarm; // outlives the projects, which seed through it
     std::map<std::string, std::unique_ptr<ProjectRuntime>, std::less<>> m_projects;
+    std::atomic<uint64_t> m_checkpointChunkBytes{0};
     std::atomic<bool> m_stop{false};
     std::atomic<uint64_t> m_failedTicks{0};
     std::function<void(ProjectRuntime&, int64_t nowMs)> m_tickObserver;

@@ -128,6 +128,7 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
         = std::make_unique<Submissions>(m_spec, m_codec, m_parameters, m_sparseLayout ? &*m_sparseLayout : nullptr,
             *m_store, *m_plan, *m_tasks, *m_round, [this](uint64_t taskId) { endTask(taskId, true); });
     m_queries = std::make_unique<ProjectQueries>(*m_store, *m_checkpoints);
+    m_swarm = std::make_unique<ProjectSwarm>(m_options.swarm, m_resources);
     if (Status s = m_submissions->open(gateRecord); !s)
         return Error::make(s.error().code, m_store->lastRound()->stateFile + ": " + s.error().message);
     if (Status s = m_tasks->open(); !s)
@@ -175,14 +176,50 @@ Status ProjectRuntime::publishResources()
     auto list = m_checkpoints->list();
     if (!list)
         return list.error();
+    std::set<std::string> kept;
     for (const CheckpointInfo& checkpoint : *list)
         for (const CheckpointFile& file : checkpoint.files) {
             const std::string name = checkpointResourceName(checkpoint.round, file.name);
             if (!m_resources.contains(name))
                 if (Status s = m_resources.addFile(name, checkpoint.dir / file.name); !s)
                     return s;
+            // A file the swarm cannot seed is still served in chunks.
+            if (Status s = m_swarm->publish(name, checkpoint.dir / file.name); !s)
+                std::fprintf(
+                    stderr, "%s: %s is not seeded: %s\n", m_spec.name.c_str(), name.c_str(), s.error().message.c_str());
+            kept.insert(name);
         }
+    for (const std::string& seeded : m_swarm->published())
+        if (!kept.count(seeded))
+            m_swarm->withdraw(seeded);
     return Status::success();
+}
+
+net::CheckpointInfo ProjectRuntime::withTorrents(net::CheckpointInfo checkpoint) const
+{
+    for (net::FileInfo& file : checkpoint.files)
+        file.torrent = m_swarm->torrentOf(file.resource);
+    return checkpoint;
+}
+
+Result<net::ListCheckpointsReply> ProjectRuntime::listCheckpoints() const
+{
+    auto reply = m_queries->listCheckpoints();
+    if (reply)
+        for (net::CheckpointInfo& checkpoint : reply->checkpoints)
+            checkpoint = withTorrents(std::move(checkpoint));
+    return reply;
+}
+
+Result<net::SwarmPeersReply> ProjectRuntime::swarmPeers(
+    const std::string& key, const net::SwarmPeersRequest& request, const std::string& address, int64_t nowMs)
+{
+    const std::optional<std::string> resource = m_swarm->resourceOf(request.infoHash);
+    if (!resource)
+        return Error::make(net::errc::kNotFound, "project " + m_spec.name + " seeds no torrent " + request.infoHash);
+    if (Status allowed = prepareResource(key, *resource); !allowed)
+        return allowed.error();
+    return m_swarm->peers(key, request, address, nowMs);
 }
 
 net::ProjectInfo ProjectRuntime::info() const
@@ -273,7 +310,8 @@ Status ProjectRuntime::publishTokenizer()
         auto description = m_resources.describe(name);
         if (!description)
             return description.error();
-        m_tokenizerFiles.push_back({file.filename().string(), description->bytes, description->sha256, name, std::nullopt});
+        m_tokenizerFiles.push_back(
+            {file.filename().string(), description->bytes, description->sha256, name, std::nullopt});
     }
     return Status::success();
 }
@@ -479,6 +517,10 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
         m_options.faultPoint("tick", m_round->openRound());
     PublishedEvents events;
     finishEvaluation(false, events);
+    if (nowMs - m_swarmTickMs >= kSwarmTickPeriodMs) {
+        m_swarmTickMs = nowMs;
+        m_swarm->tick(nowMs);
+    }
     for (const std::string& gone : m_sessions->expire(nowMs))
         endTasksOf(gone);
     for (uint64_t expired : m_tasks->expire(nowMs))
@@ -601,9 +643,10 @@ void ProjectRuntime::finishEvaluation(bool wait, PublishedEvents& events)
             static_cast<long long>(done->round), published.error().message.c_str());
         return;
     }
-    events.frames.push_back(net::encodeEvent(m_spec.name, net::CheckpointPublishedEvent{wireCheckpoint(*published)}));
     if (Status s = publishResources(); !s)
         std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
+    events.frames.push_back(
+        net::encodeEvent(m_spec.name, net::CheckpointPublishedEvent{withTorrents(wireCheckpoint(*published))}));
 }
 
 } // namespace crowdtrain::coordinator

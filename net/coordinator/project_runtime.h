@@ -32,6 +32,7 @@
 #include "net/coordinator/evaluation.h"
 #include "net/coordinator/project_queries.h"
 #include "net/coordinator/project_spec.h"
+#include "net/coordinator/project_swarm.h"
 #include "net/coordinator/round_state.h"
 #include "net/coordinator/sessions.h"
 #include "net/coordinator/state_store.h"
@@ -55,6 +56,9 @@ struct RuntimeOptions {
     uint64_t heartbeatLiveness = net::kHeartbeatLiveness;
     uint64_t retryAfterMs = 50; // told to volunteers that find no task
     uint64_t eventsPort = 0; // the PUB socket's TCP port, told to joiners (0: unknown)
+    // The coordinator's BitTorrent session, seeding published checkpoints
+    // (project_swarm.h); null: no swarm, downloads are chunked only.
+    swarm::SwarmSession* swarm = nullptr;
     // Fault injection for tests: called with "tick" as each tick starts and
     // with "evaluate" on the evaluation thread before a closed round is
     // evaluated (`round`: the open or the evaluated round); what it throws
@@ -101,7 +105,13 @@ public:
         const std::string& key, const net::UploadChunkRequest& request, int64_t nowMs);
     Result<net::SubmitReply> submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs);
     Result<net::GetUpdateReply> getUpdate(const net::GetUpdateRequest& request) const;
-    Result<net::ListCheckpointsReply> listCheckpoints() const { return m_queries->listCheckpoints(); }
+    // The kept checkpoints, with their files' torrents where seeded.
+    Result<net::ListCheckpointsReply> listCheckpoints() const;
+    // Who holds a torrent of this project (`address`: the asker's IP as
+    // the socket saw it). Errors: "not_found", "forbidden" (as for the
+    // torrent's file).
+    Result<net::SwarmPeersReply> swarmPeers(
+        const std::string& key, const net::SwarmPeersRequest& request, const std::string& address, int64_t nowMs);
     Result<net::MetricsReply> metrics(const net::MetricsRequest& request) { return m_queries->metrics(request); }
     Result<net::LeaderboardReply> leaderboard(const net::LeaderboardRequest& request)
     {
@@ -199,6 +209,10 @@ private:
     static constexpr std::size_t kMaxKeptUpdates = 256;
     std::vector<net::FileInfo> m_tokenizerFiles;
     std::optional<DataPieces> m_pieces; // builds the data resources into m_resources
+    std::unique_ptr<ProjectSwarm> m_swarm; // the checkpoints' torrents, in m_resources too
+    int64_t m_swarmTickMs = 0;
+    static constexpr int64_t kSwarmTickPeriodMs = 2000;
+    net::CheckpointInfo withTorrents(net::CheckpointInfo checkpoint) const;
 };
 
 } // namespace crowdtrain::coordinator

@@ -4,6 +4,7 @@
 #include "engine/model_io.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
+#include "net/daemon/checkpoint_swarm.h"
 #include "net/transfer/download.h"
 #include "net/transfer/socket_source.h"
 #include "net/wire/error_codes.h"
@@ -32,6 +33,8 @@ public:
     }
     Result<std::string> fetch(const std::string& resource, uint64_t index) override
     {
+        if (m_throttle && m_throttle->capReached())
+            return Error::make(net::errc::kUnavailable, "this month's data cap is reached (the limits' setting)");
         auto chunk = m_inner.fetch(resource, index);
         if (chunk && m_throttle)
             m_throttle->pass(limits::NetworkThrottle::Direction::Down, chunk->size(), m_cancel);
@@ -118,12 +121,37 @@ FetchOutcome fetchCheckpoint(const HubDirectory& hubs, const HubLink& hub, const
         before += bytes;
         return Status::success();
     };
-    for (const net::FileInfo& file : info->files)
+    for (const net::FileInfo& file : info->files) {
+        if (file.torrent && fetch.swarm) {
+            const SwarmDownload swarmed = fetch.swarm->download(fetch.hubLabel, hub, fetch.project, file,
+                fetch.part / file.name, fetch.cancel, [&](uint64_t done, const SwarmSources& sources) {
+                    const double seconds
+                        = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+                    if (fetch.progress)
+                        fetch.progress(before + done, totalBytes, seconds > 0 ? double(before + done) / seconds : 0);
+                    if (fetch.sources)
+                        fetch.sources(sources);
+                });
+            if (swarmed.verdict == SwarmDownload::Done) {
+                before += file.bytes;
+                if (fetch.log)
+                    fetch.log(fetch.project + " round " + std::to_string(fetch.round) + ": " + file.name
+                        + " from the swarm (" + std::to_string(swarmed.sources.fromPeers >> 10) + " KiB from peers, "
+                        + std::to_string(swarmed.sources.fromHub >> 10) + " KiB from the hub)");
+                continue;
+            }
+            if (swarmed.verdict == SwarmDownload::Cancelled)
+                return withTotal(totalBytes, {FetchOutcome::Retry, "cancelled", std::nullopt});
+            if (fetch.log)
+                fetch.log(fetch.project + " round " + std::to_string(fetch.round) + ": " + file.name
+                    + " in chunks from the hub instead of the swarm: " + swarmed.why);
+        }
         if (Status s = fetchFile(file.resource, fetch.part / file.name, file.bytes); !s)
             return withTotal(totalBytes,
                 s.error().code == net::errc::kCancelled
                     ? FetchOutcome{FetchOutcome::Retry, s.error().message, std::nullopt}
                     : retryOrFail(s.error()));
+    }
     if (project) {
         std::error_code ec;
         std::filesystem::create_directories(fetch.part / "tokenizer", ec);

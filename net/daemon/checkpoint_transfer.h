@@ -35,6 +35,9 @@ Result<std::string> fetchResource(
 
 // One checkpoint's files (and its project's tokenizer, so the folder can
 // generate text on its own) fetched into `part`.
+class CheckpointSwarm;
+struct SwarmSources;
+
 struct CheckpointFetch {
     std::string project;
     uint64_t round = 0;
@@ -42,6 +45,13 @@ struct CheckpointFetch {
     limits::NetworkThrottle* throttle = nullptr;
     const std::atomic<bool>* cancel = nullptr;
     std::function<void(uint64_t doneBytes, uint64_t totalBytes, double bytesPerSecond)> progress;
+    // Files the hub offers as torrents go through the swarm first, when
+    // there is one (checkpoint_swarm.h); `hubLabel` names the hub as the
+    // daemon does ("demo" or a link).
+    CheckpointSwarm* swarm = nullptr;
+    std::string hubLabel;
+    std::function<void(const SwarmSources&)> sources; // where the bytes came from, as they come
+    std::function<void(const std::string&)> log;
 };
 
 struct FetchOutcome {

@@ -87,22 +87,34 @@ Result<control::Value> Checkpoints::list(const HubLink& hub, const std::string& 
     std::lock_guard lock(m_mutex);
     for (const net::CheckpointInfo& c : remote) {
         uint64_t bytes = 0;
-        for (const net::FileInfo& f : c.files)
+        bool torrent = false;
+        for (const net::FileInfo& f : c.files) {
             bytes += f.bytes;
+            torrent = torrent || f.torrent.has_value();
+        }
         control::Value item = control::Value::map();
         item.set("round", c.round).set("version", c.version).set("tokens", c.tokens);
         item.set("val_loss", c.valLoss ? control::Value(*c.valLoss) : control::Value());
-        item.set("created_ms", c.createdMs).set("bytes", bytes);
+        item.set("created_ms", c.createdMs).set("bytes", bytes).set("torrent", torrent);
         std::error_code ec;
         std::string state = "remote";
         if (std::filesystem::exists(m_folders.folderOf(project, c.round), ec)) {
             state = "ready";
             item.set("folder", m_folders.folderOf(project, c.round).string());
+            if (m_options.swarm)
+                if (control::Value shared = m_options.swarm->folderStatus(m_folders.folderOf(project, c.round));
+                    !shared.isNil())
+                    for (const auto& [name, value] : shared.entries())
+                        item.set(name, value);
         }
         if (auto job = m_jobs.find(key(project, c.round)); job != m_jobs.end()) {
             state = job->second.state;
             item.set("done_bytes", job->second.doneBytes).set("bytes_per_second", job->second.bytesPerSecond);
             item.set("error", job->second.error);
+            if (job->second.fromPeers + job->second.fromHub > 0 || job->second.peers > 0) {
+                item.set("peers", int64_t(job->second.peers)).set("from_peers_bytes", job->second.fromPeers);
+                item.set("from_hub_bytes", job->second.fromHub);
+            }
         }
         item.set("state", state);
         for (const net::FileInfo& f : c.files) {
@@ -221,6 +233,8 @@ Status Checkpoints::remove(const std::string& project, uint64_t round)
             control::errc::kNotFound, project + " round " + std::to_string(round) + " is not downloaded");
     if (Status inside = m_folders.contained(m_folders.folderOf(project, round)); !inside)
         return inside;
+    if (m_options.swarm)
+        m_options.swarm->forget(m_folders.folderOf(project, round)); // stops seeding before the files go
     std::filesystem::remove_all(m_folders.folderOf(project, round), ec);
     if (ec)
         return Error::make(net::errc::kIoError, m_folders.folderOf(project, round).string() + ": " + ec.message());
@@ -252,6 +266,10 @@ void Checkpoints::publishJob(const Job& job)
     body.set("project", job.project).set("round", job.round).set("state", job.state);
     body.set("done_bytes", job.doneBytes).set("bytes", job.totalBytes).set("bytes_per_second", job.bytesPerSecond);
     body.set("error", job.error);
+    if (job.fromPeers + job.fromHub > 0 || job.peers > 0) {
+        body.set("peers", int64_t(job.peers)).set("from_peers_bytes", job.fromPeers);
+        body.set("from_hub_bytes", job.fromHub);
+    }
     if (job.retryAtMs)
         body.set("retry_at_ms", job.retryAtMs);
     m_options.publish(control::event::kDownload, body);
@@ -399,7 +417,16 @@ void Checkpoints::runDownload(Job job)
                 it->second.bytesPerSecond = bytesPerSecond;
                 publishJob(it->second);
             }
-        }};
+        },
+        m_options.swarm, job.link, {}, m_options.log};
+    fetch.sources = [&](const SwarmSources& sources) {
+        std::lock_guard lock(m_mutex);
+        if (auto it = m_jobs.find(key(job.project, job.round)); it != m_jobs.end()) {
+            it->second.fromPeers = sources.fromPeers;
+            it->second.fromHub = sources.fromHub;
+            it->second.peers = sources.peers;
+        }
+    };
     const FetchOutcome outcome = fetchCheckpoint(m_hubs, *hub, fetch);
     if (outcome.totalBytes)
         job.totalBytes = *outcome.totalBytes;
@@ -415,6 +442,8 @@ void Checkpoints::runDownload(Job job)
     if (m_options.log)
         m_options.log(job.project + " round " + std::to_string(job.round) + " downloaded and verified (SHA-256) into "
             + m_folders.folderOf(job.project, job.round).string());
+    if (m_options.swarm)
+        m_options.swarm->adopt(job.link, job.project, m_folders.folderOf(job.project, job.round));
     job.doneBytes = job.totalBytes;
     finish("ready", "");
 }

@@ -44,6 +44,7 @@
 
 #include "net/control/value.h"
 #include "net/daemon/checkpoint_folders.h"
+#include "net/daemon/checkpoint_swarm.h"
 #include "net/daemon/checkpoint_transfer.h"
 #include "net/daemon/hub_directory.h"
 #include "net/limits/throttle.h"
@@ -74,6 +75,8 @@ struct CheckpointsOptions {
     std::function<void(bool generating)> generating;
     // The volunteer's download limit and the month's count (may be null).
     std::shared_ptr<limits::NetworkThrottle> throttle;
+    // The checkpoint swarm (may be null: every file in chunks from the hub).
+    CheckpointSwarm* swarm = nullptr;
     int64_t retryMinMs = 120'000;
     int64_t retryMaxMs = 6 * 3600 * 1000;
 };
@@ -87,7 +90,10 @@ public:
     // {round, tokens, val_loss, created_ms, bytes, state: "remote" |
     // "queued" | "downloading" | "paused" | "waiting" | "ready" | "failed",
     // done_bytes, bytes_per_second, error, folder, samples: [{prompt, text}]
-    // once fetched}. Queues the fetch of samples not fetched yet.
+    // once fetched, torrent: whether the hub seeds it; while downloading
+    // from the swarm: peers, from_peers_bytes, from_hub_bytes; once here
+    // and shared: seeding, seed_peers, uploaded_bytes}. Queues the fetch of
+    // samples not fetched yet.
     Result<control::Value> list(const HubLink& hub, const std::string& project);
     // `hub` as the daemon names it: "demo" or a hub link (resolved at each attempt).
     Status download(const std::string& hub, const std::string& project, uint64_t round);
@@ -111,6 +117,9 @@ private:
         uint64_t doneBytes = 0;
         uint64_t totalBytes = 0;
         double bytesPerSecond = 0;
+        uint64_t fromPeers = 0; // swarm payload from other volunteers
+        uint64_t fromHub = 0; // swarm payload from the hub's seed
+        int peers = 0;
         int64_t retryAtMs = 0;
         int64_t backoffMs = 0;
         bool paused = false;

@@ -102,15 +102,32 @@ Status Daemon::initialise()
     if (!m_limits->startNotice().empty())
         m_log.notice(m_limits->startNotice());
 
+    CheckpointSwarmOptions swarm;
+    swarm.throttle = m_limits->throttle();
+    swarm.seeding = [this] { return m_settings->get().get(control::setting::kSeeding); };
+    swarm.listenPort = [this] { return uint16_t(m_settings->get().get(control::setting::kSwarmPort)); };
+    swarm.training = [this] {
+        std::string why;
+        const control::DaemonState state = stateOf(m_joined->inputs(), why);
+        return state != control::DaemonState::Idle && state != control::DaemonState::Paused
+            && state != control::DaemonState::Offline && state != control::DaemonState::Stopped;
+    };
+    swarm.capReached = [throttle = m_limits->throttle()] { return throttle->capReached(); };
+    swarm.resolve = [this](const std::string& hub) { return m_resolver->current(hub); };
+    swarm.log = [this](const std::string& line) { m_log.log(line); };
+    m_swarm = std::make_unique<CheckpointSwarm>(*m_hubs, std::move(swarm));
+
     CheckpointsOptions checkpoints;
     checkpoints.root = m_options.dataDir / "checkpoints";
     checkpoints.throttle = m_limits->throttle();
+    checkpoints.swarm = m_swarm.get();
     checkpoints.publish = [this](std::string_view type, const Value& body) { publish(type, body); };
     checkpoints.log = [this](const std::string& line) { m_log.log(line); };
     checkpoints.notice = [this](const std::string& line) { m_log.notice(line); };
     checkpoints.resolve = [this](const std::string& hub) { return m_resolver->current(hub); };
     checkpoints.generating = [this](bool on) { m_joined->setGenerating(on); };
     m_checkpoints = std::make_unique<Checkpoints>(*m_hubs, std::move(checkpoints));
+    m_swarm->adoptAll(m_options.dataDir / "checkpoints"); // seeding resumes (as the setting allows)
 
     m_requests = std::make_unique<RequestTable>();
     addDaemonRequests(*m_requests,
@@ -141,6 +158,7 @@ Daemon::~Daemon()
     m_requests.reset();
     m_poller.reset();
     m_checkpoints.reset();
+    m_swarm.reset();
     m_joined.reset(); // stops the agent at a step boundary
     m_server.reset();
     m_resolver.reset(); // the demo hub
@@ -186,7 +204,10 @@ Status Daemon::join(const std::string& hub, const std::string& project)
 
 Value Daemon::status() const
 {
-    return statusValue(m_joined->inputs(), m_identity.publicKey, m_log.notices());
+    Value v = statusValue(m_joined->inputs(), m_identity.publicKey, m_log.notices());
+    if (m_swarm)
+        v.set("swarm", m_swarm->status());
+    return v;
 }
 
 } // namespace crowdtrain::daemon

@@ -101,6 +101,7 @@ private:
     std::unique_ptr<LimitsMonitor> m_limits;
     HistoryCache m_history;
     std::unique_ptr<JoinedProject> m_joined;
+    std::unique_ptr<CheckpointSwarm> m_swarm; // used by m_checkpoints
     std::unique_ptr<Checkpoints> m_checkpoints;
     std::unique_ptr<RequestTable> m_requests;
     std::unique_ptr<Poller> m_poller;

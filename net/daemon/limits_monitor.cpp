@@ -138,6 +138,7 @@ limits::Decision LimitsMonitor::evaluate(const Settings& settings, std::chrono::
     if (m_nvml)
         m_readings.gpu = m_nvml->read(gpuIndex(settings), ::getpid());
     m_readings.monthBytes = m_monthBytes;
+    m_throttle->setCapReached(m_limits.monthlyDataCapBytes > 0 && m_monthBytes >= m_limits.monthlyDataCapBytes);
     m_decision = limits::decide(m_limits, m_readings, now, m_decision.memory);
     return m_decision;
 }

@@ -192,6 +192,20 @@ const std::vector<SettingSpec>& settingSpecs()
             .min = 0,
             .max = int64_t(1) << 30,
             .description = "download at most this many KiB/s; 0: no limit"});
+        s.push_back({.key = std::string(setting::kSeeding.name),
+            .kind = Kind::Choice,
+            .defaultValue = std::string(setting::kSeedingWhileTraining),
+            .choices = {std::string(setting::kSeedingWhileTraining), std::string(setting::kSeedingAlways),
+                std::string(setting::kSeedingNever)},
+            .description = "share downloaded checkpoints with other volunteers (BitTorrent, within the upload "
+                           "limit): while_training, always, or never (choose never on a metered link)"});
+        s.push_back({.key = std::string(setting::kSwarmPort.name),
+            .kind = Kind::Int,
+            .defaultValue = int64_t(0),
+            .min = 0,
+            .max = 65535,
+            .description = "the TCP/UDP port checkpoint sharing listens on; 0: a free port (takes effect at "
+                           "the next start)"});
         s.push_back({.key = std::string(setting::kMonthlyDataCapMib.name),
             .kind = Kind::Int,
             .defaultValue = int64_t(0),

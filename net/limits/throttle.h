@@ -42,11 +42,19 @@ public:
     bool pass(Direction direction, uint64_t bytes, const std::atomic<bool>* cancel);
     // Every byte that passed, both directions.
     uint64_t totalBytes() const { return m_total.load(); }
+    // Counts bytes another limiter already paced (the swarm's libtorrent
+    // session keeps to rate() itself).
+    void count(uint64_t bytes) { m_total.fetch_add(bytes); }
+    uint64_t rate(Direction direction) const { return direction == Direction::Up ? m_up.rate() : m_down.rate(); }
+    // The month's data cap is reached: transfers that can wait do.
+    void setCapReached(bool reached) { m_capReached.store(reached); }
+    bool capReached() const { return m_capReached.load(); }
 
 private:
     TokenBucket m_up;
     TokenBucket m_down;
     std::atomic<uint64_t> m_total{0};
+    std::atomic<bool> m_capReached{false};
 };
 
 } // namespace crowdtrain::limits

@@ -6,6 +6,7 @@
 #include <libtorrent/address.hpp>
 #include <libtorrent/alert_types.hpp>
 #include <libtorrent/ip_filter.hpp>
+#include <libtorrent/peer_info.hpp>
 #include <libtorrent/session.hpp>
 #include <libtorrent/session_params.hpp>
 #include <libtorrent/settings_pack.hpp>
@@ -275,6 +276,18 @@ void SwarmSession::pause(const std::string& infoHash, bool paused)
         it->second.handle.resume();
 }
 
+void SwarmSession::setSuperSeed(const std::string& infoHash, bool on)
+{
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->torrents.find(infoHash);
+    if (it == m_state->torrents.end())
+        return;
+    if (on)
+        it->second.handle.set_flags(lt::torrent_flags::super_seeding);
+    else
+        it->second.handle.unset_flags(lt::torrent_flags::super_seeding);
+}
+
 bool SwarmSession::has(const std::string& infoHash) const
 {
     std::lock_guard lock(m_state->mutex);
@@ -313,6 +326,21 @@ std::optional<TorrentProgress> SwarmSession::progress(const std::string& infoHas
     progress.bannedPeers = it->second.bannedPeers;
     progress.error = status.errc ? status.errc.message() : it->second.error;
     return progress;
+}
+
+std::vector<PeerStats> SwarmSession::peerStats(const std::string& infoHash) const
+{
+    std::lock_guard lock(m_state->mutex);
+    std::vector<PeerStats> stats;
+    auto it = m_state->torrents.find(infoHash);
+    if (it == m_state->torrents.end())
+        return stats;
+    std::vector<lt::peer_info> peers;
+    it->second.handle.get_peer_info(peers);
+    for (const lt::peer_info& peer : peers)
+        stats.push_back({{peer.ip.address().to_string(), peer.ip.port()}, uint64_t(peer.total_download),
+            uint64_t(peer.total_upload), bool(peer.flags & lt::peer_info::seed)});
+    return stats;
 }
 
 uint64_t SwarmSession::totalUploaded() const

@@ -63,6 +63,14 @@ struct TorrentProgress {
     std::string error; // the torrent's error, if it stopped on one
 };
 
+// One connected peer of a torrent, and the payload exchanged with it.
+struct PeerStats {
+    PeerEndpoint endpoint;
+    uint64_t downloaded = 0; // payload received from it
+    uint64_t uploaded = 0; // payload sent to it
+    bool seed = false; // it has the whole file
+};
+
 class SwarmSession {
 public:
     // Starts the session and waits (up to 10 s) until it listens. Errors:
@@ -90,10 +98,13 @@ public:
     // Stops seeding or downloading; the file stays on disk.
     void remove(const std::string& infoHash);
     void pause(const std::string& infoHash, bool paused);
+    // Super-seeding (BEP 16) on or off for a torrent this session seeds.
+    void setSuperSeed(const std::string& infoHash, bool on);
 
     bool has(const std::string& infoHash) const;
     std::vector<std::string> torrents() const;
     std::optional<TorrentProgress> progress(const std::string& infoHash) const;
+    std::vector<PeerStats> peerStats(const std::string& infoHash) const;
     // Payload bytes sent and received by every torrent since the session
     // started, removed ones included.
     uint64_t totalUploaded() const;

@@ -101,6 +101,9 @@ std::optional<RoutedRequest> receiveRequest(zmq::socket_t& router)
     RoutedRequest request;
     request.payload = frames.back().to_string();
     request.peerKey = std::move(*key);
+    // zmq_msg_gets takes a non-const message but does not change it.
+    if (const char* address = zmq_msg_gets(const_cast<zmq_msg_t*>(frames.back().handle()), "Peer-Address"))
+        request.peerAddress = address;
     frames.pop_back();
     request.route = std::move(frames);
     return request;

@@ -43,6 +43,7 @@ struct RoutedRequest {
     std::vector<zmq::message_t> route; // identity frame(s), plus an empty delimiter from REQ clients
     std::string payload;
     std::string peerKey; // Z85; never empty (unauthenticated messages are dropped)
+    std::string peerAddress; // the TCP peer's IP address ("" when the transport has none)
 };
 
 inline constexpr std::size_t kMaxRouteFrames = 3;

@@ -1,0 +1,425 @@
+#include "net/daemon/checkpoint_swarm.h"
+
+#include "core/file_io.h"
+#include "net/control/setting_keys.h"
+#include "net/daemon/checkpoint_transfer.h"
+#include "net/transfer/sha256.h"
+#include "net/wire/error_codes.h"
+#include "net/wire/messages.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <thread>
+
+namespace crowdtrain::daemon {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kAskEvery = std::chrono::seconds(10);
+constexpr auto kAskAgainWithoutPeers = std::chrono::seconds(3);
+constexpr auto kPollEvery = std::chrono::milliseconds(250);
+constexpr const char* kHubFile = ".hub";
+
+std::filesystem::path torrentPathFor(const std::filesystem::path& file)
+{
+    return file.parent_path() / ("." + file.filename().string() + ".torrent");
+}
+
+// An IP address for `host` (itself when it is one), for libtorrent to dial.
+std::optional<std::string> addressOf(const std::string& host)
+{
+    if (swarm::isIpAddress(host))
+        return host;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found)
+        return std::nullopt;
+    char text[NI_MAXHOST] = {};
+    const bool ok
+        = ::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) == 0;
+    ::freeaddrinfo(found);
+    return ok ? std::optional<std::string>(text) : std::nullopt;
+}
+
+std::string endpointKey(const swarm::PeerEndpoint& endpoint)
+{
+    return endpoint.host + "|" + std::to_string(endpoint.port);
+}
+
+} // namespace
+
+CheckpointSwarm::CheckpointSwarm(HubDirectory& hubs, CheckpointSwarmOptions options)
+    : m_hubs(hubs)
+    , m_options(std::move(options))
+{
+    m_ticker = std::thread([this] {
+        std::unique_lock lock(m_tickMutex);
+        while (!m_tickWake.wait_for(lock, std::chrono::seconds(2), [this] { return m_stopping; })) {
+            lock.unlock();
+            tick();
+            lock.lock();
+        }
+    });
+}
+
+CheckpointSwarm::~CheckpointSwarm()
+{
+    {
+        std::lock_guard lock(m_tickMutex);
+        m_stopping = true;
+    }
+    m_tickWake.notify_all();
+    m_ticker.join();
+}
+
+swarm::SwarmSession* CheckpointSwarm::session()
+{
+    if (m_session)
+        return m_session.get();
+    swarm::SwarmSettings settings;
+    settings.listenPort = m_options.listenPort ? m_options.listenPort() : 0;
+    if (m_options.throttle) {
+        settings.uploadBytesPerSecond = m_options.throttle->rate(limits::NetworkThrottle::Direction::Up);
+        settings.downloadBytesPerSecond = m_options.throttle->rate(limits::NetworkThrottle::Direction::Down);
+    }
+    auto started = swarm::SwarmSession::start(settings);
+    if (!started) {
+        if (m_options.log)
+            m_options.log("checkpoint sharing is off: " + started.error().message);
+        return nullptr;
+    }
+    m_session = std::move(*started);
+    if (m_options.log)
+        m_options.log("checkpoint sharing (BitTorrent) listens on port " + std::to_string(m_session->listenPort()));
+    return m_session.get();
+}
+
+bool CheckpointSwarm::seedingAllowed() const
+{
+    if (m_options.capReached && m_options.capReached())
+        return false;
+    const std::string policy
+        = m_options.seeding ? m_options.seeding() : std::string(control::setting::kSeedingWhileTraining);
+    if (policy == control::setting::kSeedingAlways)
+        return true;
+    if (policy == control::setting::kSeedingNever)
+        return false;
+    return m_options.training && m_options.training();
+}
+
+void CheckpointSwarm::applyLimits(swarm::SwarmSession& session)
+{
+    if (!m_options.throttle)
+        return;
+    session.setRates(m_options.throttle->rate(limits::NetworkThrottle::Direction::Up),
+        m_options.throttle->rate(limits::NetworkThrottle::Direction::Down));
+}
+
+void CheckpointSwarm::countTraffic(swarm::SwarmSession& session)
+{
+    const uint64_t up = session.totalUploaded();
+    const uint64_t down = session.totalDownloaded();
+    if (m_options.throttle)
+        m_options.throttle->count((up - m_countedUp) + (down - m_countedDown));
+    m_countedUp = up;
+    m_countedDown = down;
+}
+
+std::vector<swarm::PeerEndpoint> CheckpointSwarm::askPeers(
+    const HubLink& hub, const std::string& project, const std::string& infoHash, bool seeding, std::string* error)
+{
+    uint16_t port = 0;
+    {
+        std::lock_guard lock(m_mutex);
+        port = m_session ? m_session->listenPort() : 0;
+    }
+    auto reply = m_hubs.call<net::SwarmPeersReply>(hub, net::SwarmPeersRequest{project, infoHash, port, seeding}, 5000);
+    std::vector<swarm::PeerEndpoint> peers;
+    if (!reply) {
+        if (error)
+            *error = reply.error().message;
+        return peers;
+    }
+    for (const net::SwarmPeer& peer : reply->peers) {
+        auto address = addressOf(peer.host.empty() ? hub.host : peer.host);
+        if (address)
+            peers.push_back({*address, uint16_t(peer.port)});
+    }
+    return peers;
+}
+
+SwarmDownload CheckpointSwarm::download(const std::string& hubLabel, const HubLink& hub, const std::string& project,
+    const net::FileInfo& file, const std::filesystem::path& target, const std::atomic<bool>* cancel,
+    const std::function<void(uint64_t doneBytes, const SwarmSources&)>& progress)
+{
+    (void)hubLabel;
+    SwarmDownload result;
+    auto fallback = [&](std::string why) {
+        result.verdict = SwarmDownload::Fallback;
+        result.why = std::move(why);
+        return result;
+    };
+    if (!file.torrent)
+        return fallback("the hub offers no torrent of " + file.name);
+    if (m_options.capReached && m_options.capReached())
+        return fallback("the month's data cap is reached");
+
+    // The .torrent: a small verified resource of the hub's.
+    auto client = m_hubs.connect(hub);
+    if (!client)
+        return fallback(client.error().message);
+    const std::filesystem::path torrentFile = torrentPathFor(target);
+    auto fetched = fetchResource(**client, file.torrent->resource, torrentFile,
+        FetchOptions{project, 10000, m_options.throttle.get(), cancel, {}});
+    if (!fetched) {
+        if (fetched.error().code == net::errc::kCancelled) {
+            result.verdict = SwarmDownload::Cancelled;
+            return result;
+        }
+        return fallback("cannot fetch the torrent: " + fetched.error().message);
+    }
+    auto bytes = core::readFile(torrentFile, 64 << 20);
+    auto torrent = bytes ? swarm::readTorrent(*bytes) : Result<swarm::TorrentFile>(bytes.error());
+    std::error_code ec;
+    if (!torrent || torrent->infoHash != file.torrent->infoHash || torrent->fileName != file.name
+        || torrent->fileBytes != file.bytes) {
+        std::filesystem::remove(torrentFile, ec);
+        return fallback("the hub's torrent does not describe " + file.name
+            + (torrent ? std::string() : ": " + torrent.error().message));
+    }
+    const std::string infoHash = torrent->infoHash;
+    swarm::SwarmSession* swarmSession = nullptr;
+    {
+        std::lock_guard lock(m_mutex);
+        swarmSession = session();
+        if (!swarmSession)
+            return fallback("checkpoint sharing cannot listen");
+        applyLimits(*swarmSession);
+        if (Status s = swarmSession->download(*torrent, target.parent_path()); !s)
+            return fallback(s.error().message);
+    }
+
+    std::optional<swarm::PeerEndpoint> hubSeed;
+    std::map<std::string, std::pair<swarm::PeerEndpoint, uint64_t>> receivedFrom; // by endpoint
+    auto lastProgress = Clock::now();
+    uint64_t lastDone = 0;
+    auto nextAsk = Clock::now();
+    std::string askError;
+    auto stop = [&] {
+        std::lock_guard lock(m_mutex);
+        countTraffic(*swarmSession);
+        swarmSession->remove(infoHash);
+    };
+    while (true) {
+        const auto now = Clock::now();
+        if (cancel && cancel->load()) {
+            stop();
+            result.verdict = SwarmDownload::Cancelled;
+            return result;
+        }
+        if (now >= nextAsk) {
+            auto peers = askPeers(hub, project, infoHash, false, &askError);
+            if (!peers.empty() && !hubSeed)
+                hubSeed = peers.front(); // the hub lists itself first
+            swarmSession->addPeers(infoHash, peers);
+        }
+        auto state = swarmSession->progress(infoHash);
+        if (!state) {
+            stop();
+            return fallback("the torrent left the session");
+        }
+        {
+            std::lock_guard lock(m_mutex);
+            countTraffic(*swarmSession);
+            applyLimits(*swarmSession);
+        }
+        for (const swarm::PeerStats& peer : swarmSession->peerStats(infoHash)) {
+            auto& seen = receivedFrom[endpointKey(peer.endpoint)];
+            seen.first = peer.endpoint;
+            seen.second = std::max(seen.second, peer.downloaded);
+        }
+        result.sources = {};
+        for (const auto& [key, seen] : receivedFrom)
+            (hubSeed && seen.first == *hubSeed ? result.sources.fromHub : result.sources.fromPeers) += seen.second;
+        result.sources.peers = state->peers;
+        if (now >= nextAsk)
+            nextAsk = now + (state->peers == 0 ? kAskAgainWithoutPeers : kAskEvery);
+        if (progress)
+            progress(state->doneBytes, result.sources);
+        if (state->complete)
+            break;
+        if (!state->error.empty()) {
+            stop();
+            return fallback("the swarm download failed: " + state->error);
+        }
+        if (m_options.capReached && m_options.capReached()) {
+            stop();
+            return fallback("the month's data cap is reached");
+        }
+        if (state->doneBytes > lastDone) {
+            lastDone = state->doneBytes;
+            lastProgress = now;
+        }
+        if (now - lastProgress > std::chrono::seconds(m_options.fallbackSeconds)) {
+            stop();
+            std::filesystem::remove(target, ec);
+            return fallback("no peer sent a verified piece in " + std::to_string(m_options.fallbackSeconds) + " s"
+                + (askError.empty() ? std::string() : " (the hub: " + askError + ")"));
+        }
+        std::this_thread::sleep_for(kPollEvery);
+    }
+    stop(); // seeded again from its final folder (adopt)
+    // libtorrent checked every piece; the file is still checked as a whole
+    // against the hub's list, as a chunked download is.
+    auto sha256 = net::sha256OfFile(target);
+    if (!sha256 || *sha256 != file.sha256) {
+        std::filesystem::remove(target, ec);
+        return fallback(file.name + " from the swarm does not match the hub's SHA-256");
+    }
+    result.verdict = SwarmDownload::Done;
+    return result;
+}
+
+void CheckpointSwarm::adopt(
+    const std::string& hubLabel, const std::string& project, const std::filesystem::path& folder)
+{
+    std::error_code ec;
+    bool any = false;
+    for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!name.starts_with(".") || !name.ends_with(".torrent"))
+            continue;
+        auto bytes = core::readFile(entry.path(), 64 << 20);
+        auto torrent = bytes ? swarm::readTorrent(*bytes) : Result<swarm::TorrentFile>(bytes.error());
+        if (!torrent || std::filesystem::file_size(folder / torrent->fileName, ec) != torrent->fileBytes || ec)
+            continue;
+        std::lock_guard lock(m_mutex);
+        Seeded& seeded = m_seeded[torrent->infoHash];
+        seeded.hubLabel = hubLabel;
+        seeded.project = project;
+        seeded.folder = folder;
+        seeded.torrent = std::move(*torrent);
+        any = true;
+    }
+    if (any && !std::filesystem::exists(folder / kHubFile, ec))
+        (void)core::writeFileAtomic(folder / kHubFile, hubLabel + "\n");
+    if (any)
+        tick();
+}
+
+void CheckpointSwarm::adoptAll(const std::filesystem::path& root)
+{
+    std::error_code ec;
+    for (const auto& project : std::filesystem::directory_iterator(root, ec)) {
+        if (!project.is_directory())
+            continue;
+        std::error_code inner;
+        for (const auto& folder : std::filesystem::directory_iterator(project.path(), inner)) {
+            if (!folder.is_directory() || !folder.path().filename().string().starts_with("round-"))
+                continue;
+            auto hub = core::readFile(folder.path() / kHubFile, 4096);
+            if (!hub)
+                continue;
+            std::string label = *hub;
+            while (!label.empty() && (label.back() == '\n' || label.back() == '\r'))
+                label.pop_back();
+            adopt(label, project.path().filename().string(), folder.path());
+        }
+    }
+}
+
+void CheckpointSwarm::forget(const std::filesystem::path& folder)
+{
+    std::lock_guard lock(m_mutex);
+    for (auto it = m_seeded.begin(); it != m_seeded.end();) {
+        if (it->second.folder != folder) {
+            ++it;
+            continue;
+        }
+        if (it->second.active && m_session)
+            m_session->remove(it->first);
+        it = m_seeded.erase(it);
+    }
+}
+
+void CheckpointSwarm::tick()
+{
+    struct Announce {
+        std::string hubLabel, project, infoHash;
+    };
+    std::vector<Announce> announce;
+    {
+        std::lock_guard lock(m_mutex);
+        const bool allowed = seedingAllowed();
+        const auto now = Clock::now();
+        for (auto& [infoHash, seeded] : m_seeded) {
+            if (allowed && !seeded.active) {
+                swarm::SwarmSession* s = session();
+                if (!s || !s->seed(seeded.torrent, seeded.folder))
+                    continue;
+                seeded.active = true;
+                seeded.announcedAt = {};
+            } else if (!allowed && seeded.active) {
+                m_session->remove(infoHash);
+                seeded.active = false;
+            }
+            if (seeded.active && now - seeded.announcedAt >= std::chrono::seconds(m_options.announceSeconds)) {
+                seeded.announcedAt = now;
+                announce.push_back({seeded.hubLabel, seeded.project, infoHash});
+            }
+        }
+        if (m_session) {
+            applyLimits(*m_session);
+            countTraffic(*m_session);
+        }
+    }
+    // The hubs are asked outside the lock: each call may wait seconds.
+    for (const Announce& a : announce) {
+        auto hub = m_options.resolve ? m_options.resolve(a.hubLabel) : parseHubLink(a.hubLabel);
+        if (hub)
+            (void)askPeers(*hub, a.project, a.infoHash, true, nullptr);
+    }
+}
+
+control::Value CheckpointSwarm::folderStatus(const std::filesystem::path& folder) const
+{
+    std::lock_guard lock(m_mutex);
+    control::Value v;
+    for (const auto& [infoHash, seeded] : m_seeded) {
+        if (seeded.folder != folder)
+            continue;
+        auto progress = seeded.active && m_session ? m_session->progress(infoHash) : std::nullopt;
+        v.set("seeding", seeded.active);
+        v.set("seed_peers", int64_t(progress ? progress->peers : 0));
+        v.set("uploaded_bytes", progress ? progress->uploadedPayload : uint64_t(0));
+    }
+    return v;
+}
+
+control::Value CheckpointSwarm::status() const
+{
+    std::lock_guard lock(m_mutex);
+    control::Value v = control::Value::map();
+    v.set("listening", m_session != nullptr);
+    v.set("port", int64_t(m_session ? m_session->listenPort() : 0));
+    v.set("seeding", seedingAllowed());
+    v.set("uploaded_bytes", m_session ? m_session->totalUploaded() : uint64_t(0));
+    v.set("downloaded_bytes", m_session ? m_session->totalDownloaded() : uint64_t(0));
+    control::Value torrents = control::Value::array();
+    for (const auto& [infoHash, seeded] : m_seeded) {
+        control::Value t = control::Value::map();
+        t.set("project", seeded.project).set("file", seeded.torrent.fileName);
+        t.set("folder", seeded.folder.string()).set("info_hash", infoHash).set("active", seeded.active);
+        auto progress = seeded.active && m_session ? m_session->progress(infoHash) : std::nullopt;
+        t.set("peers", int64_t(progress ? progress->peers : 0));
+        t.set("uploaded_bytes", progress ? progress->uploadedPayload : uint64_t(0));
+        torrents.push(t);
+    }
+    v.set("torrents", torrents);
+    return v;
+}
+
+} // namespace crowdtrain::daemon

@@ -1,0 +1,130 @@
+#pragma once
+
+// The daemon's side of the checkpoint swarm (net/swarm; docs/architecture.md,
+// "The swarm"). A checkpoint file the hub offers as a torrent is downloaded
+// through libtorrent: the .torrent is fetched from the hub (a small
+// verified resource), the hub's `swarm_peers` names who to dial (the hub
+// itself first), and the finished file is checked against the SHA-256 the
+// hub published, as a chunked download is. When no payload arrives for
+// fallbackSeconds (no peer answers, or the swarm stalls), the torrent is
+// dropped and the caller downloads the file in chunks from the hub.
+//
+// Afterwards the daemon seeds what it downloaded, as the `seeding` setting
+// says: "while_training" (the default: only while a joined project
+// trains), "always", or "never"; every payload byte counts toward the
+// month and keeps to the upload and download limits, and nothing is
+// shared once the month's data cap is reached. The torrent of a deleted
+// checkpoint is dropped before its folder goes. A seeded folder keeps its
+// .torrent (".<file>.torrent") and its hub (".hub"), so seeding resumes
+// after a restart.
+//
+// The libtorrent session starts at the first torrent and listens on the
+// `swarm_port` setting (0: a free port). Thread-safe: download() runs on
+// the checkpoint worker, tick() on this class's own thread (every 2 s),
+// the rest anywhere.
+
+#include "net/control/value.h"
+#include "net/daemon/hub_directory.h"
+#include "net/limits/throttle.h"
+#include "net/swarm/swarm_session.h"
+#include "net/wire/messages_common.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace crowdtrain::daemon {
+
+struct CheckpointSwarmOptions {
+    std::shared_ptr<limits::NetworkThrottle> throttle; // may be null
+    // "while_training" | "always" | "never" (the `seeding` setting).
+    std::function<std::string()> seeding;
+    std::function<bool()> training; // a joined project trains now
+    std::function<uint16_t()> listenPort; // the `swarm_port` setting
+    std::function<bool()> capReached; // the month's data cap is reached
+    std::function<Result<HubLink>(const std::string& hub)> resolve; // "demo" or a link, as it is now
+    std::function<void(const std::string&)> log;
+    int fallbackSeconds = 30;
+    int announceSeconds = 60; // how often a seeded torrent is announced to its hub
+};
+
+// Where a swarm download's bytes came from.
+struct SwarmSources {
+    uint64_t fromPeers = 0; // payload from other volunteers
+    uint64_t fromHub = 0; // payload from the hub's seed
+    int peers = 0; // connected peers now
+};
+
+struct SwarmDownload {
+    enum Verdict { Done, Fallback, Cancelled };
+    Verdict verdict = Fallback;
+    std::string why; // for Fallback: why the swarm was left
+    SwarmSources sources;
+};
+
+class CheckpointSwarm {
+public:
+    explicit CheckpointSwarm(HubDirectory& hubs, CheckpointSwarmOptions options);
+    ~CheckpointSwarm();
+
+    // Downloads `file` (which has a torrent) into `target` via the swarm.
+    // `hubLabel` is how the daemon names the hub ("demo" or a link).
+    SwarmDownload download(const std::string& hubLabel, const HubLink& hub, const std::string& project,
+        const net::FileInfo& file, const std::filesystem::path& target, const std::atomic<bool>* cancel,
+        const std::function<void(uint64_t doneBytes, const SwarmSources&)>& progress);
+
+    // A checkpoint folder now complete: its files with a .torrent beside
+    // them are seeded (as the setting allows) and announced to the hub.
+    void adopt(const std::string& hubLabel, const std::string& project, const std::filesystem::path& folder);
+    // The folder is about to be deleted: its torrents stop.
+    void forget(const std::filesystem::path& folder);
+    // Every downloaded folder under `root` (<project>/round-<R>/) that holds a .torrent.
+    void adoptAll(const std::filesystem::path& root);
+
+    // Applies the setting, the limits and the cap; announces seeded
+    // torrents to their hubs every announceSeconds.
+    void tick();
+    // {listening, port, seeding: bool (allowed now), uploaded_bytes,
+    //  downloaded_bytes, torrents: [{project, file, folder, info_hash, peers, uploaded_bytes}]}
+    control::Value status() const;
+    // For a folder that holds a seeded file: {seeding, seed_peers,
+    // uploaded_bytes}; nil otherwise.
+    control::Value folderStatus(const std::filesystem::path& folder) const;
+
+private:
+    struct Seeded {
+        std::string hubLabel;
+        std::string project;
+        std::filesystem::path folder;
+        swarm::TorrentFile torrent;
+        bool active = false; // in the session now
+        std::chrono::steady_clock::time_point announcedAt{};
+    };
+    swarm::SwarmSession* session(); // started on first use; null if it cannot listen
+    bool seedingAllowed() const;
+    void applyLimits(swarm::SwarmSession& session);
+    void countTraffic(swarm::SwarmSession& session);
+    std::vector<swarm::PeerEndpoint> askPeers(
+        const HubLink& hub, const std::string& project, const std::string& infoHash, bool seeding, std::string* error);
+
+    HubDirectory& m_hubs;
+    CheckpointSwarmOptions m_options;
+    mutable std::mutex m_mutex;
+    std::unique_ptr<swarm::SwarmSession> m_session;
+    std::map<std::string, Seeded> m_seeded; // by info-hash
+    uint64_t m_countedUp = 0;
+    uint64_t m_countedDown = 0;
+    std::mutex m_tickMutex;
+    std::condition_variable m_tickWake;
+    bool m_stopping = false;
+    std::thread m_ticker; // tick() every 2 s
+};
+
+} // namespace crowdtrain::daemon

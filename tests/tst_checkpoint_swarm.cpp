@@ -1,0 +1,226 @@
+// Checkpoints through the BitTorrent swarm, end to end (issue 28): a real
+// coordinator seeds its published checkpoint, eight real daemons download
+// it at once from the coordinator and from each other, each verifies it,
+// and the coordinator sends less than twice the file; a deleted checkpoint
+// stops being seeded; with no peer reachable, the download falls back to
+// the coordinator's chunks and still completes.
+
+#include "coordinator_process.h"
+#include "daemon_process.h"
+#include "net/daemon/hub_link.h"
+#include "net/transfer/sha256.h"
+
+#include <QRegularExpression>
+#include <QTemporaryDir>
+
+using namespace crowdtrain;
+using namespace crowdtrain::testing;
+using control::Value;
+
+namespace {
+
+Value keyValue(const std::string& key, Value value)
+{
+    Value body = Value::map();
+    body.set("key", key).set("value", std::move(value));
+    return body;
+}
+
+Value roundBody(uint64_t round)
+{
+    Value body = Value::map();
+    body.set("round", round);
+    return body;
+}
+
+std::string hubLinkOf(const ServerProcess& server)
+{
+    daemon::HubLink hub;
+    hub.host = "127.0.0.1";
+    hub.port = uint16_t(std::stoi(server.endpoint.substr(server.endpoint.rfind(':') + 1)));
+    hub.publicKey = server.publicKey;
+    return daemon::formatHubLink(hub);
+}
+
+// A checkpoint's model file must pass 1 MiB to get a torrent: 2 layers of
+// 128 give ~1.6 MB.
+SpecOptions swarmSpec()
+{
+    return SpecOptions{.innerSteps = 10, .batchSize = 4, .tasksPerRound = 1, .checkpointEvery = 1, .embd = 128};
+}
+
+struct Volunteer {
+    explicit Volunteer(std::filesystem::path root)
+        : home{std::move(root)}
+    { }
+    Home home;
+    DaemonProcess daemon;
+    std::unique_ptr<control::ControlClient> client;
+};
+
+// A daemon joined to the project and paused (it downloads, it does not train).
+void startVolunteer(Volunteer& v, const std::string& link, bool train)
+{
+    v.daemon.start(v.home);
+    v.client = connectTo(v.home, v.daemon);
+    call(*v.client, "settings_set", keyValue("auto_download", false));
+    call(*v.client, "settings_set", keyValue("seeding", "always"));
+    Value join = Value::map();
+    join.set("hub", link).set("project", "tiny");
+    call(*v.client, "join", join);
+    if (!train)
+        call(*v.client, "pause");
+}
+
+// The first checkpoint's round, once the trainer's rounds published one.
+uint64_t firstCheckpoint(Volunteer& trainer)
+{
+    uint64_t round = 0;
+    const bool published = waitUntil(
+        [&] {
+            const Value list = call(*trainer.client, "checkpoints")["checkpoints"];
+            if (list.size() == 0)
+                return false;
+            round = list.at(0)["round"].toUInt();
+            return list.at(0)["torrent"].toBool();
+        },
+        180000);
+    if (!published)
+        qFatal("no checkpoint with a torrent was published: %s", trainer.daemon.log().constData());
+    call(*trainer.client, "pause");
+    return round;
+}
+
+std::filesystem::path hubCheckpointFile(const std::filesystem::path& state, uint64_t round)
+{
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(state))
+        if (entry.path().filename() == "model.safetensors"
+            && entry.path().parent_path().filename() == "round-" + std::to_string(round))
+            return entry.path();
+    qFatal("the hub has no round-%llu/model.safetensors", (unsigned long long)round);
+}
+
+std::string sha256Of(const std::filesystem::path& file)
+{
+    auto hash = net::sha256OfFile(file);
+    return hash ? *hash : std::string("unreadable");
+}
+
+std::string checkpointState(control::ControlClient& client, uint64_t round)
+{
+    const Value listed = call(client, "checkpoints");
+    for (const Value& c : listed["checkpoints"].items())
+        if (c["round"].toUInt() == round)
+            return c["state"].toString();
+    return "absent";
+}
+
+} // namespace
+
+class TestCheckpointSwarm : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+    std::filesystem::path root() const { return m_dir.path().toStdString(); }
+
+private slots:
+    void eightDaemonsShareOneCheckpoint()
+    {
+        const auto data = preparedText(root());
+        const auto spec = writeSpec(root() / "hub", data, swarmSpec());
+        ServerProcess server;
+        // The host's uplink for checkpoints: 512 KiB/s.
+        QVERIFY(server.start(spec, root() / "hub/state", 500, "tcp://127.0.0.1:*",
+            {QStringLiteral("--swarm-upload-limit"), QStringLiteral("524288")}));
+        QVERIFY(server.swarmPort > 0);
+        const std::string link = hubLinkOf(server);
+
+        Volunteer trainer(root() / "trainer");
+        startVolunteer(trainer, link, true);
+        const uint64_t round = firstCheckpoint(trainer);
+        const auto original = hubCheckpointFile(root() / "hub/state", round);
+        const uint64_t fileBytes = std::filesystem::file_size(original);
+        QVERIFY(fileBytes > (1u << 20));
+
+        std::vector<std::unique_ptr<Volunteer>> volunteers;
+        for (int i = 0; i < 8; ++i) {
+            volunteers.push_back(std::make_unique<Volunteer>(root() / ("v" + std::to_string(i))));
+            startVolunteer(*volunteers.back(), link, false);
+        }
+        for (auto& v : volunteers)
+            call(*v->client, "download", roundBody(round));
+        for (auto& v : volunteers)
+            QVERIFY2(waitUntil([&] { return checkpointState(*v->client, round) == "ready"; }, 240000),
+                v->daemon.log().constData());
+
+        // Each has the hub's file, verified; some of it came from other volunteers.
+        const std::string expected = sha256Of(original);
+        uint64_t fromPeers = 0;
+        const QRegularExpression swarmLine(
+            QStringLiteral("from the swarm \\((\\d+) KiB from peers, (\\d+) KiB from the hub\\)"));
+        for (auto& v : volunteers) {
+            const auto folder = v->home.data() / "checkpoints" / "tiny" / ("round-" + std::to_string(round));
+            QCOMPARE(sha256Of(folder / "model.safetensors"), expected);
+            const QString log = QString::fromUtf8(v->daemon.log());
+            const auto match = swarmLine.match(log);
+            QVERIFY2(match.hasMatch(), qPrintable(log)); // the swarm, not the fallback
+            fromPeers += match.captured(1).toULongLong() << 10;
+        }
+        QVERIFY(fromPeers > 0);
+
+        // They seed it, and the status says so.
+        const Value shared = call(*volunteers[0]->client, "status")["swarm"];
+        QVERIFY(shared["listening"].toBool());
+        QCOMPARE(shared["torrents"].size(), std::size_t(1));
+        QVERIFY(shared["torrents"].at(0)["active"].toBool());
+
+        // A deleted checkpoint is no longer seeded.
+        call(*volunteers[0]->client, "checkpoint_delete", roundBody(round));
+        QCOMPARE(call(*volunteers[0]->client, "status")["swarm"]["torrents"].size(), std::size_t(0));
+        QCOMPARE(checkpointState(*volunteers[0]->client, round), std::string("remote"));
+
+        // The coordinator sent less than two copies in all.
+        for (auto& v : volunteers)
+            v->daemon.terminate();
+        trainer.daemon.terminate();
+        server.terminate();
+        const QString said = QString::fromUtf8(server.stderrText());
+        const auto sent = QRegularExpression(
+            QStringLiteral("sent (\\d+) bytes of checkpoints to the swarm and (\\d+) in fetch replies"))
+                              .match(said);
+        QVERIFY2(sent.hasMatch(), qPrintable(said));
+        const uint64_t hubBytes = sent.captured(1).toULongLong() + sent.captured(2).toULongLong();
+        qInfo("8 daemons, a %llu-byte checkpoint: the hub sent %.2f copies (%.2f through the swarm), the peers %.2f",
+            (unsigned long long)fileBytes, double(hubBytes) / double(fileBytes),
+            sent.captured(1).toDouble() / double(fileBytes), double(fromPeers) / double(fileBytes));
+        QVERIFY2(hubBytes < 2 * fileBytes, qPrintable(said));
+    }
+
+    void withNoPeerTheHubsChunksStillDeliver()
+    {
+        const auto data = preparedText(root());
+        const auto spec = writeSpec(root() / "hub2", data, swarmSpec());
+        ServerProcess server;
+        // The seed listens where nobody can reach it through the hub's
+        // address (127.0.0.2, while the hub link names 127.0.0.1).
+        QVERIFY(server.start(spec, root() / "hub2/state", 500, "tcp://127.0.0.1:*",
+            {QStringLiteral("--swarm"), QStringLiteral("127.0.0.2:0")}));
+        const std::string link = hubLinkOf(server);
+        Volunteer trainer(root() / "trainer2");
+        startVolunteer(trainer, link, true);
+        const uint64_t round = firstCheckpoint(trainer);
+
+        Volunteer v(root() / "lonely");
+        startVolunteer(v, link, false);
+        call(*v.client, "download", roundBody(round));
+        QVERIFY2(waitUntil([&] { return checkpointState(*v.client, round) == "ready"; }, 180000),
+            v.daemon.log().constData());
+        const auto folder = v.home.data() / "checkpoints" / "tiny" / ("round-" + std::to_string(round));
+        QCOMPARE(sha256Of(folder / "model.safetensors"), sha256Of(hubCheckpointFile(root() / "hub2/state", round)));
+        QVERIFY2(v.daemon.log().contains("in chunks from the hub instead of the swarm: no peer sent a verified piece"),
+            v.daemon.log().constData());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCheckpointSwarm)
+#include "tst_checkpoint_swarm.moc"
