@@ -217,6 +217,22 @@ int generate(control::ControlClient& client, app::Args& args)
     return fail("no text came within 10 minutes");
 }
 
+// Where a checkpoint's bytes come from and go to (the swarm), in words.
+std::string swarmWords(const control::Value& cp)
+{
+    std::string words;
+    if (cp.has("from_peers_bytes"))
+        words += "  " + std::to_string(cp["peers"].toInt()) + " peers, "
+            + std::to_string(cp["from_peers_bytes"].toUInt() >> 20) + " MiB from peers, "
+            + std::to_string(cp["from_hub_bytes"].toUInt() >> 20) + " MiB from the hub";
+    if (cp["seeding"].toBool())
+        words += "  sharing with " + std::to_string(cp["seed_peers"].toInt()) + " peers, "
+            + std::to_string(cp["uploaded_bytes"].toUInt() >> 20) + " MiB sent";
+    else if (cp["torrent"].toBool() && cp["state"].toString() == "remote")
+        words += "  (peer-to-peer)";
+    return words;
+}
+
 } // namespace
 
 int runCommand(int argc, char** argv)
@@ -298,7 +314,8 @@ int runCommand(int argc, char** argv)
                 std::cout << "round " << cp["round"].toUInt() << "  " << cp["tokens"].toUInt() << " tokens  val "
                           << (cp["val_loss"].isNil() ? std::string("-") : number(cp["val_loss"].toDouble(), 3)) << "  "
                           << number(double(cp["bytes"].toUInt()) / 1e6, 1) << " MB  " << cp["state"].toString()
-                          << (cp.has("folder") ? "  " + cp["folder"].toString() : std::string()) << "\n";
+                          << swarmWords(cp) << (cp.has("folder") ? "  " + cp["folder"].toString() : std::string())
+                          << "\n";
         } else if (type == request::kMetrics) {
             for (const Value& row : (*reply)["rows"].items())
                 std::cout << "round " << row["round"].toUInt() << "  tokens " << row["tokens"].toUInt() << "  train "

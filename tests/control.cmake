@@ -21,5 +21,6 @@ add_dependencies(tst_daemon_edges crowdtrain-worker crowdtrain-daemon crowdtrain
 # Checkpoints through the BitTorrent swarm: a coordinator seeding, eight
 # daemons downloading from it and each other; the chunked fallback (issue 28).
 crowdtrain_test(tst_checkpoint_swarm SOURCES tst_checkpoint_swarm.cpp coordinator_process.h daemon_process.h
-    LIBS crowdtrain::daemon crowdtrain::control crowdtrain::sha256 Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 900)
+    LIBS crowdtrain::daemon crowdtrain::control crowdtrain::sha256 crowdtrain::swarm Qt6::Core nlohmann_json::nlohmann_json
+    TIMEOUT 900)
 add_dependencies(tst_checkpoint_swarm crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)

@@ -80,6 +80,7 @@ struct SpecOptions {
     std::string codec = "int8";
     int64_t embd = 32;
     std::vector<std::string> prompts = {}; // continued at each checkpoint
+    std::string checkpointAccess = "everyone";
 };
 
 // A small model (2 layers, 32 wide, block 32) so that rounds take seconds.
@@ -100,6 +101,7 @@ inline std::filesystem::path writeSpec(
         {"validation", {{"batches", 8}, {"batch_size", 16}}}};
     if (!o.prompts.empty())
         spec["prompts"] = o.prompts;
+    spec["checkpoint_access"] = o.checkpointAccess;
     std::filesystem::create_directories(dir);
     const auto file = dir / "tiny.project.json";
     std::ofstream(file) << spec.dump(2);

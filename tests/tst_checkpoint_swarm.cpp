@@ -6,9 +6,12 @@
 // the coordinator's chunks and still completes.
 
 #include "coordinator_process.h"
+#include "core/file_io.h"
 #include "daemon_process.h"
 #include "net/daemon/hub_link.h"
+#include "net/swarm/torrent_file.h"
 #include "net/transfer/sha256.h"
+#include "protocol_client.h"
 
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -44,9 +47,14 @@ std::string hubLinkOf(const ServerProcess& server)
 
 // A checkpoint's model file must pass 1 MiB to get a torrent: 2 layers of
 // 128 give ~1.6 MB.
-SpecOptions swarmSpec()
+SpecOptions swarmSpec(const std::string& access = "everyone")
 {
-    return SpecOptions{.innerSteps = 10, .batchSize = 4, .tasksPerRound = 1, .checkpointEvery = 1, .embd = 128};
+    return SpecOptions{.innerSteps = 10,
+        .batchSize = 4,
+        .tasksPerRound = 1,
+        .checkpointEvery = 1,
+        .embd = 128,
+        .checkpointAccess = access};
 }
 
 struct Volunteer {
@@ -219,6 +227,47 @@ private slots:
         QCOMPARE(sha256Of(folder / "model.safetensors"), sha256Of(hubCheckpointFile(root() / "hub2/state", round)));
         QVERIFY2(v.daemon.log().contains("in chunks from the hub instead of the swarm: no peer sent a verified piece"),
             v.daemon.log().constData());
+    }
+
+    // A participants-only project tells its torrents to participants only:
+    // the info-hash is what a BitTorrent peer names to be served.
+    void participantsOnlyTorrentsStayWithParticipants()
+    {
+        const auto data = preparedText(root());
+        const auto spec = writeSpec(root() / "hub3", data, swarmSpec("participants"));
+        ServerProcess server;
+        QVERIFY(server.start(spec, root() / "hub3/state", 500));
+        Volunteer trainer(root() / "trainer3");
+        startVolunteer(trainer, hubLinkOf(server), true);
+        const uint64_t round = firstCheckpoint(trainer); // the trainer, a participant, sees the torrent
+        const auto file = hubCheckpointFile(root() / "hub3/state", round);
+        auto kept = core::readFile(file.parent_path() / ".model.safetensors.torrent");
+        QVERIFY(kept.ok());
+        auto torrent = swarm::readTorrent(*kept);
+        QVERIFY(torrent.ok());
+
+        zmq::context_t context;
+        ProtocolVolunteer stranger = joinProject(context, server.endpoint, server.publicKey, "tiny", "stranger");
+        auto listed = stranger.client->request<net::ListCheckpointsReply>(net::ListCheckpointsRequest{"tiny"}, 10000);
+        QVERIFY(listed.ok());
+        QVERIFY(!listed->checkpoints.empty());
+        for (const net::CheckpointInfo& c : listed->checkpoints)
+            for (const net::FileInfo& f : c.files)
+                QVERIFY(!f.torrent.has_value());
+        auto peers = stranger.client->request<net::SwarmPeersReply>(
+            net::SwarmPeersRequest{"tiny", torrent->infoHash, 6881, false}, 10000);
+        QVERIFY(!peers.ok());
+        QCOMPARE(peers.error().code, std::string("forbidden"));
+        auto described = stranger.client->request<net::ResourceDescription>(
+            net::DescribeRequest{"tiny", "torrent/checkpoint/round-" + std::to_string(round) + "/model.safetensors"},
+            10000);
+        QVERIFY(!described.ok());
+        QCOMPARE(described.error().code, std::string("forbidden"));
+        // An unknown info-hash is not found.
+        auto unknown = stranger.client->request<net::SwarmPeersReply>(
+            net::SwarmPeersRequest{"tiny", std::string(40, '0'), 6881, false}, 10000);
+        QCOMPARE(unknown.error().code, std::string("not_found"));
+        trainer.daemon.terminate();
     }
 };
 

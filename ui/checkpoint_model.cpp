@@ -19,8 +19,18 @@ QString stateWords(const control::Value& c)
     case DownloadState::Remote:
         return CheckpointModel::tr("on the hub");
     case DownloadState::Ready:
+        if (c["seeding"].toBool())
+            return CheckpointModel::tr(
+                "downloaded, verified; sharing with %n peer(s), %1 sent", "", int(c["seed_peers"].toInt()))
+                .arg(formatBytes(double(c["uploaded_bytes"].toUInt())));
         return CheckpointModel::tr("downloaded, verified");
     case DownloadState::Downloading:
+        if (c.has("from_peers_bytes"))
+            return CheckpointModel::tr(
+                "downloading, %1/s from %n peer(s) (%2 from peers, %3 from the hub)", "", int(c["peers"].toInt()))
+                .arg(formatBytes(c["bytes_per_second"].toDouble()))
+                .arg(formatBytes(double(c["from_peers_bytes"].toUInt())))
+                .arg(formatBytes(double(c["from_hub_bytes"].toUInt())));
         return CheckpointModel::tr("downloading, %1/s").arg(formatBytes(c["bytes_per_second"].toDouble()));
     case DownloadState::Waiting:
         return CheckpointModel::tr("will retry: %1").arg(text(c["error"]));
@@ -159,7 +169,8 @@ CheckpointModel::Progress CheckpointModel::applyProgress(const control::Value& e
         return Progress::Unknown;
     control::Value& entry = m_rows[std::size_t(row)];
     const bool stateChanged = entry["state"].toString() != event["state"].toString();
-    for (const char* key : {"state", "done_bytes", "bytes_per_second", "error"})
+    for (const char* key :
+        {"state", "done_bytes", "bytes_per_second", "error", "peers", "from_peers_bytes", "from_hub_bytes"})
         if (event.has(key))
             entry.set(key, event[key]);
     emit dataChanged(index(row, kState), index(row, kState));

@@ -232,8 +232,8 @@ Result<std::string> CoordinatorServer::dispatch(
         return serve<GetUpdateRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const GetUpdateRequest& r) { return p.getUpdate(r); });
     if (type == ListCheckpointsRequest::kType)
-        return serve<ListCheckpointsRequest>(
-            e, find, key, now, [&](ProjectRuntime& p, const ListCheckpointsRequest&) { return p.listCheckpoints(); });
+        return serve<ListCheckpointsRequest>(e, find, key, now,
+            [&](ProjectRuntime& p, const ListCheckpointsRequest&) { return p.listCheckpoints(key); });
     if (type == MetricsRequest::kType)
         return serve<MetricsRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const MetricsRequest& r) { return p.metrics(r); });

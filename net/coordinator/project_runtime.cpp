@@ -202,10 +202,13 @@ net::CheckpointInfo ProjectRuntime::withTorrents(net::CheckpointInfo checkpoint)
     return checkpoint;
 }
 
-Result<net::ListCheckpointsReply> ProjectRuntime::listCheckpoints() const
+Result<net::ListCheckpointsReply> ProjectRuntime::listCheckpoints(const std::optional<std::string>& key)
 {
     auto reply = m_queries->listCheckpoints();
-    if (reply)
+    // The info-hash is what a BitTorrent peer names to be served the file:
+    // only those who may have the file learn it.
+    const bool torrents = m_spec.checkpointAccess == CheckpointAccess::Everyone || (key && checkpointAccess(*key));
+    if (reply && torrents)
         for (net::CheckpointInfo& checkpoint : reply->checkpoints)
             checkpoint = withTorrents(std::move(checkpoint));
     return reply;
@@ -260,25 +263,32 @@ constexpr std::string_view kTokenizerPrefix = "tokenizer/";
 
 } // namespace
 
+Status ProjectRuntime::checkpointAccess(const std::string& key)
+{
+    switch (m_spec.checkpointAccess) {
+    case CheckpointAccess::Everyone:
+        return Status::success();
+    case CheckpointAccess::Participants: {
+        auto totals = m_store->ledger().volunteerTotals(key);
+        if (totals && totals->accepted > 0)
+            return Status::success();
+        return Error::make(net::errc::kForbidden,
+            "project " + m_spec.name + " shares its checkpoints with participants only: train one accepted task first");
+    }
+    case CheckpointAccess::Nobody:
+        break;
+    }
+    return Error::make(
+        net::errc::kForbidden, "project " + m_spec.name + " does not share its checkpoints until its release");
+}
+
 Status ProjectRuntime::prepareResource(const std::string& key, const std::string& name)
 {
-    if (name.starts_with(kCheckpointPrefix)) {
-        switch (m_spec.checkpointAccess) {
-        case CheckpointAccess::Everyone:
-            return Status::success();
-        case CheckpointAccess::Participants: {
-            auto totals = m_store->ledger().volunteerTotals(key);
-            if (totals && totals->accepted > 0)
-                return Status::success();
-            return Error::make(net::errc::kForbidden,
-                "project " + m_spec.name
-                    + " shares its checkpoints with participants only: train one accepted task first");
-        }
-        case CheckpointAccess::Nobody:
-            return Error::make(
-                net::errc::kForbidden, "project " + m_spec.name + " does not share its checkpoints until its release");
-        }
-    }
+    // A checkpoint file, or its .torrent: the project's terms decide.
+    if (name.starts_with(kCheckpointPrefix)
+        || (name.starts_with(kTorrentResourcePrefix)
+            && name.substr(kTorrentResourcePrefix.size()).starts_with(kCheckpointPrefix)))
+        return checkpointAccess(key);
     if (DataPieces::handles(name))
         return m_pieces->prepare(name, [&](uint64_t taskId) -> const std::vector<Piece>* {
             const OpenTask* task = m_tasks->find(taskId, key);
@@ -645,8 +655,11 @@ void ProjectRuntime::finishEvaluation(bool wait, PublishedEvents& events)
     }
     if (Status s = publishResources(); !s)
         std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
-    events.frames.push_back(
-        net::encodeEvent(m_spec.name, net::CheckpointPublishedEvent{withTorrents(wireCheckpoint(*published))}));
+    // Events reach every subscriber: torrents only when everyone may download.
+    net::CheckpointInfo announced = wireCheckpoint(*published);
+    if (m_spec.checkpointAccess == CheckpointAccess::Everyone)
+        announced = withTorrents(std::move(announced));
+    events.frames.push_back(net::encodeEvent(m_spec.name, net::CheckpointPublishedEvent{std::move(announced)}));
 }
 
 } // namespace crowdtrain::coordinator

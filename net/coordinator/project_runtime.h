@@ -92,6 +92,8 @@ public:
     // Errors: "forbidden", "not_found" (a piece outside the train shards,
     // a task that is not the key's).
     Status prepareResource(const std::string& key, const std::string& name);
+    // Whether `key` may download checkpoints. Errors: "forbidden".
+    Status checkpointAccess(const std::string& key);
     void setEventsPort(uint64_t port) { m_options.eventsPort = port; }
 
     // Any request from `key` shows it is alive.
@@ -105,8 +107,10 @@ public:
         const std::string& key, const net::UploadChunkRequest& request, int64_t nowMs);
     Result<net::SubmitReply> submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs);
     Result<net::GetUpdateReply> getUpdate(const net::GetUpdateRequest& request) const;
-    // The kept checkpoints, with their files' torrents where seeded.
-    Result<net::ListCheckpointsReply> listCheckpoints() const;
+    // The kept checkpoints, with their files' torrents where seeded and
+    // `key` may download them (everyone may, or the key by the project's
+    // checkpoint_access; no key: the public).
+    Result<net::ListCheckpointsReply> listCheckpoints(const std::optional<std::string>& key = std::nullopt);
     // Who holds a torrent of this project (`address`: the asker's IP as
     // the socket saw it). Errors: "not_found", "forbidden" (as for the
     // torrent's file).

@@ -5,6 +5,9 @@
 #include <libtorrent/add_torrent_params.hpp>
 #include <libtorrent/address.hpp>
 #include <libtorrent/alert_types.hpp>
+#include <libtorrent/extensions/smart_ban.hpp>
+#include <libtorrent/extensions/ut_metadata.hpp>
+#include <libtorrent/extensions/ut_pex.hpp>
 #include <libtorrent/ip_filter.hpp>
 #include <libtorrent/peer_info.hpp>
 #include <libtorrent/session.hpp>
@@ -56,6 +59,10 @@ lt::settings_pack packFor(const SwarmSettings& settings)
     // Volunteers behind one NAT (and every test on loopback) share an address.
     pack.set_bool(lt::settings_pack::allow_multiple_connections_per_ip, true);
     pack.set_int(lt::settings_pack::connections_limit, std::max(settings.maxConnections, 2));
+    // Two disk threads and one hasher (libtorrent's default is ten): a
+    // home machine's disk is not the bottleneck of a capped link.
+    pack.set_int(lt::settings_pack::aio_threads, 2);
+    pack.set_int(lt::settings_pack::hashing_threads, 1);
     pack.set_int(lt::settings_pack::upload_rate_limit, rateSetting(settings.uploadBytesPerSecond));
     pack.set_int(lt::settings_pack::download_rate_limit, rateSetting(settings.downloadBytesPerSecond));
     pack.set_int(lt::settings_pack::alert_mask,
@@ -142,8 +149,14 @@ Result<std::unique_ptr<SwarmSession>> SwarmSession::start(const SwarmSettings& s
             net::errc::kInvalidArgument, "listen address " + settings.listenAddress + " is not an IP address");
     auto state = std::make_unique<State>();
     try {
-        lt::session_params params(packFor(settings));
+        // libtorrent's default plugins, named: metadata exchange, smart-ban
+        // (finds the peer that sent a bad block), and peer exchange.
+        lt::session_params params(packFor(settings), {});
         state->session = std::make_unique<lt::session>(std::move(params));
+        state->session->add_extension(&lt::create_ut_metadata_plugin);
+        state->session->add_extension(&lt::create_smart_ban_plugin);
+        if (settings.peerExchange)
+            state->session->add_extension(&lt::create_ut_pex_plugin);
         state->session->set_peer_class_filter(everyPeerLimited());
     } catch (const std::exception& e) {
         return Error::make(net::errc::kIoError, std::string("cannot start the BitTorrent session: ") + e.what());

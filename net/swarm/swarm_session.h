@@ -39,6 +39,9 @@ struct SwarmSettings {
     uint64_t uploadBytesPerSecond = 0; // 0: unlimited
     uint64_t downloadBytesPerSecond = 0; // 0: unlimited
     int maxConnections = 200; // across all torrents
+    // Peers tell each other of peers (ut_pex, BEP 11). Off only where every
+    // byte must come from the seed (bench_swarm's baseline).
+    bool peerExchange = true;
 };
 
 struct PeerEndpoint {
