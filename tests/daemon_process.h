@@ -107,6 +107,14 @@ inline std::unique_ptr<control::ControlClient> connectTo(const Home& home, Daemo
     return client;
 }
 
+// A settings_set body.
+inline Value keyValue(const std::string& key, Value value)
+{
+    Value body = Value::map();
+    body.set("key", key).set("value", std::move(value));
+    return body;
+}
+
 inline Value call(control::ControlClient& client, const std::string& type, const Value& body = Value::map())
 {
     auto reply = client.call(type, body, 30000);

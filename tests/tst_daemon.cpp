@@ -27,17 +27,6 @@ using namespace crowdtrain;
 using namespace crowdtrain::testing;
 using control::Value;
 
-namespace {
-
-Value keyValue(const std::string& key, Value value)
-{
-    Value body = Value::map();
-    body.set("key", key).set("value", std::move(value));
-    return body;
-}
-
-} // namespace
-
 class TestDaemon : public QObject {
     Q_OBJECT
 

@@ -192,7 +192,8 @@ private slots:
         victim->addPeers(torrent->infoHash, {endpointOf(*liar)});
         QTRY_VERIFY_WITH_TIMEOUT(victim->progress(torrent->infoHash)->hashFailures > 0, 30000);
         QTRY_VERIFY_WITH_TIMEOUT(victim->progress(torrent->infoHash)->bannedPeers > 0, 60000);
-        QCOMPARE(victim->progress(torrent->infoHash)->doneBytes, uint64_t(0)); // nothing bad was kept
+        // (A block read before the overwrite may pass its v2 Merkle check and
+        // be kept: only verified data is; the final hash below shows it.)
 
         // An honest seed finishes the download, and the file is right.
         auto honest = startSession();
