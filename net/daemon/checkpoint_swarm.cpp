@@ -151,11 +151,10 @@ std::vector<swarm::PeerEndpoint> CheckpointSwarm::askPeers(
     return peers;
 }
 
-SwarmDownload CheckpointSwarm::download(const std::string& hubLabel, const HubLink& hub, const std::string& project,
-    const net::FileInfo& file, const std::filesystem::path& target, const std::atomic<bool>* cancel,
+SwarmDownload CheckpointSwarm::download(const HubLink& hub, const std::string& project, const net::FileInfo& file,
+    const std::filesystem::path& target, const std::atomic<bool>* cancel,
     const std::function<void(uint64_t doneBytes, const SwarmSources&)>& progress)
 {
-    (void)hubLabel;
     SwarmDownload result;
     auto fallback = [&](std::string why) {
         result.verdict = SwarmDownload::Fallback;

@@ -75,9 +75,8 @@ public:
     ~CheckpointSwarm();
 
     // Downloads `file` (which has a torrent) into `target` via the swarm.
-    // `hubLabel` is how the daemon names the hub ("demo" or a link).
-    SwarmDownload download(const std::string& hubLabel, const HubLink& hub, const std::string& project,
-        const net::FileInfo& file, const std::filesystem::path& target, const std::atomic<bool>* cancel,
+    SwarmDownload download(const HubLink& hub, const std::string& project, const net::FileInfo& file,
+        const std::filesystem::path& target, const std::atomic<bool>* cancel,
         const std::function<void(uint64_t doneBytes, const SwarmSources&)>& progress);
 
     // A checkpoint folder now complete: its files with a .torrent beside

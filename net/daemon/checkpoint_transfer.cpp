@@ -123,8 +123,8 @@ FetchOutcome fetchCheckpoint(const HubDirectory& hubs, const HubLink& hub, const
     };
     for (const net::FileInfo& file : info->files) {
         if (file.torrent && fetch.swarm) {
-            const SwarmDownload swarmed = fetch.swarm->download(fetch.hubLabel, hub, fetch.project, file,
-                fetch.part / file.name, fetch.cancel, [&](uint64_t done, const SwarmSources& sources) {
+            const SwarmDownload swarmed = fetch.swarm->download(hub, fetch.project, file, fetch.part / file.name,
+                fetch.cancel, [&](uint64_t done, const SwarmSources& sources) {
                     const double seconds
                         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
                     if (fetch.progress)

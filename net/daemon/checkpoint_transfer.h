@@ -46,10 +46,8 @@ struct CheckpointFetch {
     const std::atomic<bool>* cancel = nullptr;
     std::function<void(uint64_t doneBytes, uint64_t totalBytes, double bytesPerSecond)> progress;
     // Files the hub offers as torrents go through the swarm first, when
-    // there is one (checkpoint_swarm.h); `hubLabel` names the hub as the
-    // daemon does ("demo" or a link).
+    // there is one (checkpoint_swarm.h).
     CheckpointSwarm* swarm = nullptr;
-    std::string hubLabel;
     std::function<void(const SwarmSources&)> sources; // where the bytes came from, as they come
     std::function<void(const std::string&)> log;
 };

@@ -418,7 +418,7 @@ void Checkpoints::runDownload(Job job)
                 publishJob(it->second);
             }
         },
-        m_options.swarm, job.link, {}, m_options.log};
+        m_options.swarm, {}, m_options.log};
     fetch.sources = [&](const SwarmSources& sources) {
         std::lock_guard lock(m_mutex);
         if (auto it = m_jobs.find(key(job.project, job.round)); it != m_jobs.end()) {
