@@ -57,7 +57,11 @@ CheckpointSwarm::CheckpointSwarm(HubDirectory& hubs, CheckpointSwarmOptions opti
 {
     m_ticker = std::thread([this] {
         std::unique_lock lock(m_tickMutex);
-        while (!m_tickWake.wait_for(lock, std::chrono::seconds(2), [this] { return m_stopping; })) {
+        while (true) {
+            m_tickWake.wait_for(lock, std::chrono::seconds(2), [this] { return m_stopping || m_tickNow; });
+            if (m_stopping)
+                return;
+            m_tickNow = false;
             lock.unlock();
             tick();
             lock.lock();
@@ -303,10 +307,21 @@ void CheckpointSwarm::adopt(
         seeded.torrent = std::move(*torrent);
         any = true;
     }
-    if (any && !std::filesystem::exists(folder / kHubFile, ec))
+    if (!any)
+        return;
+    if (!std::filesystem::exists(folder / kHubFile, ec))
         (void)core::writeFileAtomic(folder / kHubFile, hubLabel + "\n");
-    if (any)
-        tick();
+    // Seeded now, so the peers that were fetching it keep a source; the
+    // hub hears of it from the ticker's thread (that call may wait seconds).
+    {
+        std::lock_guard lock(m_mutex);
+        activateLocked();
+    }
+    {
+        std::lock_guard lock(m_tickMutex);
+        m_tickNow = true;
+    }
+    m_tickWake.notify_all();
 }
 
 void CheckpointSwarm::adoptAll(const std::filesystem::path& root)
@@ -344,6 +359,23 @@ void CheckpointSwarm::forget(const std::filesystem::path& folder)
     }
 }
 
+void CheckpointSwarm::activateLocked()
+{
+    const bool allowed = seedingAllowed();
+    for (auto& [infoHash, seeded] : m_seeded) {
+        if (allowed && !seeded.active) {
+            swarm::SwarmSession* s = session();
+            if (!s || !s->seed(seeded.torrent, seeded.folder))
+                continue;
+            seeded.active = true;
+            seeded.announcedAt = {};
+        } else if (!allowed && seeded.active) {
+            m_session->remove(infoHash);
+            seeded.active = false;
+        }
+    }
+}
+
 void CheckpointSwarm::tick()
 {
     struct Announce {
@@ -352,19 +384,9 @@ void CheckpointSwarm::tick()
     std::vector<Announce> announce;
     {
         std::lock_guard lock(m_mutex);
-        const bool allowed = seedingAllowed();
+        activateLocked();
         const auto now = Clock::now();
         for (auto& [infoHash, seeded] : m_seeded) {
-            if (allowed && !seeded.active) {
-                swarm::SwarmSession* s = session();
-                if (!s || !s->seed(seeded.torrent, seeded.folder))
-                    continue;
-                seeded.active = true;
-                seeded.announcedAt = {};
-            } else if (!allowed && seeded.active) {
-                m_session->remove(infoHash);
-                seeded.active = false;
-            }
             if (seeded.active && now - seeded.announcedAt >= std::chrono::seconds(m_options.announceSeconds)) {
                 seeded.announcedAt = now;
                 announce.push_back({seeded.hubLabel, seeded.project, infoHash});

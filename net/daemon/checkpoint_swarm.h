@@ -108,6 +108,8 @@ private:
     };
     swarm::SwarmSession* session(); // started on first use; null if it cannot listen
     bool seedingAllowed() const;
+    // Seeds or stops each torrent as the setting allows now (m_mutex held).
+    void activateLocked();
     void applyLimits(swarm::SwarmSession& session);
     void countTraffic(swarm::SwarmSession& session);
     std::vector<swarm::PeerEndpoint> askPeers(
@@ -123,6 +125,7 @@ private:
     std::mutex m_tickMutex;
     std::condition_variable m_tickWake;
     bool m_stopping = false;
+    bool m_tickNow = false; // tick at once (a folder was adopted)
     std::thread m_ticker; // tick() every 2 s
 };
 
