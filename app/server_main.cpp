@@ -30,11 +30,8 @@ std::filesystem::path defaultStateDir()
 // 127.0.0.1, "tcp://*:5555" every address.
 std::string swarmAddressOf(const std::string& bindEndpoint)
 {
-    std::string host = bindEndpoint.starts_with("tcp://") ? bindEndpoint.substr(6) : bindEndpoint;
-    host = host.substr(0, host.rfind(':'));
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-        host = host.substr(1, host.size() - 2);
-    return host.empty() || host == "*" || !crowdtrain::swarm::isIpAddress(host) ? "0.0.0.0" : host;
+    const std::optional<std::string> host = crowdtrain::page::endpointHost(bindEndpoint);
+    return host && crowdtrain::swarm::isIpAddress(*host) ? *host : "0.0.0.0";
 }
 
 } // namespace

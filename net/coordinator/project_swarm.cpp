@@ -104,6 +104,12 @@ std::optional<std::string> ProjectSwarm::resourceOf(const std::string& infoHash)
     return it->second;
 }
 
+std::size_t ProjectSwarm::downloadersAsking(const Seeded& seeded, int64_t nowMs)
+{
+    return std::size_t(std::count_if(seeded.peers.begin(), seeded.peers.end(),
+        [&](const auto& entry) { return !entry.second.seeding && nowMs - entry.second.seenMs < kAskedRecentlyMs; }));
+}
+
 Result<net::SwarmPeersReply> ProjectSwarm::peers(
     const std::string& key, const net::SwarmPeersRequest& request, const std::string& address, int64_t nowMs)
 {
@@ -119,9 +125,7 @@ Result<net::SwarmPeersReply> ProjectSwarm::peers(
         seeded.peers.erase(key);
 
     // Two downloaders asking: pieces spread faster among them than from here.
-    const auto downloading = std::count_if(seeded.peers.begin(), seeded.peers.end(),
-        [&](const auto& entry) { return !entry.second.seeding && nowMs - entry.second.seenMs < kAskedRecentlyMs; });
-    if (downloading >= 2 && !seeded.superSeeding) {
+    if (downloadersAsking(seeded, nowMs) >= 2 && !seeded.superSeeding) {
         m_session->setSuperSeed(seeded.torrent.infoHash, true);
         seeded.superSeeding = true;
     }
@@ -147,9 +151,7 @@ void ProjectSwarm::tick(int64_t nowMs)
         auto progress = m_session->progress(seeded.torrent.infoHash);
         if (!progress)
             continue;
-        const auto asking = std::count_if(seeded.peers.begin(), seeded.peers.end(),
-            [&](const auto& entry) { return !entry.second.seeding && nowMs - entry.second.seenMs < kAskedRecentlyMs; });
-        const bool superSeed = progress->peers - progress->seeds >= 2 || asking >= 2;
+        const bool superSeed = progress->peers - progress->seeds >= 2 || downloadersAsking(seeded, nowMs) >= 2;
         if (superSeed != seeded.superSeeding) {
             m_session->setSuperSeed(seeded.torrent.infoHash, superSeed);
             seeded.superSeeding = superSeed;

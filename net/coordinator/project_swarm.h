@@ -83,6 +83,9 @@ private:
         bool superSeeding = false;
     };
 
+    // Peers without the whole file that asked in the last kAskedRecentlyMs.
+    static std::size_t downloadersAsking(const Seeded& seeded, int64_t nowMs);
+
     swarm::SwarmSession* m_session;
     net::ResourceTable& m_resources;
     std::map<std::string, Seeded> m_seeded; // by file resource

@@ -124,12 +124,11 @@ void CheckpointSwarm::applyLimits(swarm::SwarmSession& session)
 
 void CheckpointSwarm::countTraffic(swarm::SwarmSession& session)
 {
-    const uint64_t up = session.totalUploaded();
-    const uint64_t down = session.totalDownloaded();
+    const swarm::SwarmTotals totals = session.totals();
     if (m_options.throttle)
-        m_options.throttle->count((up - m_countedUp) + (down - m_countedDown));
-    m_countedUp = up;
-    m_countedDown = down;
+        m_options.throttle->count((totals.uploaded - m_countedUp) + (totals.downloaded - m_countedDown));
+    m_countedUp = totals.uploaded;
+    m_countedDown = totals.downloaded;
 }
 
 std::vector<swarm::PeerEndpoint> CheckpointSwarm::askPeers(
@@ -427,8 +426,8 @@ control::Value CheckpointSwarm::status() const
     v.set("listening", m_session != nullptr);
     v.set("port", int64_t(m_session ? m_session->listenPort() : 0));
     v.set("seeding", seedingAllowed());
-    v.set("uploaded_bytes", m_session ? m_session->totalUploaded() : uint64_t(0));
-    v.set("downloaded_bytes", m_session ? m_session->totalDownloaded() : uint64_t(0));
+    const swarm::SwarmTotals totals = m_session ? m_session->totals() : swarm::SwarmTotals{};
+    v.set("uploaded_bytes", totals.uploaded).set("downloaded_bytes", totals.downloaded);
     control::Value torrents = control::Value::array();
     for (const auto& [infoHash, seeded] : m_seeded) {
         control::Value t = control::Value::map();

@@ -1,5 +1,7 @@
 #include "net/page/hub_address.h"
 
+#include "core/hex.h"
+
 #include "net/wire/error_codes.h"
 
 #include <cctype>
@@ -61,28 +63,30 @@ std::string reachableHost(std::string_view boundHost, std::string_view publicHos
     return "localhost";
 }
 
-std::string hubLink(std::string_view requestEndpoint, std::string_view publicKeyZ85, std::string_view publicHost)
+std::optional<std::string> endpointHost(std::string_view endpoint)
 {
     constexpr std::string_view kTcp = "tcp://";
-    const std::size_t colon = requestEndpoint.rfind(':');
-    if (!requestEndpoint.starts_with(kTcp) || colon == std::string_view::npos || colon < kTcp.size()
-        || publicKeyZ85.size() != 40)
-        return {};
-    std::string_view host = requestEndpoint.substr(kTcp.size(), colon - kTcp.size());
+    const std::size_t colon = endpoint.rfind(':');
+    if (!endpoint.starts_with(kTcp) || colon == std::string_view::npos || colon < kTcp.size())
+        return std::nullopt;
+    std::string_view host = endpoint.substr(kTcp.size(), colon - kTcp.size());
     if (host.starts_with('[') && host.ends_with(']'))
         host = host.substr(1, host.size() - 2);
-    const std::string port(requestEndpoint.substr(colon + 1));
+    return std::string(host);
+}
+
+std::string hubLink(std::string_view requestEndpoint, std::string_view publicKeyZ85, std::string_view publicHost)
+{
+    const std::optional<std::string> host = endpointHost(requestEndpoint);
+    if (!host || publicKeyZ85.size() != 40)
+        return {};
+    const std::string port(requestEndpoint.substr(requestEndpoint.rfind(':') + 1));
     uint8_t key[32];
     const std::string z85(publicKeyZ85);
     if (!zmq_z85_decode(key, z85.c_str()))
         return {};
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string hex;
-    for (uint8_t byte : key) {
-        hex += kHex[byte >> 4];
-        hex += kHex[byte & 15];
-    }
-    return "crowdtrain://" + bracketed(reachableHost(host, publicHost)) + ":" + port + "/" + hex;
+    return "crowdtrain://" + bracketed(reachableHost(*host, publicHost)) + ":" + port + "/"
+        + core::hexOf(key, sizeof key);
 }
 
 std::string pageUrl(std::string_view host, uint16_t port)

@@ -1,5 +1,6 @@
 #include "net/swarm/swarm_session.h"
 
+#include "core/hex.h"
 #include "net/wire/error_codes.h"
 
 #include <libtorrent/add_torrent_params.hpp>
@@ -37,7 +38,7 @@ int rateSetting(uint64_t bytesPerSecond)
 std::string keyOf(const lt::torrent_handle& handle)
 {
     const lt::sha1_hash v1 = handle.info_hashes().v1;
-    return hexOf(std::string_view(v1.data(), v1.size()));
+    return core::hexOf(v1.data(), v1.size());
 }
 
 std::string listenInterface(const SwarmSettings& settings)
@@ -356,22 +357,16 @@ std::vector<PeerStats> SwarmSession::peerStats(const std::string& infoHash) cons
     return stats;
 }
 
-uint64_t SwarmSession::totalUploaded() const
+SwarmTotals SwarmSession::totals() const
 {
     std::lock_guard lock(m_state->mutex);
-    uint64_t total = m_state->removedUploaded;
-    for (const auto& [key, entry] : m_state->torrents)
-        total += uint64_t(entry.handle.status().total_payload_upload);
-    return total;
-}
-
-uint64_t SwarmSession::totalDownloaded() const
-{
-    std::lock_guard lock(m_state->mutex);
-    uint64_t total = m_state->removedDownloaded;
-    for (const auto& [key, entry] : m_state->torrents)
-        total += uint64_t(entry.handle.status().total_payload_download);
-    return total;
+    SwarmTotals totals{m_state->removedUploaded, m_state->removedDownloaded};
+    for (const auto& [key, entry] : m_state->torrents) {
+        const lt::torrent_status status = entry.handle.status();
+        totals.uploaded += uint64_t(status.total_payload_upload);
+        totals.downloaded += uint64_t(status.total_payload_download);
+    }
+    return totals;
 }
 
 } // namespace crowdtrain::swarm

@@ -74,6 +74,11 @@ struct PeerStats {
     bool seed = false; // it has the whole file
 };
 
+struct SwarmTotals {
+    uint64_t uploaded = 0;
+    uint64_t downloaded = 0;
+};
+
 class SwarmSession {
 public:
     // Starts the session and waits (up to 10 s) until it listens. Errors:
@@ -110,8 +115,8 @@ public:
     std::vector<PeerStats> peerStats(const std::string& infoHash) const;
     // Payload bytes sent and received by every torrent since the session
     // started, removed ones included.
-    uint64_t totalUploaded() const;
-    uint64_t totalDownloaded() const;
+    SwarmTotals totals() const;
+    uint64_t totalUploaded() const { return totals().uploaded; }
 
 private:
     struct State;

@@ -1,5 +1,6 @@
 #include "net/swarm/torrent_file.h"
 
+#include "core/hex.h"
 #include "net/wire/error_codes.h"
 
 #include <libtorrent/create_torrent.hpp>
@@ -27,8 +28,8 @@ TorrentFile describe(const lt::torrent_info& info, std::string bytes)
     TorrentFile torrent;
     torrent.bytes = std::move(bytes);
     const lt::info_hash_t hashes = info.info_hashes();
-    torrent.infoHash = hexOf(std::string_view(hashes.v1.data(), hashes.v1.size()));
-    torrent.infoHashV2 = hexOf(std::string_view(hashes.v2.data(), hashes.v2.size()));
+    torrent.infoHash = core::hexOf(hashes.v1.data(), hashes.v1.size());
+    torrent.infoHashV2 = core::hexOf(hashes.v2.data(), hashes.v2.size());
     torrent.magnet = lt::make_magnet_uri(info);
     torrent.fileName = info.files().file_name(lt::file_index_t(0)).to_string();
     torrent.fileBytes = uint64_t(info.files().file_size(lt::file_index_t(0)));
@@ -37,18 +38,6 @@ TorrentFile describe(const lt::torrent_info& info, std::string bytes)
 }
 
 } // namespace
-
-std::string hexOf(std::string_view bytes)
-{
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (unsigned char c : bytes) {
-        out += kDigits[c >> 4];
-        out += kDigits[c & 15];
-    }
-    return out;
-}
 
 uint64_t pieceBytesFor(uint64_t fileBytes)
 {

@@ -44,7 +44,4 @@ Result<TorrentFile> makeTorrent(const std::filesystem::path& file);
 // Errors: "malformed".
 Result<TorrentFile> readTorrent(std::string_view bytes);
 
-// Lowercase hex of a byte string.
-std::string hexOf(std::string_view bytes);
-
 } // namespace crowdtrain::swarm

@@ -1,5 +1,7 @@
 #include "net/transfer/sha256.h"
 
+#include "core/hex.h"
+
 #include "net/wire/error_codes.h"
 
 #include <fstream>
@@ -7,20 +9,7 @@
 
 namespace crowdtrain::net {
 
-namespace {
-
-std::string hexOf(const unsigned char* digest, std::size_t size)
-{
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string hex(2 * size, '0');
-    for (std::size_t i = 0; i < size; ++i) {
-        hex[2 * i] = kDigits[digest[i] >> 4];
-        hex[2 * i + 1] = kDigits[digest[i] & 0xF];
-    }
-    return hex;
-}
-
-} // namespace
+namespace { } // namespace
 
 std::string sha256Hex(std::string_view bytes)
 {
@@ -36,7 +25,7 @@ Sha256Digest sha256Digest(std::string_view bytes)
 
 std::string toHex(const Sha256Digest& digest)
 {
-    return hexOf(digest.data(), digest.size());
+    return core::hexOf(digest.data(), digest.size());
 }
 
 Sha256::Sha256()
