@@ -18,6 +18,7 @@
 #include "net/volunteer/agent.h"
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <ctime>
@@ -229,6 +230,30 @@ int joinOne(app::Args& args)
     options.log = logLine;
     if (args.has("summary-file"))
         options.published = summaryWriter(args.value("summary-file"));
+    // The full state through the hub's swarm: a session of our own, started
+    // when the hub first offers a state torrent; it outlives the agent.
+    std::unique_ptr<swarm::SwarmSession> swarmSession;
+    if (const std::string port = args.value("swarm-port"); port != "off") {
+        swarm::SwarmSettings settings;
+        int value = -1;
+        if (auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+            ec != std::errc() || end != port.data() + port.size() || value < 0 || value > 65535)
+            return fail("--swarm-port takes a port (0-65535) or off", 2);
+        settings.listenPort = uint16_t(value);
+        options.swarm = [&swarmSession, settings, tried = false]() mutable -> swarm::SwarmSession* {
+            if (!tried) {
+                tried = true;
+                if (auto started = swarm::SwarmSession::start(settings)) {
+                    swarmSession = std::move(*started);
+                    logLine(
+                        "sharing the model state (BitTorrent) on port " + std::to_string(swarmSession->listenPort()));
+                } else {
+                    logLine("no swarm: " + started.error().message);
+                }
+            }
+            return swarmSession.get();
+        };
+    }
     StopSignals signals;
     volunteer::VolunteerAgent agent(options);
     signals.onStop([&] { agent.stop(); });

@@ -32,6 +32,10 @@ inline const std::vector<DaemonOption>& daemonOptions()
         {"device", "join ENDPOINT: cpu, cuda, cuda:N or auto", "cpu", false},
         {"max-tasks", "join ENDPOINT: stop after this many submitted tasks (0 = never)", "0", true},
         {"max-rounds", "join ENDPOINT: stop after the model advanced this many versions (0 = never)", "0", true},
+        {"swarm-port",
+            "join ENDPOINT: port to fetch and share the model state on when the hub seeds it as a torrent (0 = a free "
+            "port, off = chunks from the hub only)",
+            "0", false},
         {"summary-file",
             "join ENDPOINT: keep the run's summary (JSON) in this file, rewritten at each change of phase, so a killed "
             "run leaves its counts",

@@ -5,6 +5,7 @@
 #include "net/coordinator/coordinator_server.h"
 #include "net/page/page_server.h"
 #include "net/swarm/swarm_session.h"
+#include "net/transport/client.h"
 
 #include <csignal>
 #include <cstdio>
@@ -30,7 +31,7 @@ std::filesystem::path defaultStateDir()
 // 127.0.0.1, "tcp://*:5555" every address.
 std::string swarmAddressOf(const std::string& bindEndpoint)
 {
-    const std::optional<std::string> host = crowdtrain::page::endpointHost(bindEndpoint);
+    const std::optional<std::string> host = crowdtrain::net::endpointHost(bindEndpoint);
     return host && crowdtrain::swarm::isIpAddress(*host) ? *host : "0.0.0.0";
 }
 
@@ -173,8 +174,9 @@ int main(int argc, char** argv)
         std::cerr << "crowdtrain-server: " << served.error().message << "\n";
         return 1;
     }
-    std::cerr << "crowdtrain-server: sent " << (*server)->swarmBytesSent() << " bytes of checkpoints to the swarm and "
-              << (*server)->checkpointChunkBytesSent() << " in fetch replies\n";
+    std::cerr << "crowdtrain-server: sent " << (*server)->swarmBytesSent() << " bytes to the swarm, "
+              << (*server)->checkpointChunkBytesSent() << " of checkpoints and " << (*server)->stateChunkBytesSent()
+              << " of states in fetch replies\n";
     if (const uint64_t failed = (*server)->failedTicks())
         std::cerr << "crowdtrain-server: " << failed << " tick(s) failed and were retried (see above)\n";
     return 0;

@@ -18,9 +18,11 @@ crowdtrain_test(tst_daemon_edges SOURCES tst_daemon_edges.cpp coordinator_proces
     LIBS crowdtrain::daemon crowdtrain::control Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 900)
 add_dependencies(tst_daemon_edges crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)
 
-# Checkpoints through the BitTorrent swarm: a coordinator seeding, eight
-# daemons downloading from it and each other; the chunked fallback (issue 28).
+# Checkpoints and the full state through the BitTorrent swarm: a coordinator
+# seeding, eight daemons (or workers) downloading from it and each other; the
+# chunked fallback (issue 28).
 crowdtrain_test(tst_checkpoint_swarm SOURCES tst_checkpoint_swarm.cpp coordinator_process.h daemon_process.h
+    worker_process.h
     LIBS crowdtrain::daemon crowdtrain::control crowdtrain::sha256 crowdtrain::swarm Qt6::Core nlohmann_json::nlohmann_json
-    TIMEOUT 900)
+    TIMEOUT 1200)
 add_dependencies(tst_checkpoint_swarm crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)

@@ -17,7 +17,7 @@ crowdtrain_test(tst_coordinator SOURCES tst_coordinator.cpp coordinator_process.
 add_dependencies(tst_coordinator crowdtrain-server crowdtrain-prepare)
 
 # Server + worker processes on loopback, with churn and a server crash.
-crowdtrain_test(tst_swarm SOURCES tst_swarm.cpp coordinator_process.h
+crowdtrain_test(tst_swarm SOURCES tst_swarm.cpp coordinator_process.h worker_process.h
     LIBS crowdtrain::coordinator Qt6::Core TIMEOUT 1200)
 add_dependencies(tst_swarm crowdtrain-server crowdtrain-worker crowdtrain-daemon crowdtrain-prepare)
 

@@ -81,6 +81,9 @@ struct SpecOptions {
     int64_t embd = 32;
     std::vector<std::string> prompts = {}; // continued at each checkpoint
     std::string checkpointAccess = "everyone";
+    // theta_0 imported from this Hugging Face GPT-2 folder instead of built
+    // from a seed (joiners then download the state).
+    std::filesystem::path importDir = {};
 };
 
 // A small model (2 layers, 32 wide, block 32) so that rounds take seconds.
@@ -101,6 +104,8 @@ inline std::filesystem::path writeSpec(
         {"validation", {{"batches", 8}, {"batch_size", 16}}}};
     if (!o.prompts.empty())
         spec["prompts"] = o.prompts;
+    if (!o.importDir.empty())
+        spec["init"] = {{"import", o.importDir.string()}};
     spec["checkpoint_access"] = o.checkpointAccess;
     std::filesystem::create_directories(dir);
     const auto file = dir / "tiny.project.json";

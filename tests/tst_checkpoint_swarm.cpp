@@ -3,7 +3,12 @@
 // it at once from the coordinator and from each other, each verifies it,
 // and the coordinator sends less than twice the file; a deleted checkpoint
 // stops being seeded; with no peer reachable, the download falls back to
-// the coordinator's chunks and still completes.
+// the coordinator's chunks and still completes. The full model state a
+// joiner downloads goes through the swarm too.
+
+// libtorch before Qt (its headers use the name `slots`).
+#include "engine/diloco/flat_params.h"
+#include "engine/hf_gpt2.h"
 
 #include "coordinator_process.h"
 #include "core/file_io.h"
@@ -12,6 +17,7 @@
 #include "net/swarm/torrent_file.h"
 #include "net/transfer/sha256.h"
 #include "protocol_client.h"
+#include "worker_process.h"
 
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -192,7 +198,7 @@ private slots:
         server.terminate();
         const QString said = QString::fromUtf8(server.stderrText());
         const auto sent = QRegularExpression(
-            QStringLiteral("sent (\\d+) bytes of checkpoints to the swarm and (\\d+) in fetch replies"))
+            QStringLiteral("sent (\\d+) bytes to the swarm, (\\d+) of checkpoints and \\d+ of states in fetch replies"))
                               .match(said);
         QVERIFY2(sent.hasMatch(), qPrintable(said));
         const uint64_t hubBytes = sent.captured(1).toULongLong() + sent.captured(2).toULongLong();
@@ -200,6 +206,96 @@ private slots:
             (unsigned long long)fileBytes, double(hubBytes) / double(fileBytes),
             sent.captured(1).toDouble() / double(fileBytes), double(fromPeers) / double(fileBytes));
         QVERIFY2(hubBytes < 2 * fileBytes, qPrintable(said));
+    }
+
+    // The full model state goes the same way (issue 28, item 3): a project
+    // whose theta_0 is imported (no seed a joiner could build it from),
+    // eight workers and a daemon join at once; each gets the state through
+    // the swarm, verified, partly from each other, and seeds it; the hub
+    // sends less than two copies. A tenth without a swarm gets it in chunks.
+    void eightWorkersShareTheFullState()
+    {
+        const auto data = preparedText(root());
+        engine::GptConfig config;
+        config.nLayer = 2;
+        config.nHead = 2;
+        config.nEmbd = 256;
+        config.blockSize = 32;
+        config.vocabSize = 65;
+        const engine::Gpt model = diloco::seededModel(config, 11);
+        engine::NamedTensors parameters;
+        for (const auto& item : model->named_parameters())
+            parameters.emplace_back(item.key(), item.value());
+        QVERIFY(engine::exportHuggingFaceGpt2(root() / "imported", config, parameters).ok());
+        SpecOptions options = swarmSpec();
+        options.importDir = root() / "imported";
+        options.tasksPerRound = 16; // the round stays open while they download
+        options.checkpointEvery = 100;
+        const auto spec = writeSpec(root() / "hub4", data, options);
+        ServerProcess server;
+        QVERIFY(server.start(spec, root() / "hub4/state", 500, "tcp://127.0.0.1:*",
+            {QStringLiteral("--swarm-upload-limit"), QStringLiteral("262144")}));
+        const auto stateFile = root() / "hub4/state/tiny/swarm/state-v0";
+        QVERIFY2(std::filesystem::exists(stateFile), stateFile.c_str());
+        const uint64_t stateBytes = std::filesystem::file_size(stateFile);
+        QVERIFY(stateBytes > (1u << 20));
+
+        std::vector<std::unique_ptr<WorkerProcess>> workers;
+        for (int i = 0; i < 8; ++i) {
+            workers.push_back(std::make_unique<WorkerProcess>());
+            workers.back()->start(server, data, root() / ("w" + std::to_string(i)), "w" + std::to_string(i), 1);
+        }
+        // A daemon's agent fetches it through the daemon's own session.
+        Volunteer daemon(root() / "daemon4");
+        startVolunteer(daemon, hubLinkOf(server), true);
+        WorkerProcess chunked;
+        chunked.start(
+            server, data, root() / "chunked", "chunked", 1, {QStringLiteral("--swarm-port"), QStringLiteral("off")});
+        const QRegularExpression swarmLine(
+            QStringLiteral("version 0: the state from the swarm, (\\d+) bytes from peers and (\\d+) from the hub"));
+        uint64_t fromPeers = 0;
+        for (auto& w : workers) {
+            QVERIFY2(
+                waitUntil([&] { return w->log().contains("version 0: full state downloaded and verified"); }, 240000),
+                w->log().right(3000).constData());
+            const auto match = swarmLine.match(QString::fromUtf8(w->log()));
+            QVERIFY2(match.hasMatch(), w->log().right(3000).constData()); // the swarm, not the chunks
+            fromPeers += match.captured(1).toULongLong();
+        }
+        QVERIFY(fromPeers > 0);
+        QVERIFY2(
+            waitUntil(
+                [&] { return daemon.daemon.log().contains("version 0: full state downloaded and verified"); }, 120000),
+            daemon.daemon.log().constData());
+        QVERIFY2(daemon.daemon.log().contains("version 0: the state from the swarm"), daemon.daemon.log().constData());
+        QVERIFY2(
+            waitUntil([&] { return chunked.log().contains("version 0: full state downloaded and verified"); }, 120000),
+            chunked.log().constData());
+        QVERIFY(!chunked.log().contains("from the swarm"));
+        // Each seeds what it fetched (the file the torrent names, intact).
+        const std::string expected = sha256Of(stateFile);
+        for (int i = 0; i < 8; ++i)
+            QCOMPARE(
+                sha256Of(root() / ("w" + std::to_string(i)) / "projects" / "tiny" / "swarm" / "state-v0"), expected);
+
+        for (auto& w : workers)
+            w->kill();
+        chunked.kill();
+        daemon.daemon.terminate();
+        server.terminate();
+        const QString said = QString::fromUtf8(server.stderrText());
+        const auto sent = QRegularExpression(
+            QStringLiteral("sent (\\d+) bytes to the swarm, \\d+ of checkpoints and (\\d+) of states in fetch replies"))
+                              .match(said);
+        QVERIFY2(sent.hasMatch(), qPrintable(said));
+        const uint64_t swarmBytes = sent.captured(1).toULongLong();
+        const uint64_t chunkBytes = sent.captured(2).toULongLong();
+        qInfo("8 workers and a daemon, a %llu-byte state: the hub sent %.2f copies through the swarm, the peers %.2f; "
+              "%.2f copies in chunks (the worker without a swarm)",
+            (unsigned long long)stateBytes, double(swarmBytes) / double(stateBytes),
+            double(fromPeers) / double(stateBytes), double(chunkBytes) / double(stateBytes));
+        QVERIFY2(swarmBytes < 2 * stateBytes, qPrintable(said));
+        QVERIFY(chunkBytes >= stateBytes); // the tenth's copy came in chunks
     }
 
     void withNoPeerTheHubsChunksStillDeliver()

@@ -245,6 +245,13 @@ private slots:
             {"body.project.val_loss", "body.inner.lr_decay_iters", "body.events_port", "body.project.parameters",
                 "body.project.token_goal", "body.project.license", "body.project.checkpoint_access",
                 "body.project.newest_checkpoint", "body.project.tokenizer", "body.init"});
+        // The state seeded in the hub's swarm too.
+        JoinReply seeded = sampleJoin();
+        seeded.stateTorrent = TorrentRef{kInfoHash, kSha, "magnet:?xt=urn:btih:" + kInfoHash, "torrent/state-v11"};
+        checkMessage(seeded, false,
+            {"body.project.val_loss", "body.inner.lr_decay_iters", "body.events_port", "body.project.parameters",
+                "body.project.token_goal", "body.project.license", "body.project.checkpoint_access",
+                "body.project.newest_checkpoint", "body.project.tokenizer", "body.init", "body.state_torrent"});
         // A sparse project's settings; update_bits may be left out (then 8).
         JoinReply sparse = sampleJoin();
         sparse.codec = "sparse";

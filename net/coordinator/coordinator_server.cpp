@@ -275,6 +275,8 @@ Result<std::string> CoordinatorServer::dispatch(
             return Error::make(net::errc::kUnknownType, "not a transfer request");
         if (type == FetchRequest::kType && name.starts_with("checkpoint/"))
             m_checkpointChunkBytes += reply->size();
+        else if (type == FetchRequest::kType && name.starts_with("state-v"))
+            m_stateChunkBytes += reply->size();
         return std::move(*reply);
     }
     return Error::make(net::errc::kUnknownType, "no request type \"" + type + "\" in protocol version 1");

@@ -52,12 +52,13 @@ public:
     std::string handle(
         std::string_view request, const std::string& peerKey, int64_t nowMs, const std::string& peerAddress = {});
 
-    // The swarm's listening port (0 without a swarm), and the payload bytes
-    // of checkpoints the hub sent through it and in `fetch` replies since it
-    // started.
+    // The swarm's listening port (0 without a swarm), the payload bytes the
+    // hub sent through it (checkpoints and states), and the bytes of
+    // checkpoints and of states in `fetch` replies, since it started.
     uint16_t swarmPort() const { return m_swarm ? m_swarm->listenPort() : 0; }
     uint64_t swarmBytesSent() const { return m_swarm ? m_swarm->totalUploaded() : 0; }
     uint64_t checkpointChunkBytesSent() const { return m_checkpointChunkBytes.load(); }
+    uint64_t stateChunkBytesSent() const { return m_stateChunkBytes.load(); }
 
     // Set before run(): called on the loop's thread after each project's
     // tick (the public page's feed reads the project's queries there).
@@ -85,6 +86,7 @@ private:
     std::unique_ptr<swarm::SwarmSession> m_swarm; // outlives the projects, which seed through it
     std::map<std::string, std::unique_ptr<ProjectRuntime>, std::less<>> m_projects;
     std::atomic<uint64_t> m_checkpointChunkBytes{0};
+    std::atomic<uint64_t> m_stateChunkBytes{0};
     std::atomic<bool> m_stop{false};
     std::atomic<uint64_t> m_failedTicks{0};
     std::function<void(ProjectRuntime&, int64_t nowMs)> m_tickObserver;

@@ -1,5 +1,6 @@
 #include "net/coordinator/project_runtime.h"
 
+#include "core/file_io.h"
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
 #include "net/transfer/sha256.h"
@@ -177,6 +178,14 @@ Status ProjectRuntime::publishResources()
     if (!list)
         return list.error();
     std::set<std::string> kept;
+    if (m_swarm->enabled() && stateBytes >= kTorrentMinBytes) {
+        // The state is served in chunks whether or not the swarm seeds it.
+        if (Status s = seedState(); !s)
+            std::fprintf(
+                stderr, "%s: %s is not seeded: %s\n", m_spec.name.c_str(), state.c_str(), s.error().message.c_str());
+        else
+            kept.insert(state);
+    }
     for (const CheckpointInfo& checkpoint : *list)
         for (const CheckpointFile& file : checkpoint.files) {
             const std::string name = checkpointResourceName(checkpoint.round, file.name);
@@ -192,6 +201,36 @@ Status ProjectRuntime::publishResources()
     for (const std::string& seeded : m_swarm->published())
         if (!kept.count(seeded))
             m_swarm->withdraw(seeded);
+    return Status::success();
+}
+
+// theta_v as a file of its own (the torrent's one file, named as the
+// resource) under STATE/swarm/, seeded; older ones are deleted.
+Status ProjectRuntime::seedState()
+{
+    const std::string name = stateResourceName(m_round->version());
+    const std::filesystem::path dir = m_store->dir() / "swarm";
+    const std::filesystem::path file = dir / name;
+    if (!m_swarm->torrentOf(name)) {
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        if (ec)
+            return Error::make(net::errc::kIoError, "cannot create " + dir.string() + ": " + ec.message());
+        const std::vector<float>& params = m_round->params();
+        const std::string_view bytes(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
+        if (Status s = core::writeFileAtomic(file, bytes); !s)
+            return s;
+        if (Status s = m_swarm->publish(name, file); !s)
+            return s;
+    }
+    std::vector<std::filesystem::path> older;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+        if (const std::string entryName = entry.path().filename().string();
+            entryName != name && entryName != "." + name + ".torrent")
+            older.push_back(entry.path());
+    for (const std::filesystem::path& path : older)
+        std::filesystem::remove(path, ec);
     return Status::success();
 }
 
@@ -339,6 +378,7 @@ Result<net::JoinReply> ProjectRuntime::join(const std::string& key, const net::J
     reply.stateResource = stateResourceName(m_round->version());
     reply.stateSha256 = m_round->paramsSha();
     reply.stateBytes = uint64_t(m_parameters) * 4;
+    reply.stateTorrent = m_swarm->torrentOf(reply.stateResource);
     reply.chunkBytes = net::kDefaultChunkBytes;
     reply.codec = std::string(diloco::codecName(m_codec));
     if (m_sparseLayout)

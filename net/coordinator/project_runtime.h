@@ -140,6 +140,7 @@ private:
     ProjectRuntime(ProjectSpec spec, RuntimeOptions options);
     Status initialise(const std::filesystem::path& stateDir, int64_t nowMs);
     Status publishResources();
+    Status seedState();
     Status publishTokenizer();
 
     // Accepted plus outstanding tokens reach the round's target: no new task.

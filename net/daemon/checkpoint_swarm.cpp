@@ -7,8 +7,6 @@
 #include "net/wire/error_codes.h"
 #include "net/wire/messages.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
 #include <thread>
 
 namespace crowdtrain::daemon {
@@ -17,36 +15,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kAskEvery = std::chrono::seconds(10);
-constexpr auto kAskAgainWithoutPeers = std::chrono::seconds(3);
-constexpr auto kPollEvery = std::chrono::milliseconds(250);
 constexpr const char* kHubFile = ".hub";
 
 std::filesystem::path torrentPathFor(const std::filesystem::path& file)
 {
     return file.parent_path() / ("." + file.filename().string() + ".torrent");
-}
-
-// An IP address for `host` (itself when it is one), for libtorrent to dial.
-std::optional<std::string> addressOf(const std::string& host)
-{
-    if (swarm::isIpAddress(host))
-        return host;
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found)
-        return std::nullopt;
-    char text[NI_MAXHOST] = {};
-    const bool ok
-        = ::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) == 0;
-    ::freeaddrinfo(found);
-    return ok ? std::optional<std::string>(text) : std::nullopt;
-}
-
-std::string endpointKey(const swarm::PeerEndpoint& endpoint)
-{
-    return endpoint.host + "|" + std::to_string(endpoint.port);
 }
 
 } // namespace
@@ -71,12 +44,24 @@ CheckpointSwarm::CheckpointSwarm(HubDirectory& hubs, CheckpointSwarmOptions opti
 
 CheckpointSwarm::~CheckpointSwarm()
 {
+    stopTicking();
+}
+
+void CheckpointSwarm::stopTicking()
+{
     {
         std::lock_guard lock(m_tickMutex);
         m_stopping = true;
     }
     m_tickWake.notify_all();
-    m_ticker.join();
+    if (m_ticker.joinable())
+        m_ticker.join();
+}
+
+swarm::SwarmSession* CheckpointSwarm::sharedSession()
+{
+    std::lock_guard lock(m_mutex);
+    return session();
 }
 
 swarm::SwarmSession* CheckpointSwarm::session()
@@ -147,7 +132,7 @@ std::vector<swarm::PeerEndpoint> CheckpointSwarm::askPeers(
         return peers;
     }
     for (const net::SwarmPeer& peer : reply->peers) {
-        auto address = addressOf(peer.host.empty() ? hub.host : peer.host);
+        auto address = swarm::dialableAddress(peer.host.empty() ? hub.host : peer.host);
         if (address)
             peers.push_back({*address, uint16_t(peer.port)});
     }
@@ -183,16 +168,9 @@ SwarmDownload CheckpointSwarm::download(const HubLink& hub, const std::string& p
         }
         return fallback("cannot fetch the torrent: " + fetched.error().message);
     }
-    auto bytes = core::readFile(torrentFile, 64 << 20);
-    auto torrent = bytes ? swarm::readTorrent(*bytes) : Result<swarm::TorrentFile>(bytes.error());
-    std::error_code ec;
-    if (!torrent || torrent->infoHash != file.torrent->infoHash || torrent->fileName != file.name
-        || torrent->fileBytes != file.bytes) {
-        std::filesystem::remove(torrentFile, ec);
-        return fallback("the hub's torrent does not describe " + file.name
-            + (torrent ? std::string() : ": " + torrent.error().message));
-    }
-    const std::string infoHash = torrent->infoHash;
+    auto torrent = swarm::loadListedTorrent(torrentFile, file.torrent->infoHash, file.name, file.bytes);
+    if (!torrent)
+        return fallback(torrent.error().message);
     swarm::SwarmSession* swarmSession = nullptr;
     {
         std::lock_guard lock(m_mutex);
@@ -200,89 +178,24 @@ SwarmDownload CheckpointSwarm::download(const HubLink& hub, const std::string& p
         if (!swarmSession)
             return fallback("checkpoint sharing cannot listen");
         applyLimits(*swarmSession);
-        if (Status s = swarmSession->download(*torrent, target.parent_path()); !s)
-            return fallback(s.error().message);
     }
-
-    std::optional<swarm::PeerEndpoint> hubSeed;
-    std::map<std::string, std::pair<swarm::PeerEndpoint, uint64_t>> receivedFrom; // by endpoint
-    auto lastProgress = Clock::now();
-    uint64_t lastDone = 0;
-    auto nextAsk = Clock::now();
-    std::string askError;
-    auto stop = [&] {
-        std::lock_guard lock(m_mutex);
-        countTraffic(*swarmSession);
-        swarmSession->remove(infoHash);
-    };
-    while (true) {
-        const auto now = Clock::now();
-        if (cancel && cancel->load()) {
-            stop();
-            result.verdict = SwarmDownload::Cancelled;
-            return result;
-        }
-        if (now >= nextAsk) {
-            auto peers = askPeers(hub, project, infoHash, false, &askError);
-            if (!peers.empty() && !hubSeed)
-                hubSeed = peers.front(); // the hub lists itself first
-            swarmSession->addPeers(infoHash, peers);
-        }
-        auto state = swarmSession->progress(infoHash);
-        if (!state) {
-            stop();
-            return fallback("the torrent left the session");
-        }
+    swarm::FetchHooks hooks;
+    hooks.askPeers = [&](std::string* error) { return askPeers(hub, project, torrent->infoHash, false, error); };
+    hooks.eachPoll = [&]() -> std::optional<std::string> {
         {
             std::lock_guard lock(m_mutex);
             countTraffic(*swarmSession);
             applyLimits(*swarmSession);
         }
-        for (const swarm::PeerStats& peer : swarmSession->peerStats(infoHash)) {
-            auto& seen = receivedFrom[endpointKey(peer.endpoint)];
-            seen.first = peer.endpoint;
-            seen.second = std::max(seen.second, peer.downloaded);
-        }
-        result.sources = {};
-        for (const auto& [key, seen] : receivedFrom)
-            (hubSeed && seen.first == *hubSeed ? result.sources.fromHub : result.sources.fromPeers) += seen.second;
-        result.sources.peers = state->peers;
-        if (now >= nextAsk)
-            nextAsk = now + (state->peers == 0 ? kAskAgainWithoutPeers : kAskEvery);
-        if (progress)
-            progress(state->doneBytes, result.sources);
-        if (state->complete)
-            break;
-        if (!state->error.empty()) {
-            stop();
-            return fallback("the swarm download failed: " + state->error);
-        }
-        if (m_options.capReached && m_options.capReached()) {
-            stop();
-            return fallback("the month's data cap is reached");
-        }
-        if (state->doneBytes > lastDone) {
-            lastDone = state->doneBytes;
-            lastProgress = now;
-        }
-        if (now - lastProgress > std::chrono::seconds(m_options.fallbackSeconds)) {
-            stop();
-            std::filesystem::remove(target, ec);
-            return fallback("no peer sent a verified piece in " + std::to_string(m_options.fallbackSeconds) + " s"
-                + (askError.empty() ? std::string() : " (the hub: " + askError + ")"));
-        }
-        std::this_thread::sleep_for(kPollEvery);
-    }
-    stop(); // seeded again from its final folder (adopt)
-    // libtorrent checked every piece; the file is still checked as a whole
-    // against the hub's list, as a chunked download is.
-    auto sha256 = net::sha256OfFile(target);
-    if (!sha256 || *sha256 != file.sha256) {
-        std::filesystem::remove(target, ec);
-        return fallback(file.name + " from the swarm does not match the hub's SHA-256");
-    }
-    result.verdict = SwarmDownload::Done;
-    return result;
+        if (m_options.capReached && m_options.capReached())
+            return "the month's data cap is reached";
+        return std::nullopt;
+    };
+    hooks.progress = progress;
+    hooks.cancel = cancel;
+    hooks.fallbackSeconds = m_options.fallbackSeconds;
+    // Seeded again from its final folder afterwards (adopt).
+    return swarm::fetch(*swarmSession, *torrent, target.parent_path(), file.sha256, hooks);
 }
 
 void CheckpointSwarm::adopt(

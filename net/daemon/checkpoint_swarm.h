@@ -26,6 +26,7 @@
 #include "net/control/value.h"
 #include "net/daemon/hub_directory.h"
 #include "net/limits/throttle.h"
+#include "net/swarm/swarm_fetch.h"
 #include "net/swarm/swarm_session.h"
 #include "net/wire/messages_common.h"
 
@@ -55,19 +56,8 @@ struct CheckpointSwarmOptions {
     int announceSeconds = 60; // how often a seeded torrent is announced to its hub
 };
 
-// Where a swarm download's bytes came from.
-struct SwarmSources {
-    uint64_t fromPeers = 0; // payload from other volunteers
-    uint64_t fromHub = 0; // payload from the hub's seed
-    int peers = 0; // connected peers now
-};
-
-struct SwarmDownload {
-    enum Verdict { Done, Fallback, Cancelled };
-    Verdict verdict = Fallback;
-    std::string why; // for Fallback: why the swarm was left
-    SwarmSources sources;
-};
+using swarm::SwarmDownload;
+using swarm::SwarmSources;
 
 class CheckpointSwarm {
 public:
@@ -86,6 +76,16 @@ public:
     void forget(const std::filesystem::path& folder);
     // Every downloaded folder under `root` (<project>/round-<R>/) that holds a .torrent.
     void adoptAll(const std::filesystem::path& root);
+
+    // The session (started now if need be; null when it cannot listen),
+    // for the joined project's agent to fetch and seed full states with:
+    // its traffic is counted and limited here with the checkpoints'.
+    swarm::SwarmSession* sharedSession();
+    // Whether the setting, the state and the cap allow seeding now.
+    bool seedingAllowed() const;
+    // Stops the ticker (the destructor does it too): before whatever the
+    // options' callbacks use goes away.
+    void stopTicking();
 
     // Applies the setting, the limits and the cap; announces seeded
     // torrents to their hubs every announceSeconds.
@@ -107,7 +107,6 @@ private:
         std::chrono::steady_clock::time_point announcedAt{};
     };
     swarm::SwarmSession* session(); // started on first use; null if it cannot listen
-    bool seedingAllowed() const;
     // Seeds or stops each torrent as the setting allows now (m_mutex held).
     void activateLocked();
     void applyLimits(swarm::SwarmSession& session);

@@ -10,6 +10,7 @@
 #include "net/control/value.h"
 #include "net/daemon/hub_directory.h"
 #include "net/limits/throttle.h"
+#include "net/swarm/swarm_fetch.h"
 #include "net/transport/client.h"
 
 #include <atomic>
@@ -36,7 +37,7 @@ Result<std::string> fetchResource(
 // One checkpoint's files (and its project's tokenizer, so the folder can
 // generate text on its own) fetched into `part`.
 class CheckpointSwarm;
-struct SwarmSources;
+using swarm::SwarmSources;
 
 struct CheckpointFetch {
     std::string project;

@@ -96,8 +96,11 @@ Status Daemon::initialise()
             m_checkpoints->retryNow(kDemoLabel);
     });
     m_limits = std::make_unique<LimitsMonitor>(m_options.dataDir, m_options.probes);
-    m_joined = std::make_unique<JoinedProject>(
-        JoinedProjectParts{m_options.dataDir, *m_hubs, *m_resolver, *m_limits, *m_settings, m_history, m_log});
+    // The agent fetches full states through the checkpoints' swarm session.
+    auto stateSwarm = [this] { return m_swarm ? m_swarm->sharedSession() : nullptr; };
+    auto stateSeeding = [this] { return m_swarm && m_swarm->seedingAllowed(); };
+    m_joined = std::make_unique<JoinedProject>(JoinedProjectParts{
+        m_options.dataDir, *m_hubs, *m_resolver, *m_limits, *m_settings, m_history, m_log, stateSwarm, stateSeeding});
     const bool resume = m_joined->load();
     if (!m_limits->startNotice().empty())
         m_log.notice(m_limits->startNotice());
@@ -158,8 +161,10 @@ Daemon::~Daemon()
     m_requests.reset();
     m_poller.reset();
     m_checkpoints.reset();
+    if (m_swarm)
+        m_swarm->stopTicking(); // its ticker asks m_joined whether it trains
+    m_joined.reset(); // stops the agent at a step boundary (it seeds through m_swarm's session)
     m_swarm.reset();
-    m_joined.reset(); // stops the agent at a step boundary
     m_server.reset();
     m_resolver.reset(); // the demo hub
     if (m_lockFd >= 0)

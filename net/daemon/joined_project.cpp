@@ -85,6 +85,8 @@ Status JoinedProject::startRunnerLocked(const std::string& hubText, const HubLin
     if (device != setting::kDeviceCpu)
         std::tie(options.gpuMemoryTotalBytes, options.gpuMemoryBudgetBytes) = m_parts.limits.gpuMemory(settings);
     options.log = [this](const std::string& line) { m_parts.log.log(line); };
+    options.swarm = m_parts.swarm;
+    options.swarmSeeding = m_parts.swarmSeeding;
     ProjectRunner::Target target{hub, hubText, project};
     m_runner = std::make_unique<ProjectRunner>(std::move(target), std::move(options), m_gate);
     m_parts.history.resetMetrics();

@@ -21,6 +21,7 @@
 #include "net/daemon/project_runner.h"
 #include "net/daemon/status_words.h"
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,6 +36,8 @@ struct JoinedProjectParts {
     LiveSettings& settings;
     HistoryCache& history;
     LogRing& log;
+    std::function<swarm::SwarmSession*()> swarm; // for the agent's full states (may return null)
+    std::function<bool()> swarmSeeding;
 };
 
 class JoinedProject {

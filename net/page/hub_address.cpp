@@ -2,6 +2,7 @@
 
 #include "core/hex.h"
 
+#include "net/transport/client.h"
 #include "net/wire/error_codes.h"
 
 #include <cctype>
@@ -63,21 +64,9 @@ std::string reachableHost(std::string_view boundHost, std::string_view publicHos
     return "localhost";
 }
 
-std::optional<std::string> endpointHost(std::string_view endpoint)
-{
-    constexpr std::string_view kTcp = "tcp://";
-    const std::size_t colon = endpoint.rfind(':');
-    if (!endpoint.starts_with(kTcp) || colon == std::string_view::npos || colon < kTcp.size())
-        return std::nullopt;
-    std::string_view host = endpoint.substr(kTcp.size(), colon - kTcp.size());
-    if (host.starts_with('[') && host.ends_with(']'))
-        host = host.substr(1, host.size() - 2);
-    return std::string(host);
-}
-
 std::string hubLink(std::string_view requestEndpoint, std::string_view publicKeyZ85, std::string_view publicHost)
 {
-    const std::optional<std::string> host = endpointHost(requestEndpoint);
+    const std::optional<std::string> host = net::endpointHost(requestEndpoint);
     if (!host || publicKeyZ85.size() != 40)
         return {};
     const std::string port(requestEndpoint.substr(requestEndpoint.rfind(':') + 1));

@@ -29,10 +29,6 @@ std::string reachableHost(std::string_view boundHost, std::string_view publicHos
 
 // crowdtrain://HOST:PORT/KEY from a ZeroMQ endpoint ("tcp://127.0.0.1:7400")
 // and a Z85 public key; empty when the endpoint or key is not one.
-// The host of a ZeroMQ "tcp://HOST:PORT" endpoint, without IPv6 brackets
-// ("*" stays "*"); nullopt for anything else.
-std::optional<std::string> endpointHost(std::string_view endpoint);
-
 std::string hubLink(std::string_view requestEndpoint, std::string_view publicKeyZ85, std::string_view publicHost);
 
 // http://HOST:PORT/ (IPv6 hosts in brackets).

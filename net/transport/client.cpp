@@ -77,4 +77,16 @@ Result<Envelope> Client::call(std::string_view request, uint64_t id, int timeout
         errc::kTimeout, "no reply from " + m_options.endpoint + " within " + std::to_string(timeoutMs) + " ms");
 }
 
+std::optional<std::string> endpointHost(std::string_view endpoint)
+{
+    constexpr std::string_view kTcp = "tcp://";
+    const std::size_t colon = endpoint.rfind(':');
+    if (!endpoint.starts_with(kTcp) || colon == std::string_view::npos || colon < kTcp.size())
+        return std::nullopt;
+    std::string_view host = endpoint.substr(kTcp.size(), colon - kTcp.size());
+    if (host.starts_with('[') && host.ends_with(']'))
+        host = host.substr(1, host.size() - 2);
+    return std::string(host);
+}
+
 } // namespace crowdtrain::net

@@ -13,6 +13,9 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace crowdtrain::net {
 
@@ -59,5 +62,9 @@ private:
     zmq::socket_t m_socket;
     uint64_t m_lastId = 0;
 };
+
+// The host of a ZeroMQ "tcp://HOST:PORT" endpoint, without IPv6 brackets
+// ("*" stays "*"); nullopt for anything else.
+std::optional<std::string> endpointHost(std::string_view endpoint);
 
 } // namespace crowdtrain::net

@@ -22,6 +22,7 @@
 
 #include "engine/result.h"
 #include "net/limits/throttle.h"
+#include "net/swarm/swarm_session.h"
 
 #include <atomic>
 #include <cstdint>
@@ -75,6 +76,12 @@ struct AgentOptions {
     // Called on run()'s thread before asking for a task; it may block (a
     // pause between tasks) and must return soon once stop() is called.
     std::function<void()> beforeTask;
+    // The swarm session a full state is fetched and seeded with when the
+    // hub offers it as a torrent (state_swarm.h); called at the first such
+    // state; null, or returning null: chunks only. Its owner applies the
+    // limits and counts its traffic.
+    std::function<swarm::SwarmSession*()> swarm;
+    std::function<bool()> swarmSeeding; // whether to seed it now; null: yes
     // For adversarial benchmarks only (bench/hostile_worker.cpp): changes the
     // pseudo-gradient before it is encoded, as a hostile volunteer would.
     std::function<void(std::vector<float>& delta)> alterPseudoGradient;

@@ -143,7 +143,11 @@ Status AgentLoop::prepare()
         = m_options.clientVersion.empty() ? std::string("crowdtrain-worker ") + kVersion : m_options.clientVersion;
     m_session = std::make_unique<Session>(m_context, *keys, std::move(session), m_stop, m_reporter,
         [this](const net::JoinReply& reply) { return checkJoin(reply); });
-    m_theta = std::make_unique<ThetaSync>(*m_session, *m_folder, m_reporter, m_stop);
+    StateSwarmOptions stateSwarm;
+    stateSwarm.session = m_options.swarm;
+    stateSwarm.seeding = m_options.swarmSeeding;
+    m_stateSwarm = std::make_unique<StateSwarm>(*m_session, *m_folder, m_reporter, std::move(stateSwarm));
+    m_theta = std::make_unique<ThetaSync>(*m_session, *m_folder, m_reporter, m_stop, m_stateSwarm.get());
     m_runner = std::make_unique<TaskRunner>(m_options, *m_session, m_reporter, m_stop);
     m_uploader = std::make_unique<Uploader>(*m_session, *m_folder, m_reporter, m_stop, m_options.alterPseudoGradient);
     m_reporter.setFill([this](AgentSummary& summary) {

@@ -61,6 +61,7 @@ private:
     std::optional<ProjectFolder> m_folder;
     std::unique_ptr<TokenLibrary> m_shards;
     std::unique_ptr<Session> m_session;
+    std::unique_ptr<StateSwarm> m_stateSwarm;
     std::unique_ptr<ThetaSync> m_theta;
     std::unique_ptr<TaskRunner> m_runner;
     std::unique_ptr<Uploader> m_uploader;

@@ -7,11 +7,13 @@
 
 namespace crowdtrain::volunteer {
 
-ThetaSync::ThetaSync(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop)
+ThetaSync::ThetaSync(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop,
+    StateSwarm* stateSwarm)
     : m_session(session)
     , m_folder(folder)
     , m_reporter(reporter)
     , m_stop(stop)
+    , m_stateSwarm(stateSwarm)
 { }
 
 void ThetaSync::loadLocalState()
@@ -81,7 +83,10 @@ Status ThetaSync::sync()
     if (m_stop.load())
         return Error::make(net::errc::kCancelled, "stopped while updating");
     if (!m_theta || m_theta->version != m_session.serverVersion())
-        return downloadFullState();
+        if (Status downloaded = downloadFullState(); !downloaded)
+            return downloaded;
+    if (m_stateSwarm)
+        m_stateSwarm->holding(m_theta->version);
     return Status::success();
 }
 
@@ -158,7 +163,10 @@ Status ThetaSync::downloadFullState()
     const uint64_t version = join.version;
     m_reporter.log("downloading state %s (%llu bytes)", join.stateResource.c_str(),
         static_cast<unsigned long long>(join.stateBytes));
-    auto bytes = downloadResource(join.stateResource, join.stateSha256);
+    std::optional<std::string> swarmed
+        = m_stateSwarm ? m_stateSwarm->download(join, this->version(), m_stop) : std::nullopt;
+    auto bytes
+        = swarmed ? Result<std::string>(std::move(*swarmed)) : downloadResource(join.stateResource, join.stateSha256);
     if (!bytes)
         return bytes.error();
     auto values = floatsFromBytes(*bytes, m_elements);

@@ -4,7 +4,8 @@
 // the copy saved on disk by an earlier run (or, with none, theta_0 built
 // from the project's seed when its SHA-256 matches), then each published update
 // (about P bytes, SHA-256 of the result checked), or the full state (4P
-// bytes) when an update is missing or does not check out. The weights are
+// bytes) when an update is missing or does not check out: through the
+// project's swarm when the hub seeds it (state_swarm.h), else in chunks. The weights are
 // held as an immutable shared snapshot, so a training thread keeps the one
 // it started from whatever happens here meanwhile.
 //
@@ -14,6 +15,7 @@
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/reporter.h"
 #include "net/volunteer/session.h"
+#include "net/volunteer/state_swarm.h"
 
 #include <memory>
 #include <optional>
@@ -29,7 +31,10 @@ struct Theta {
 
 class ThetaSync {
 public:
-    ThetaSync(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop);
+    // `stateSwarm` (may be null) fetches the full state through the
+    // project's swarm when the hub offers it; chunks are the fallback.
+    ThetaSync(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop,
+        StateSwarm* stateSwarm = nullptr);
 
     // Brings theta to the session's server version. Errors: connection
     // errors, "not_joined", "cancelled", "io_error" (the local copy could not
@@ -62,6 +67,7 @@ private:
     const ProjectFolder& m_folder;
     Reporter& m_reporter;
     const std::atomic<bool>& m_stop;
+    StateSwarm* m_stateSwarm;
     std::optional<engine::GptConfig> m_model;
     uint64_t m_elements = 0;
     bool m_localStateLoaded = false;

@@ -74,6 +74,8 @@ void JoinReply::write(MapWriter& w) const
         w.map("sparse", mapOf(*sparse));
     if (init)
         w.map("init", mapOf(*init));
+    if (stateTorrent)
+        w.map("state_torrent", mapOf(*stateTorrent));
 }
 
 JoinReply JoinReply::read(MapView v)
@@ -104,6 +106,8 @@ JoinReply JoinReply::read(MapView v)
         r.sparse = SparseSettings::read(v.map("sparse"));
     if (!v.context().failed() && v.has("init"))
         r.init = SeedInit::read(v.map("init"));
+    if (!v.context().failed() && v.has("state_torrent"))
+        r.stateTorrent = TorrentRef::read(v.map("state_torrent"));
     return r;
 }
 

@@ -79,6 +79,9 @@ struct JoinReply {
     // Present when theta_0 came from a seed (not an import): a volunteer may
     // build it itself and replay the updates from version 0.
     std::optional<SeedInit> init;
+    // Present when the coordinator also seeds the state in its swarm: the
+    // torrent of one file named stateResource holding the stateBytes.
+    std::optional<TorrentRef> stateTorrent;
     void write(MapWriter& w) const;
     static JoinReply read(MapView v);
     bool operator==(const JoinReply&) const = default;
