@@ -278,6 +278,21 @@ private slots:
             QCOMPARE(
                 sha256Of(root() / ("w" + std::to_string(i)) / "projects" / "tiny" / "swarm" / "state-v0"), expected);
 
+        // The version moves on (the daemon trains until round 0 closes):
+        // the hub seeds the new state instead, and the daemon's seed of the
+        // old one leaves its swarm and its disk.
+        const auto hubSwarm = root() / "hub4/state/tiny/swarm";
+        QVERIFY2(waitUntil(
+                     [&] {
+                         return std::filesystem::exists(hubSwarm / ".state-v1.torrent")
+                             && !std::filesystem::exists(hubSwarm / "state-v0");
+                     },
+                     300000),
+            daemon.daemon.log().right(3000).constData());
+        const auto daemonCopy = daemon.home.data() / "projects" / "tiny" / "swarm" / "state-v0";
+        QVERIFY2(waitUntil([&] { return !std::filesystem::exists(daemonCopy); }, 120000),
+            daemon.daemon.log().right(3000).constData());
+
         for (auto& w : workers)
             w->kill();
         chunked.kill();
