@@ -108,6 +108,31 @@ std::filesystem::path hubCheckpointFile(const std::filesystem::path& state, uint
     qFatal("the hub has no round-%llu/model.safetensors", (unsigned long long)round);
 }
 
+// What the hub says on exit it sent: through the swarm, and in fetch
+// replies of checkpoints and of states.
+struct HubSent {
+    bool said = false;
+    uint64_t swarm = 0;
+    uint64_t checkpointChunks = 0;
+    uint64_t stateChunks = 0;
+    QString text; // its stderr
+};
+
+HubSent stopAndCount(ServerProcess& server)
+{
+    server.terminate();
+    HubSent sent;
+    sent.text = QString::fromUtf8(server.stderrText());
+    const auto match = QRegularExpression(
+        QStringLiteral("sent (\\d+) bytes to the swarm, (\\d+) of checkpoints and (\\d+) of states in fetch replies"))
+                           .match(sent.text);
+    sent.said = match.hasMatch();
+    sent.swarm = match.captured(1).toULongLong();
+    sent.checkpointChunks = match.captured(2).toULongLong();
+    sent.stateChunks = match.captured(3).toULongLong();
+    return sent;
+}
+
 std::string sha256Of(const std::filesystem::path& file)
 {
     auto hash = net::sha256OfFile(file);
@@ -195,17 +220,13 @@ private slots:
         for (auto& v : volunteers)
             v->daemon.terminate();
         trainer.daemon.terminate();
-        server.terminate();
-        const QString said = QString::fromUtf8(server.stderrText());
-        const auto sent = QRegularExpression(
-            QStringLiteral("sent (\\d+) bytes to the swarm, (\\d+) of checkpoints and \\d+ of states in fetch replies"))
-                              .match(said);
-        QVERIFY2(sent.hasMatch(), qPrintable(said));
-        const uint64_t hubBytes = sent.captured(1).toULongLong() + sent.captured(2).toULongLong();
+        const HubSent sent = stopAndCount(server);
+        QVERIFY2(sent.said, qPrintable(sent.text));
+        const uint64_t hubBytes = sent.swarm + sent.checkpointChunks;
         qInfo("8 daemons, a %llu-byte checkpoint: the hub sent %.2f copies (%.2f through the swarm), the peers %.2f",
-            (unsigned long long)fileBytes, double(hubBytes) / double(fileBytes),
-            sent.captured(1).toDouble() / double(fileBytes), double(fromPeers) / double(fileBytes));
-        QVERIFY2(hubBytes < 2 * fileBytes, qPrintable(said));
+            (unsigned long long)fileBytes, double(hubBytes) / double(fileBytes), double(sent.swarm) / double(fileBytes),
+            double(fromPeers) / double(fileBytes));
+        QVERIFY2(hubBytes < 2 * fileBytes, qPrintable(sent.text));
     }
 
     // The full model state goes the same way (issue 28, item 3): a project
@@ -297,19 +318,15 @@ private slots:
             w->kill();
         chunked.kill();
         daemon.daemon.terminate();
-        server.terminate();
-        const QString said = QString::fromUtf8(server.stderrText());
-        const auto sent = QRegularExpression(
-            QStringLiteral("sent (\\d+) bytes to the swarm, \\d+ of checkpoints and (\\d+) of states in fetch replies"))
-                              .match(said);
-        QVERIFY2(sent.hasMatch(), qPrintable(said));
-        const uint64_t swarmBytes = sent.captured(1).toULongLong();
-        const uint64_t chunkBytes = sent.captured(2).toULongLong();
+        const HubSent sent = stopAndCount(server);
+        QVERIFY2(sent.said, qPrintable(sent.text));
+        const uint64_t swarmBytes = sent.swarm;
+        const uint64_t chunkBytes = sent.stateChunks;
         qInfo("8 workers and a daemon, a %llu-byte state: the hub sent %.2f copies through the swarm, the peers %.2f; "
               "%.2f copies in chunks (the worker without a swarm)",
             (unsigned long long)stateBytes, double(swarmBytes) / double(stateBytes),
             double(fromPeers) / double(stateBytes), double(chunkBytes) / double(stateBytes));
-        QVERIFY2(swarmBytes < 2 * stateBytes, qPrintable(said));
+        QVERIFY2(swarmBytes < 2 * stateBytes, qPrintable(sent.text));
         QVERIFY(chunkBytes >= stateBytes); // the tenth's copy came in chunks
     }
 
