@@ -1,9 +1,11 @@
 // How long until every volunteer has a checkpoint, and what the host's
 // uplink sends: the BitTorrent swarm (net/swarm, as the coordinator and the
 // daemons run it) against the coordinator alone (the same sessions, the
-// volunteers unable to upload: every byte from the host).
+// volunteers unable to upload: every byte from the host, sent to every
+// volunteer at once, as the chunked download from the coordinator is).
 //
-//   bench_swarm [--peers 16,64,256] [--file-mb 64] [--scale 8] [--host-mbit 100] [--dir /dev/shm/bench-swarm]
+//   bench_swarm [--peers 16,64,256] [--file-mb 64] [--scale 8] [--host-mbit 100] [--modes swarm,host]
+//               [--dir /dev/shm/bench-swarm]
 //
 // Real libtorrent sessions on loopback, one per volunteer, each held to a
 // home profile of bench/homelink.sh (cable 50/10, DSL 16/2, fibre 300/100,
@@ -45,6 +47,8 @@ struct Options {
     uint64_t fileMb = 64;
     double scale = 8;
     double hostMbit = 100;
+    bool swarm = true; // run the swarm mode
+    bool hostOnly = true; // and the host-only baseline
     std::filesystem::path dir = "/dev/shm/bench-swarm";
 };
 
@@ -68,6 +72,10 @@ Outcome run(const Options& o, int peers, bool swarmOn, const swarm::TorrentFile&
     seedSettings.listenAddress = "127.0.0.1";
     seedSettings.uploadBytesPerSecond = bytesPerSecond(o.hostMbit, o.scale);
     seedSettings.maxConnections = peers + 10;
+    // The baseline is a server sending to everyone at once (libtorrent's 8
+    // rotating unchoke slots would hold it under its uplink with slow peers).
+    if (!swarmOn)
+        seedSettings.unchokeSlots = -1;
     auto seed = swarm::SwarmSession::start(seedSettings);
     if (!seed) {
         std::fprintf(stderr, "bench_swarm: %s\n", seed.error().message.c_str());
@@ -168,6 +176,9 @@ int main(int argc, char** argv)
             o.scale = std::stod(value);
         } else if (flag == "--host-mbit") {
             o.hostMbit = std::stod(value);
+        } else if (flag == "--modes") {
+            o.swarm = value.find("swarm") != std::string::npos;
+            o.hostOnly = value.find("host") != std::string::npos;
         } else if (flag == "--dir") {
             o.dir = value;
         } else {
@@ -204,6 +215,8 @@ int main(int argc, char** argv)
     std::printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
     for (int peers : o.peers)
         for (bool swarmOn : {true, false}) {
+            if (swarmOn ? !o.swarm : !o.hostOnly)
+                continue;
             const Outcome r = run(o, peers, swarmOn, *torrent, seedDir, sha256);
             std::printf("| %d | %s | %s%.0f | %.0f | %.2f | %.0f | %d/%d |\n", peers, swarmOn ? "swarm" : "host only",
                 r.complete ? "" : ">", r.allSeconds, r.medianSeconds, double(r.hostBytes) / fileBytes,

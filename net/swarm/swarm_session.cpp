@@ -60,6 +60,8 @@ lt::settings_pack packFor(const SwarmSettings& settings)
     // Volunteers behind one NAT (and every test on loopback) share an address.
     pack.set_bool(lt::settings_pack::allow_multiple_connections_per_ip, true);
     pack.set_int(lt::settings_pack::connections_limit, std::max(settings.maxConnections, 2));
+    if (settings.unchokeSlots != 0)
+        pack.set_int(lt::settings_pack::unchoke_slots_limit, settings.unchokeSlots);
     // Two disk threads and one hasher (libtorrent's default is ten): a
     // home machine's disk is not the bottleneck of a capped link.
     pack.set_int(lt::settings_pack::aio_threads, 2);

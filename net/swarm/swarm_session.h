@@ -39,6 +39,10 @@ struct SwarmSettings {
     uint64_t uploadBytesPerSecond = 0; // 0: unlimited
     uint64_t downloadBytesPerSecond = 0; // 0: unlimited
     int maxConnections = 200; // across all torrents
+    // Peers sent to at once (libtorrent's unchoke slots): 0 keeps
+    // libtorrent's default (8, rotated); -1: every interested peer, as a
+    // server sending to all at once (bench_swarm's host-only baseline).
+    int unchokeSlots = 0;
     // Peers tell each other of peers (ut_pex, BEP 11). Off only where every
     // byte must come from the seed (bench_swarm's baseline).
     bool peerExchange = true;
