@@ -387,6 +387,50 @@ private slots:
         server.kill();
     }
 
+    // A joiner on a slow link may still be downloading the state when the
+    // round closes: the state it asked for stays served (and is then
+    // replayed forward); one nobody asked for goes at the next tick.
+    void aStateBeingDownloadedOutlivesItsVersion()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const auto spec = writeSpec(root / "outlive", root / "data", SpecOptions{.tasksPerRound = 1});
+        const uint64_t tokens = 20 * 8 * 32;
+        ServerProcess server;
+        QVERIFY(server.start(spec, root / "outlive/state"));
+        Volunteer a = join("a", &server);
+        Volunteer late = join("late", &server);
+        const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
+        // Its first chunk: a download under way (a description alone is not).
+        QCOMPARE(late.joined.stateResource, std::string("state-v0"));
+        auto began = late.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", "state-v0"});
+        QVERIFY2(began, began ? "" : began.error().message.c_str());
+        auto first = late.client->request<net::FetchReply>(net::FetchRequest{"tiny", "state-v0", 0});
+        QVERIFY2(first, first ? "" : first.error().message.c_str());
+        auto closeOne = [&](uint64_t version, uint32_t seed) {
+            a.joined.version = version;
+            const auto delta = randomDelta(n, 1e-3f, seed);
+            auto r = submit(a, task(a), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+            QTRY_COMPARE_WITH_TIMEOUT(heartbeat(a, version).version, version + 1, 20000);
+        };
+        closeOne(0, 41);
+        closeOne(1, 42);
+        // Nobody fetched from state-v1: it is withdrawn within a tick or two.
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !a.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", "state-v1"}), 15000);
+        // The joiner's state-v0 is still there, whole and as announced, and
+        // the kept updates take it to the current version.
+        const std::filesystem::path target = root / "outlive/state-v0.bin";
+        QVERIFY(net::downloadResource(*late.client, "tiny", "state-v0", target));
+        const std::string theta0 = readAll(target);
+        QCOMPARE(net::sha256Hex(theta0), began->sha256);
+        QCOMPARE(net::sha256Hex(theta0), late.joined.stateSha256);
+        auto update = late.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 0});
+        QVERIFY2(update, update ? "" : update.error().message.c_str());
+        QCOMPARE(update->toVersion, uint64_t(1));
+        server.kill();
+    }
+
     void plaintextClientIsRefused()
     {
         zmq::socket_t plain(m_context, zmq::socket_type::dealer);

@@ -270,6 +270,8 @@ Result<std::string> CoordinatorServer::dispatch(
         }
         if (Status allowed = runtime->prepareResource(key, name); !allowed)
             return allowed.error();
+        if (type == FetchRequest::kType)
+            runtime->noteDownload(name, now);
         auto reply = handleTransferRequest(runtime->resources(), e);
         if (!reply)
             return Error::make(net::errc::kUnknownType, "not a transfer request");

@@ -7,7 +7,9 @@
 #include "net/wire/error_codes.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <string_view>
 
 namespace crowdtrain::coordinator {
 namespace {
@@ -144,7 +146,8 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
 }
 
 // The current state for joiners, and the latest updates for those some
-// versions behind (m_keptUpdates). Older states are withdrawn.
+// versions behind (m_keptUpdates). Older states stay while they are being
+// downloaded (retireOldStates).
 Status ProjectRuntime::publishResources()
 {
     const int64_t version = m_round->version();
@@ -155,7 +158,9 @@ Status ProjectRuntime::publishResources()
         if (Status s = m_resources.addBlob(state, std::move(bytes)); !s)
             return s;
     }
-    m_resources.remove(stateResourceName(version - 1));
+    if (m_publishedState && *m_publishedState != version)
+        m_oldStates[*m_publishedState] = m_stateAskedMs[*m_publishedState];
+    m_publishedState = version;
     if (version > 0 && !m_resources.contains(updateResourceName(version))) {
         auto update = m_store->readUpdate(version);
         if (update) {
@@ -185,6 +190,8 @@ Status ProjectRuntime::publishResources()
                 stderr, "%s: %s is not seeded: %s\n", m_spec.name.c_str(), state.c_str(), s.error().message.c_str());
         else
             kept.insert(state);
+        for (const auto& [old, askedMs] : m_oldStates)
+            kept.insert(stateResourceName(old));
     }
     for (const CheckpointInfo& checkpoint : *list)
         for (const CheckpointFile& file : checkpoint.files) {
@@ -223,15 +230,62 @@ Status ProjectRuntime::seedState()
         if (Status s = m_swarm->publish(name, file); !s)
             return s;
     }
+    std::set<std::string> keep{name, "." + name + ".torrent"};
+    for (const auto& [old, askedMs] : m_oldStates)
+        keep.insert({stateResourceName(old), "." + stateResourceName(old) + ".torrent"});
     std::vector<std::filesystem::path> older;
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-        if (const std::string entryName = entry.path().filename().string();
-            entryName != name && entryName != "." + name + ".torrent")
+        if (!keep.count(entry.path().filename().string()))
             older.push_back(entry.path());
     for (const std::filesystem::path& path : older)
         std::filesystem::remove(path, ec);
     return Status::success();
+}
+
+void ProjectRuntime::noteDownload(const std::string& name, int64_t nowMs)
+{
+    std::string_view resource = name;
+    if (resource.starts_with(kTorrentResourcePrefix))
+        resource.remove_prefix(kTorrentResourcePrefix.size());
+    constexpr std::string_view kState = "state-v";
+    if (!resource.starts_with(kState))
+        return;
+    int64_t version = 0;
+    const char* end = resource.data() + resource.size();
+    if (auto [at, error] = std::from_chars(resource.data() + kState.size(), end, version);
+        error != std::errc() || at != end)
+        return;
+    m_stateAskedMs[version] = nowMs;
+    if (auto old = m_oldStates.find(version); old != m_oldStates.end())
+        old->second = nowMs;
+}
+
+// Withdraws the older states nobody asked for in kOldStateGraceMs, and all
+// but the newest kMaxOldStates.
+void ProjectRuntime::retireOldStates(int64_t nowMs)
+{
+    std::vector<int64_t> gone;
+    std::size_t newer = 0;
+    for (auto it = m_oldStates.rbegin(); it != m_oldStates.rend(); ++it) {
+        const bool asked = it->second > 0 && nowMs - it->second < kOldStateGraceMs;
+        if (asked && newer < kMaxOldStates)
+            ++newer;
+        else
+            gone.push_back(it->first);
+    }
+    for (const int64_t version : gone) {
+        const std::string name = stateResourceName(version);
+        m_resources.remove(name);
+        m_swarm->withdraw(name);
+        std::error_code ec;
+        std::filesystem::remove(m_store->dir() / "swarm" / name, ec);
+        std::filesystem::remove(m_store->dir() / "swarm" / ("." + name + ".torrent"), ec);
+        m_oldStates.erase(version);
+    }
+    // Asks for states no longer served are forgotten.
+    std::erase_if(m_stateAskedMs,
+        [&](const auto& entry) { return entry.first != m_round->version() && !m_oldStates.count(entry.first); });
 }
 
 net::CheckpointInfo ProjectRuntime::withTorrents(net::CheckpointInfo checkpoint) const
@@ -261,6 +315,8 @@ Result<net::SwarmPeersReply> ProjectRuntime::swarmPeers(
         return Error::make(net::errc::kNotFound, "project " + m_spec.name + " seeds no torrent " + request.infoHash);
     if (Status allowed = prepareResource(key, *resource); !allowed)
         return allowed.error();
+    if (!request.seeding)
+        noteDownload(*resource, nowMs);
     return m_swarm->peers(key, request, address, nowMs);
 }
 
@@ -569,6 +625,7 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
     finishEvaluation(false, events);
     if (nowMs - m_swarmTickMs >= kSwarmTickPeriodMs) {
         m_swarmTickMs = nowMs;
+        retireOldStates(nowMs);
         m_swarm->tick(nowMs);
     }
     for (const std::string& gone : m_sessions->expire(nowMs))

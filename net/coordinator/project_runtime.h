@@ -92,6 +92,10 @@ public:
     // Errors: "forbidden", "not_found" (a piece outside the train shards,
     // a task that is not the key's).
     Status prepareResource(const std::string& key, const std::string& name);
+    // A volunteer fetched a chunk of `name` (or of its .torrent), or asked
+    // for the peers of its torrent: an older state stays served while
+    // someone downloads it.
+    void noteDownload(const std::string& name, int64_t nowMs);
     // Whether `key` may download checkpoints. Errors: "forbidden".
     Status checkpointAccess(const std::string& key);
     void setEventsPort(uint64_t port) { m_options.eventsPort = port; }
@@ -212,6 +216,17 @@ private:
     };
     std::deque<KeptUpdate> m_keptUpdates;
     static constexpr std::size_t kMaxKeptUpdates = 256;
+    // Older states still served (in chunks, and seeded when the swarm is
+    // on), by version: when a volunteer last asked for each. A joiner on a
+    // slow link may need several rounds for the state; it then replays the
+    // kept updates. One not asked for in kOldStateGraceMs goes, and at most
+    // kMaxOldStates stay (each is a full state in memory and on disk).
+    std::map<int64_t, int64_t> m_oldStates;
+    std::map<int64_t, int64_t> m_stateAskedMs;
+    std::optional<int64_t> m_publishedState;
+    static constexpr int64_t kOldStateGraceMs = 30000;
+    static constexpr std::size_t kMaxOldStates = 2;
+    void retireOldStates(int64_t nowMs);
     std::vector<net::FileInfo> m_tokenizerFiles;
     std::optional<DataPieces> m_pieces; // builds the data resources into m_resources
     std::unique_ptr<ProjectSwarm> m_swarm; // the checkpoints' torrents, in m_resources too
