@@ -70,8 +70,9 @@ class TestTorrent : public QObject {
 private slots:
     void pieceSizeGrowsWithTheFile()
     {
-        QCOMPARE(swarm::pieceBytesFor(1), uint64_t(256 * 1024));
-        QCOMPARE(swarm::pieceBytesFor(100ull << 20), uint64_t(256 * 1024)); // 400 pieces
+        QCOMPARE(swarm::pieceBytesFor(1), uint64_t(16 * 1024));
+        QCOMPARE(swarm::pieceBytesFor(6ull << 20), uint64_t(16 * 1024)); // 384 pieces
+        QCOMPARE(swarm::pieceBytesFor(100ull << 20), uint64_t(64 * 1024)); // 1,600 pieces
         QCOMPARE(swarm::pieceBytesFor(500ull << 20), uint64_t(256 * 1024)); // 2,000 pieces
         QCOMPARE(swarm::pieceBytesFor(600ull << 20), uint64_t(512 * 1024));
         QCOMPARE(swarm::pieceBytesFor(10ull << 30), uint64_t(8 << 20)); // 1,280 pieces
@@ -87,7 +88,7 @@ private slots:
         QVERIFY2(torrent.ok(), torrent ? "" : torrent.error().message.c_str());
         QCOMPARE(torrent->fileName, std::string("model.safetensors"));
         QCOMPARE(torrent->fileBytes, uint64_t(3 * 256 * 1024 + 1234));
-        QCOMPARE(torrent->pieceBytes, uint64_t(256 * 1024));
+        QCOMPARE(torrent->pieceBytes, uint64_t(16 * 1024));
         QCOMPARE(torrent->infoHash.size(), std::size_t(40));
         QCOMPARE(torrent->infoHashV2.size(), std::size_t(64));
         QVERIFY(torrent->magnet.find("xt=urn:btih:" + torrent->infoHash) != std::string::npos);

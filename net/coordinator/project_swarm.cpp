@@ -124,8 +124,8 @@ Result<net::SwarmPeersReply> ProjectSwarm::peers(
     else
         seeded.peers.erase(key);
 
-    // Two downloaders asking: pieces spread faster among them than from here.
-    if (downloadersAsking(seeded, nowMs) >= 2 && !seeded.superSeeding) {
+    // Many downloaders asking: pieces spread among them, not all from here.
+    if (downloadersAsking(seeded, nowMs) >= kSuperSeedFrom && !seeded.superSeeding) {
         m_session->setSuperSeed(seeded.torrent.infoHash, true);
         seeded.superSeeding = true;
     }
@@ -151,7 +151,8 @@ void ProjectSwarm::tick(int64_t nowMs)
         auto progress = m_session->progress(seeded.torrent.infoHash);
         if (!progress)
             continue;
-        const bool superSeed = progress->peers - progress->seeds >= 2 || downloadersAsking(seeded, nowMs) >= 2;
+        const bool superSeed = std::size_t(std::max(0, progress->peers - progress->seeds)) >= kSuperSeedFrom
+            || downloadersAsking(seeded, nowMs) >= kSuperSeedFrom;
         if (superSeed != seeded.superSeeding) {
             m_session->setSuperSeed(seeded.torrent.infoHash, superSeed);
             seeded.superSeeding = superSeed;

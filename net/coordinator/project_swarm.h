@@ -12,11 +12,15 @@
 // ".<name>.torrent", so a restarted coordinator seeds the same info-hash
 // without hashing again.
 //
-// While two or more peers download a torrent (connected to the hub, or
-// asking for peers in the last 30 s) it is super-seeded (BEP 16:
+// While kSuperSeedFrom (8) or more peers download a torrent (connected to
+// the hub, or asking for peers in the last 30 s) it is super-seeded (BEP 16:
 // each peer is shown a piece at a time, so the peers spread pieces among
-// themselves and the hub's uplink sends about one copy); a lone
-// downloader gets plain seeding, which is faster for one.
+// themselves and the hub's uplink sends a few copies); fewer downloaders
+// get plain seeding. Super-seeding gates each peer's next piece on the
+// last one reaching another peer, so over home uplinks (a fifth of the
+// downlinks) it is slow: on the home-link bench a fibre joiner took 3x and
+// a cable one 1.5x the time of plain seeding (bench/RESULTS.md, session
+// 20); a handful of copies costs the hub less than that.
 //
 // Used from the coordinator's loop thread only.
 
@@ -65,6 +69,7 @@ public:
     // asking for peers in the last kAskedRecentlyMs).
     void tick(int64_t nowMs);
 
+    static constexpr std::size_t kSuperSeedFrom = 8;
     static constexpr int64_t kPeerLifetimeMs = 15 * 60 * 1000;
     static constexpr int64_t kAskedRecentlyMs = 30 * 1000;
     static constexpr std::size_t kMaxPeersPerTorrent = 10000;

@@ -3,6 +3,9 @@
 #include "core/hex.h"
 #include "net/wire/error_codes.h"
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
 #include <libtorrent/add_torrent_params.hpp>
 #include <libtorrent/address.hpp>
 #include <libtorrent/alert_types.hpp>
@@ -22,13 +25,25 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 namespace crowdtrain::swarm {
 
 namespace {
+
+// CROWDTRAIN_SWARM_TRACE=1: every libtorrent alert on stderr, connection
+// and peer logs included (for finding out why a swarm does not move).
+bool traceRequested()
+{
+    const char* value = std::getenv("CROWDTRAIN_SWARM_TRACE");
+    return value && *value && std::string_view(value) != "0";
+}
 
 int rateSetting(uint64_t bytesPerSecond)
 {
@@ -68,9 +83,39 @@ lt::settings_pack packFor(const SwarmSettings& settings)
     pack.set_int(lt::settings_pack::hashing_threads, 1);
     pack.set_int(lt::settings_pack::upload_rate_limit, rateSetting(settings.uploadBytesPerSecond));
     pack.set_int(lt::settings_pack::download_rate_limit, rateSetting(settings.downloadBytesPerSecond));
-    pack.set_int(lt::settings_pack::alert_mask,
-        int(lt::alert_category::error | lt::alert_category::status | lt::alert_category::peer));
+    lt::alert_category_t alerts = lt::alert_category::error | lt::alert_category::status | lt::alert_category::peer;
+    if (traceRequested())
+        alerts |= lt::alert_category::connect | lt::alert_category::peer_log | lt::alert_category::torrent_log;
+    pack.set_int(lt::settings_pack::alert_mask, int(alerts));
     return pack;
+}
+
+// A port free for both TCP and UDP on `address`, for a session asked for
+// port 0. libtorrent given port 0 binds each interface of a wildcard address
+// on a port of its own, and the one listenPort() reports (and the hub
+// passes on) may be loopback's, which no other machine reaches.
+std::optional<uint16_t> freePort(const std::string& address)
+{
+    lt::error_code ec;
+    const lt::address ip = lt::make_address(address, ec);
+    if (ec)
+        return std::nullopt;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        try {
+            boost::asio::io_context io;
+            boost::asio::ip::tcp::acceptor tcp(io, boost::asio::ip::tcp::endpoint(ip, 0));
+            const uint16_t port = tcp.local_endpoint().port();
+            boost::asio::ip::udp::socket udp(io);
+            udp.open(ip.is_v4() ? boost::asio::ip::udp::v4() : boost::asio::ip::udp::v6(), ec);
+            if (!ec)
+                udp.bind(boost::asio::ip::udp::endpoint(ip, port), ec);
+            if (!ec)
+                return port;
+        } catch (const std::exception&) {
+            return std::nullopt;
+        }
+    }
+    return std::nullopt;
 }
 
 // Every address in the global peer class, so the session's rate limits
@@ -107,6 +152,7 @@ struct SwarmSession::State {
     uint64_t removedUploaded = 0;
     uint64_t removedDownloaded = 0;
     std::atomic<bool> stopping{false};
+    bool trace = traceRequested();
     std::thread alertThread;
 
     // The entry of an alert's torrent; null when it was removed since (its
@@ -129,6 +175,8 @@ struct SwarmSession::State {
             session->pop_alerts(&alerts);
             std::lock_guard lock(mutex);
             for (lt::alert* alert : alerts) {
+                if (trace)
+                    std::fprintf(stderr, "swarm: %s\n", alert->message().c_str());
                 // alert_cast matches the exact type only, so each is asked for by name.
                 if (const auto* failed = lt::alert_cast<lt::hash_failed_alert>(alert)) {
                     if (Entry* entry = find(failed->handle))
@@ -145,11 +193,28 @@ struct SwarmSession::State {
     }
 };
 
-Result<std::unique_ptr<SwarmSession>> SwarmSession::start(const SwarmSettings& settings)
+Result<std::unique_ptr<SwarmSession>> SwarmSession::start(const SwarmSettings& asked)
 {
-    if (!isIpAddress(settings.listenAddress))
+    if (!isIpAddress(asked.listenAddress))
         return Error::make(
-            net::errc::kInvalidArgument, "listen address " + settings.listenAddress + " is not an IP address");
+            net::errc::kInvalidArgument, "listen address " + asked.listenAddress + " is not an IP address");
+    if (asked.listenPort == 0) {
+        // Another program may take the port between our probe and
+        // libtorrent's bind: a few tries.
+        for (int attempt = 0;; ++attempt) {
+            SwarmSettings settings = asked;
+            if (const auto port = freePort(asked.listenAddress))
+                settings.listenPort = *port;
+            auto started = startOn(settings);
+            if (started || attempt == 4 || started.error().code != net::errc::kAddressInUse)
+                return started;
+        }
+    }
+    return startOn(asked);
+}
+
+Result<std::unique_ptr<SwarmSession>> SwarmSession::startOn(const SwarmSettings& settings)
+{
     auto state = std::make_unique<State>();
     try {
         // libtorrent's default plugins, named: metadata exchange, smart-ban

@@ -33,7 +33,8 @@ namespace crowdtrain::swarm {
 
 struct SwarmSettings {
     // Where to listen: an address ("0.0.0.0", "127.0.0.1", "[::]") and a
-    // port (0: the system picks one; listenPort() tells which).
+    // port (0: a port free for TCP and UDP, the same on every interface;
+    // listenPort() tells which).
     std::string listenAddress = "0.0.0.0";
     uint16_t listenPort = 0;
     uint64_t uploadBytesPerSecond = 0; // 0: unlimited
@@ -125,6 +126,7 @@ public:
 private:
     struct State;
     explicit SwarmSession(std::unique_ptr<State> state);
+    static Result<std::unique_ptr<SwarmSession>> startOn(const SwarmSettings& settings);
     Status add(const TorrentFile& torrent, const std::filesystem::path& dir, bool seed, bool superSeed);
     std::unique_ptr<State> m_state;
 };

@@ -16,7 +16,9 @@ namespace crowdtrain::swarm {
 
 namespace {
 
-constexpr uint64_t kMinPieceBytes = 256 * 1024;
+// BitTorrent's block: a small file (a small model's state) still gets
+// enough pieces for volunteers to trade.
+constexpr uint64_t kMinPieceBytes = 16 * 1024;
 constexpr uint64_t kMaxPieceBytes = 16 * 1024 * 1024;
 constexpr uint64_t kTargetPieces = 2048;
 // A hub's .torrent for a 10 GB file is ~30 KB (v1 piece hashes) plus the v2

@@ -31,7 +31,7 @@ struct TorrentFile {
 };
 
 // The piece size for a file of `fileBytes`: the smallest power of two in
-// [256 KiB, 16 MiB] that cuts it into at most 2,048 pieces.
+// [16 KiB, 16 MiB] that cuts it into at most 2,048 pieces.
 uint64_t pieceBytesFor(uint64_t fileBytes);
 
 // Hashes `file` (v1 SHA-1 pieces and the v2 SHA-256 tree) and makes its
