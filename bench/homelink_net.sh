@@ -50,3 +50,27 @@ hl_cleanup_netns() {
     done
     HL_NAMESPACES=()
 }
+
+#   hl_uplink HUB ROUTER KBIT    the host's own link: HUB(10.77.0.1) <-> ROUTER(10.77.0.2),
+#                                tbf at KBIT each way (0: unshaped); ROUTER forwards
+#                                between HUB and every volunteer link
+#   hl_route VOL INDEX           VOL's default route through the router, so that
+#                                volunteers reach each other (their swarm)
+hl_uplink() {
+    local hub=$1 router=$2 kbit=$3
+    local a="hlua$$" b="hlub$$"
+    a=${a:0:15}; b=${b:0:15}
+    ip link add "$a" type veth peer name "$b" || return 1
+    ip link set "$a" netns "$hub" && ip link set "$b" netns "$router" || return 1
+    ip -n "$hub" addr add 10.77.0.1/24 dev "$a" && ip -n "$router" addr add 10.77.0.2/24 dev "$b" || return 1
+    ip -n "$hub" link set "$a" up && ip -n "$router" link set "$b" up || return 1
+    ip -n "$hub" route add default via 10.77.0.2 || return 1
+    ip netns exec "$router" sysctl -qw net.ipv4.ip_forward=1 || return 1
+    if (( kbit > 0 )); then
+        hl_shape "$hub" "$a" "$kbit" && hl_shape "$router" "$b" "$kbit"
+    fi
+}
+
+hl_route() {
+    ip -n "$1" route add default via "10.77.$2.1"
+}
