@@ -261,14 +261,18 @@ void ProjectRuntime::noteDownload(const std::string& name, int64_t nowMs)
         old->second = nowMs;
 }
 
-// Withdraws the older states nobody asked for in kOldStateGraceMs, and all
-// but the newest kMaxOldStates.
+// Withdraws the older states nobody asked for in the grace, and all but the
+// newest kMaxOldStates. The grace is kOldStateGraceMs, or the longest a
+// volunteer waits for one chunk (2 x heartbeat x liveness) when longer: a
+// chunk's fetches are that far apart on the slowest link the session allows.
 void ProjectRuntime::retireOldStates(int64_t nowMs)
 {
+    const int64_t graceMs
+        = std::max<int64_t>(kOldStateGraceMs, int64_t(2 * m_options.heartbeatIntervalMs * m_options.heartbeatLiveness));
     std::vector<int64_t> gone;
     std::size_t newer = 0;
     for (auto it = m_oldStates.rbegin(); it != m_oldStates.rend(); ++it) {
-        const bool asked = it->second > 0 && nowMs - it->second < kOldStateGraceMs;
+        const bool asked = it->second > 0 && nowMs - it->second < graceMs;
         if (asked && newer < kMaxOldStates)
             ++newer;
         else

@@ -219,7 +219,8 @@ private:
     // Older states still served (in chunks, and seeded when the swarm is
     // on), by version: when a volunteer last asked for each. A joiner on a
     // slow link may need several rounds for the state; it then replays the
-    // kept updates. One not asked for in kOldStateGraceMs goes, and at most
+    // kept updates. One not asked for in the grace (kOldStateGraceMs, or a
+    // chunk's timeout when longer: retireOldStates) goes, and at most
     // kMaxOldStates stay (each is a full state in memory and on disk).
     std::map<int64_t, int64_t> m_oldStates;
     std::map<int64_t, int64_t> m_stateAskedMs;
