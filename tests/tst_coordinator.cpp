@@ -179,6 +179,21 @@ class TestCoordinator : public QObject {
         return std::nullopt;
     }
 
+    // In a project of one task a round: submits a task of `a` at `version`
+    // and waits for the round to close. Whether it did.
+    bool closeRoundAlone(Volunteer& a, uint64_t version, uint32_t seed)
+    {
+        a.joined.version = version;
+        const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
+        const auto delta = randomDelta(n, 1e-3f, seed);
+        auto r = submit(a, task(a), diloco::encode(diloco::Codec::Int8, delta.data(), n), 20 * 8 * 32);
+        if (!r) {
+            qWarning("submit at version %llu: %s", (unsigned long long)version, r.error().message.c_str());
+            return false;
+        }
+        return QTest::qWaitFor([&] { return heartbeat(a, version).version == version + 1; }, 20000);
+    }
+
     net::HeartbeatReply heartbeat(Volunteer& v, uint64_t version)
     {
         auto hb = v.client->request<net::HeartbeatReply>(net::HeartbeatRequest{"tiny", v.joined.session, version});
@@ -341,7 +356,6 @@ private slots:
     {
         const std::filesystem::path root = m_dir.path().toStdString();
         const auto spec = writeSpec(root / "replay", root / "data", SpecOptions{.tasksPerRound = 1});
-        const uint64_t tokens = 20 * 8 * 32;
         ServerProcess server;
         QVERIFY(server.start(spec, root / "replay/state"));
         Volunteer a = join("a", &server);
@@ -350,16 +364,9 @@ private slots:
         QVERIFY(net::downloadResource(*a.client, "tiny", a.joined.stateResource, target));
         std::string theta0 = readAll(target);
         QCOMPARE(theta0.size(), size_t(4 * n));
-        auto closeOne = [&](uint64_t version, uint32_t seed) {
-            a.joined.version = version;
-            const auto delta = randomDelta(n, 1e-3f, seed);
-            auto r = submit(a, task(a), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens);
-            QVERIFY2(r, r ? "" : r.error().message.c_str());
-            QTRY_COMPARE_WITH_TIMEOUT(heartbeat(a, version).version, version + 1, 20000);
-        };
         // int8 updates are ~P bytes against the state's 4P: three are kept.
         for (uint64_t v = 0; v < 3; ++v)
-            closeOne(v, 21 + uint32_t(v));
+            QVERIFY(closeRoundAlone(a, v, 21 + uint32_t(v)));
         std::vector<float> theta(static_cast<size_t>(n));
         std::memcpy(theta.data(), theta0.data(), theta0.size());
         for (uint64_t from = 0; from < 3; ++from) {
@@ -376,8 +383,8 @@ private slots:
         QVERIFY(!a.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 3}));
         // Two more rounds: five updates weigh more than the state, so the
         // oldest are withdrawn and a volunteer at version 0 downloads it.
-        closeOne(3, 31);
-        closeOne(4, 32);
+        QVERIFY(closeRoundAlone(a, 3, 31));
+        QVERIFY(closeRoundAlone(a, 4, 32));
         auto old = a.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 0});
         QVERIFY(!old);
         QCOMPARE(old.error().code, std::string("not_found"));
@@ -394,27 +401,18 @@ private slots:
     {
         const std::filesystem::path root = m_dir.path().toStdString();
         const auto spec = writeSpec(root / "outlive", root / "data", SpecOptions{.tasksPerRound = 1});
-        const uint64_t tokens = 20 * 8 * 32;
         ServerProcess server;
         QVERIFY(server.start(spec, root / "outlive/state"));
         Volunteer a = join("a", &server);
         Volunteer late = join("late", &server);
-        const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
         // Its first chunk: a download under way (a description alone is not).
         QCOMPARE(late.joined.stateResource, std::string("state-v0"));
         auto began = late.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", "state-v0"});
         QVERIFY2(began, began ? "" : began.error().message.c_str());
         auto first = late.client->request<net::FetchReply>(net::FetchRequest{"tiny", "state-v0", 0});
         QVERIFY2(first, first ? "" : first.error().message.c_str());
-        auto closeOne = [&](uint64_t version, uint32_t seed) {
-            a.joined.version = version;
-            const auto delta = randomDelta(n, 1e-3f, seed);
-            auto r = submit(a, task(a), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens);
-            QVERIFY2(r, r ? "" : r.error().message.c_str());
-            QTRY_COMPARE_WITH_TIMEOUT(heartbeat(a, version).version, version + 1, 20000);
-        };
-        closeOne(0, 41);
-        closeOne(1, 42);
+        QVERIFY(closeRoundAlone(a, 0, 41));
+        QVERIFY(closeRoundAlone(a, 1, 42));
         // Nobody fetched from state-v1: it is withdrawn within a tick or two.
         QTRY_VERIFY_WITH_TIMEOUT(
             !a.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", "state-v1"}), 15000);
