@@ -229,20 +229,21 @@ Result<std::string> CoordinatorServer::dispatch(
         return serve<SubmitRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const SubmitRequest& r) { return p.submit(key, r, now); });
     if (type == GetUpdateRequest::kType)
-        return serve<GetUpdateRequest>(
-            e, find, key, now, [&](ProjectRuntime& p, const GetUpdateRequest& r) { return p.getUpdate(r); });
+        return serve<GetUpdateRequest>(e, find, key, now,
+            [&](ProjectRuntime& p, const GetUpdateRequest& r) { return p.downloads().getUpdate(r); });
     if (type == ListCheckpointsRequest::kType)
         return serve<ListCheckpointsRequest>(e, find, key, now,
-            [&](ProjectRuntime& p, const ListCheckpointsRequest&) { return p.listCheckpoints(key); });
+            [&](ProjectRuntime& p, const ListCheckpointsRequest&) { return p.downloads().listCheckpoints(key); });
     if (type == MetricsRequest::kType)
         return serve<MetricsRequest>(
-            e, find, key, now, [&](ProjectRuntime& p, const MetricsRequest& r) { return p.metrics(r); });
+            e, find, key, now, [&](ProjectRuntime& p, const MetricsRequest& r) { return p.queries().metrics(r); });
     if (type == LeaderboardRequest::kType)
-        return serve<LeaderboardRequest>(
-            e, find, key, now, [&](ProjectRuntime& p, const LeaderboardRequest& r) { return p.leaderboard(r); });
+        return serve<LeaderboardRequest>(e, find, key, now,
+            [&](ProjectRuntime& p, const LeaderboardRequest& r) { return p.queries().leaderboard(r); });
     if (type == SwarmPeersRequest::kType)
-        return serve<SwarmPeersRequest>(e, find, key, now,
-            [&](ProjectRuntime& p, const SwarmPeersRequest& r) { return p.swarmPeers(key, r, address, now); });
+        return serve<SwarmPeersRequest>(e, find, key, now, [&](ProjectRuntime& p, const SwarmPeersRequest& r) {
+            return p.downloads().swarmPeers(key, r, address, now);
+        });
     if (type == MyStatsRequest::kType)
         return serve<MyStatsRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const MyStatsRequest&) { return p.myStats(key); });
@@ -268,11 +269,11 @@ Result<std::string> CoordinatorServer::dispatch(
         } else if (auto request = decodeBody<FetchRequest>(e)) {
             name = request->resource;
         }
-        if (Status allowed = runtime->prepareResource(key, name); !allowed)
+        if (Status allowed = runtime->downloads().prepare(key, name); !allowed)
             return allowed.error();
         if (type == FetchRequest::kType)
-            runtime->noteDownload(name, now);
-        auto reply = handleTransferRequest(runtime->resources(), e);
+            runtime->downloads().noteDownload(name, now);
+        auto reply = handleTransferRequest(runtime->downloads().resources(), e);
         if (!reply)
             return Error::make(net::errc::kUnknownType, "not a transfer request");
         if (type == FetchRequest::kType && name.starts_with("checkpoint/"))

@@ -12,10 +12,12 @@
 //   Submissions     uploads, checks, the gate, durable acceptance   submissions.h
 //   RoundState      theta_v, the aggregate, outer step, commit      round_state.h
 //   Evaluation      validation loss on its own thread               evaluation.h
+//   RoundPolicy     what is handed out, wrap-ups, when a round is due round_policy.h
+//   Downloads       states, updates, data, checkpoints, torrents     downloads.h
 //   ProjectQueries  checkpoints, metrics, leaderboard, my_stats     project_queries.h
-// What stays here is the round's policy across them: what may be handed
-// out, when a round wraps up (and around whom), when it closes, and what is
-// published (resources for download, events for the PUB socket).
+// What stays here is the requests' order across them (a session is checked
+// before the rest; a close frees the round's policy, publishes the version
+// and starts its evaluation) and the events for the PUB socket.
 //
 // Durability: a round's commit (ProjectStore::commit) is atomic. Between
 // commits, an accepted submission is made durable before it is acknowledged
@@ -27,27 +29,23 @@
 #include "engine/data_set.h"
 #include "engine/diloco/flat_params.h"
 #include "net/coordinator/checkpoint_store.h"
-#include "net/coordinator/data_pieces.h"
 #include "net/coordinator/data_plan.h"
+#include "net/coordinator/downloads.h"
 #include "net/coordinator/evaluation.h"
 #include "net/coordinator/project_queries.h"
 #include "net/coordinator/project_spec.h"
-#include "net/coordinator/project_swarm.h"
+#include "net/coordinator/round_policy.h"
 #include "net/coordinator/round_state.h"
 #include "net/coordinator/sessions.h"
 #include "net/coordinator/state_store.h"
 #include "net/coordinator/submissions.h"
 #include "net/coordinator/task_board.h"
-#include "net/transfer/resource_table.h"
 #include "net/transport/pirate.h"
 #include "net/wire/messages.h"
 
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 
 namespace crowdtrain::coordinator {
 
@@ -83,22 +81,12 @@ public:
     const std::string& name() const { return m_spec.name; }
     net::ProjectInfo info() const;
     int64_t version() const { return m_round->version(); }
-    const net::ResourceTable& resources() const { return m_resources; }
-    // Before `key` describes or fetches resource `name`: a task's data
-    // ("task-data/<id>", of an open task of `key`) or a data piece
-    // ("data/<shard>/<begin>-<end>") is read into the table on first use
-    // (data_pieces.h); a checkpoint file is refused when the project's
-    // checkpoint_access refuses the key. Other names are left to the table.
-    // Errors: "forbidden", "not_found" (a piece outside the train shards,
-    // a task that is not the key's).
-    Status prepareResource(const std::string& key, const std::string& name);
-    // A volunteer fetched a chunk of `name` (or of its .torrent), or asked
-    // for the peers of its torrent: an older state stays served while
-    // someone downloads it.
-    void noteDownload(const std::string& name, int64_t nowMs);
-    // Whether `key` may download checkpoints. Errors: "forbidden".
-    Status checkpointAccess(const std::string& key);
     void setEventsPort(uint64_t port) { m_options.eventsPort = port; }
+    // What it serves for download (describe, fetch, get_update,
+    // list_checkpoints, swarm_peers) and its read-only queries (metrics,
+    // leaderboard).
+    Downloads& downloads() { return *m_downloads; }
+    ProjectQueries& queries() { return *m_queries; }
 
     // Any request from `key` shows it is alive.
     void touch(const std::string& key, int64_t nowMs) { m_sessions->touch(key, nowMs); }
@@ -110,21 +98,6 @@ public:
     Result<net::UploadChunkReply> uploadChunk(
         const std::string& key, const net::UploadChunkRequest& request, int64_t nowMs);
     Result<net::SubmitReply> submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs);
-    Result<net::GetUpdateReply> getUpdate(const net::GetUpdateRequest& request) const;
-    // The kept checkpoints, with their files' torrents where seeded and
-    // `key` may download them (everyone may, or the key by the project's
-    // checkpoint_access; no key: the public).
-    Result<net::ListCheckpointsReply> listCheckpoints(const std::optional<std::string>& key = std::nullopt);
-    // Who holds a torrent of this project (`address`: the asker's IP as
-    // the socket saw it). Errors: "not_found", "forbidden" (as for the
-    // torrent's file).
-    Result<net::SwarmPeersReply> swarmPeers(
-        const std::string& key, const net::SwarmPeersRequest& request, const std::string& address, int64_t nowMs);
-    Result<net::MetricsReply> metrics(const net::MetricsRequest& request) { return m_queries->metrics(request); }
-    Result<net::LeaderboardReply> leaderboard(const net::LeaderboardRequest& request)
-    {
-        return m_queries->leaderboard(request);
-    }
     Result<net::MyStatsReply> myStats(const std::string& key)
     {
         return m_queries->myStats(key, m_round->totalTokens());
@@ -135,33 +108,11 @@ public:
     PublishedEvents tick(int64_t nowMs);
     // Whether tick() has a round to close or wrap up now (the server then
     // ticks at once instead of at its next period).
-    bool tickDue() const { return roundDue() || (m_wrapUp.active && !m_wrapUp.announced); }
-
-    uint64_t volunteersOnline() const { return m_sessions->online(); }
-    int64_t acceptedThisRound() const { return int64_t(m_round->accepted().size()); }
+    bool tickDue() const { return m_policy->tickDue(); }
 
 private:
     ProjectRuntime(ProjectSpec spec, RuntimeOptions options);
     Status initialise(const std::filesystem::path& stateDir, int64_t nowMs);
-    Status publishResources();
-    Status seedState();
-    Status publishTokenizer();
-
-    // Accepted plus outstanding tokens reach the round's target: no new task.
-    bool workHandedOut() const;
-    // Ends a task that was not accepted; unless `keepWrapUp`, a wrap-up is
-    // called off when the round is left short of work.
-    void endTask(uint64_t taskId, bool returnRange, bool keepWrapUp = false);
-    void endTasksOf(const std::string& key);
-    bool roundDue() const;
-    // Another key, not itself at the cap, has an accepted submission or an
-    // open task in this round (so the cap can never shut every key out).
-    bool othersAreWorking(const std::string& key) const;
-    void wrapUpIfIdle(const std::string& key);
-    // After a wrap-up's grace, the tasks whose holders have sent nothing
-    // since it began are taken back, so the round closes around them.
-    void dropSilentHolders(int64_t nowMs);
-    int64_t wrapUpGraceMs() const;
     Result<PublishedEvents> closeRound(int64_t nowMs);
     // Records a finished evaluation (ledger, event, checkpoint); with `wait`,
     // waits for a running one first.
@@ -169,7 +120,6 @@ private:
 
     ProjectSpec m_spec;
     RuntimeOptions m_options;
-    diloco::Codec m_codec = diloco::Codec::Int8;
     std::optional<diloco::SparseLayout> m_sparseLayout; // with the sparse codec
     std::optional<engine::DataSet> m_data;
     std::optional<ProjectStore> m_store;
@@ -183,57 +133,11 @@ private:
     std::unique_ptr<Sessions> m_sessions;
     std::unique_ptr<RoundState> m_round;
     std::unique_ptr<TaskBoard> m_tasks;
+    std::unique_ptr<RoundPolicy> m_policy;
     std::unique_ptr<Submissions> m_submissions;
     std::unique_ptr<Evaluation> m_evaluation;
     std::unique_ptr<ProjectQueries> m_queries;
-
-    struct WrapUp {
-        bool active = false; // the open round asks its task holders to submit now
-        bool announced = false; // round_wrap_up was published
-        int64_t atMs = 0; // when it was
-        // Keys whose task was taken back because they stayed silent through
-        // the wrap-up: they get no other task in this round.
-        std::set<std::string> silentKeys;
-    };
-    WrapUp m_wrapUp;
-    // Submissions of the open round rejected on their payload, by key: after
-    // kMaxRejectionsPerKeyPerRound a key gets no other task until the round
-    // closes, so a hostile key cannot hold the round's work (and its honest
-    // volunteers' time) by failing task after task. Only while another key
-    // below the cap works in the round (othersAreWorking): volunteers whose
-    // honest updates the gate refused must not stall the project.
-    static constexpr int kMaxRejectionsPerKeyPerRound = 3;
-    std::map<std::string, int> m_rejectionsThisRound;
-    net::ResourceTable m_resources;
-    // The latest updates, oldest first, while their bytes together stay
-    // within one full state's: a volunteer some rounds behind replays them
-    // (get_update from each version in turn) when that is smaller than
-    // downloading the state, and downloads the state otherwise.
-    struct KeptUpdate {
-        int64_t version = 0; // the update makes theta_version
-        std::string stateSha256; // of theta_version
-        uint64_t bytes = 0;
-    };
-    std::deque<KeptUpdate> m_keptUpdates;
-    static constexpr std::size_t kMaxKeptUpdates = 256;
-    // Older states still served (in chunks, and seeded when the swarm is
-    // on), by version: when a volunteer last asked for each. A joiner on a
-    // slow link may need several rounds for the state; it then replays the
-    // kept updates. One not asked for in the grace (kOldStateGraceMs, or a
-    // chunk's timeout when longer: retireOldStates) goes, and at most
-    // kMaxOldStates stay (each is a full state in memory and on disk).
-    std::map<int64_t, int64_t> m_oldStates;
-    std::map<int64_t, int64_t> m_stateAskedMs;
-    std::optional<int64_t> m_publishedState;
-    static constexpr int64_t kOldStateGraceMs = 30000;
-    static constexpr std::size_t kMaxOldStates = 2;
-    void retireOldStates(int64_t nowMs);
-    std::vector<net::FileInfo> m_tokenizerFiles;
-    std::optional<DataPieces> m_pieces; // builds the data resources into m_resources
-    std::unique_ptr<ProjectSwarm> m_swarm; // the checkpoints' torrents, in m_resources too
-    int64_t m_swarmTickMs = 0;
-    static constexpr int64_t kSwarmTickPeriodMs = 2000;
-    net::CheckpointInfo withTorrents(net::CheckpointInfo checkpoint) const;
+    std::unique_ptr<Downloads> m_downloads;
 };
 
 } // namespace crowdtrain::coordinator

@@ -82,7 +82,7 @@ void PageFeed::rebuild(coordinator::ProjectRuntime& project, Tracker& tracker, i
     // loss may have come since), in replies of at most kMaxMetricRows.
     for (int page = 0; page < 8; ++page) {
         const uint64_t since = next->metrics.empty() ? 0 : next->metrics.back().round;
-        auto reply = project.metrics(net::MetricsRequest{project.name(), since, net::kMaxMetricRows});
+        auto reply = project.queries().metrics(net::MetricsRequest{project.name(), since, net::kMaxMetricRows});
         if (!reply)
             break;
         std::erase_if(next->metrics, [&](const net::MetricRow& row) { return row.round >= since; });
@@ -92,12 +92,12 @@ void PageFeed::rebuild(coordinator::ProjectRuntime& project, Tracker& tracker, i
     }
     thin(next->metrics);
 
-    if (auto board = project.leaderboard(net::LeaderboardRequest{project.name(), kLeaderboardRows}))
+    if (auto board = project.queries().leaderboard(net::LeaderboardRequest{project.name(), kLeaderboardRows}))
         next->leaderboard = std::move(board->rows);
     else if (tracker.current)
         next->leaderboard = tracker.current->leaderboard;
 
-    if (auto list = project.listCheckpoints()) {
+    if (auto list = project.downloads().listCheckpoints()) {
         const auto dir = m_stateDir / project.name() / "checkpoints";
         const std::size_t skip
             = list->checkpoints.size() > kMaxCheckpointsShown ? list->checkpoints.size() - kMaxCheckpointsShown : 0;

@@ -1,0 +1,96 @@
+#pragma once
+
+// The open round's policy: what may be handed out to whom, when the round
+// wraps up (and around whom), and when it is due to close.
+//
+// A round closes once its accepted tokens reach the target and no task is
+// out. With round.wrap_up, a volunteer that delivered and finds no work
+// left wraps the round up instead of waiting for the slowest: the holders
+// hear of it at their next heartbeat and submit what they have; after a
+// grace, the tasks of holders that sent nothing are taken back and the
+// round closes around them (they get no other task in it). A key whose
+// submissions were rejected on their payload kMaxRejectionsPerKeyPerRound
+// times gets no other task in the round while another key works in it.
+// Tasks "ahead" (for the round after the open one) are leased while the
+// open round closes.
+//
+// Used from the coordinator's loop thread only (as ProjectRuntime is).
+
+#include "engine/result.h"
+#include "net/coordinator/data_plan.h"
+#include "net/coordinator/project_spec.h"
+#include "net/coordinator/round_state.h"
+#include "net/coordinator/task_board.h"
+#include "net/wire/events.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace crowdtrain::coordinator {
+
+class RoundPolicy {
+public:
+    // `wrapUpGraceMs`: how long holders have to start uploading after a
+    // wrap-up is announced.
+    RoundPolicy(const ProjectSpec& spec, const RoundState& round, TaskBoard& tasks, const DataPlan& plan,
+        int64_t wrapUpGraceMs);
+
+    // The task `key` may train now (for the round after the open one when
+    // `ahead`): the one it holds, a new lease, or nullptr (ask again later).
+    Result<const OpenTask*> handOut(const std::string& key, bool ahead, int64_t nowMs);
+    // Whether a volunteer without a task would get one now.
+    bool offersWork() const;
+    bool wrappingUp() const { return m_wrapUp.active; }
+    // A submission of `key` was rejected on its payload.
+    void payloadRejected(const std::string& key) { ++m_rejections[key]; }
+
+    // Ends a task that was not accepted; unless `keepWrapUp`, a wrap-up is
+    // called off when the round is left short of work.
+    void endTask(uint64_t taskId, bool returnRange, bool keepWrapUp = false);
+    void endTasksOf(const std::string& key);
+
+    // After the wrap-up's grace, drops the silent holders' tasks; the
+    // wrap-up to announce, once.
+    std::optional<net::RoundWrapUpEvent> tick(int64_t nowMs);
+    bool roundDue() const;
+    // Whether tick() has a round to close or a wrap-up to announce now.
+    bool tickDue() const { return roundDue() || (m_wrapUp.active && !m_wrapUp.announced); }
+    // The round closed: the next one starts with no wrap-up and no rejections.
+    void roundClosed();
+
+    static constexpr int kMaxRejectionsPerKeyPerRound = 3;
+
+private:
+    // Accepted plus outstanding tokens reach the round's target: no new task.
+    bool workHandedOut() const;
+    bool delivered(const std::string& key) const;
+    bool capped(const std::string& key) const;
+    // Another key, not itself at the cap, has an accepted submission or an
+    // open task in this round (so the cap can never shut every key out).
+    bool othersAreWorking(const std::string& key) const;
+    Result<const OpenTask*> handOutAhead(const std::string& key, int64_t nowMs);
+    void dropSilentHolders(int64_t nowMs);
+
+    const ProjectSpec& m_spec;
+    const RoundState& m_round;
+    TaskBoard& m_tasks;
+    const DataPlan& m_plan;
+    const int64_t m_wrapUpGraceMs;
+
+    struct WrapUp {
+        bool active = false; // the open round asks its task holders to submit now
+        bool announced = false; // round_wrap_up was published
+        int64_t atMs = 0; // when it was
+        // Keys whose task was taken back because they stayed silent through
+        // the wrap-up: they get no other task in this round.
+        std::set<std::string> silentKeys;
+    };
+    WrapUp m_wrapUp;
+    // The open round's rejections on the payload, by key.
+    std::map<std::string, int> m_rejections;
+};
+
+} // namespace crowdtrain::coordinator
