@@ -8,6 +8,7 @@
 // app survives the daemon being SIGKILLed; the schedule grid's drag edits
 // the right cells. Each page is saved as a PNG under the build folder.
 #include "ui/byte_size_edit.h"
+#include "ui/catalog_model.h"
 #include "ui/checkpoint_model.h"
 #include "ui/checkpoints_page.h"
 #include "ui/daemon_link.h"
@@ -23,7 +24,7 @@
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
-#include <QListWidget>
+#include <QListView>
 #include <QLocale>
 #include <QPlainTextEdit>
 #include <QPointer>
@@ -169,7 +170,9 @@ private slots:
         QVERIFY(wizard);
         ProjectChoicePage* choice = wizard->projectPage();
         QVERIFY(!choice->loaded());
-        QCOMPARE(wizard->projectList()->count(), 0);
+        QAbstractItemModel* projects = wizard->projectList()->model();
+        QItemSelectionModel* selection = wizard->projectList()->selectionModel();
+        QCOMPARE(projects->rowCount(), 0);
         QVERIFY(choice->waitingLabel()->text().contains(QStringLiteral("Starting the Crowdtrain service")));
         wizard->nameEdit()->setText(QStringLiteral("Ada"));
         wizard->next();
@@ -182,8 +185,8 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(choice->loaded(), 60000);
         QVERIFY(m_link->attached());
         QVERIFY(choice->waitingLabel()->isHidden());
-        QCOMPARE(wizard->projectList()->selectedItems().size(), 1);
-        QCOMPARE(wizard->projectList()->selectedItems().first()->data(Qt::UserRole + 1).toString(),
+        QCOMPARE(selection->selectedRows().size(), 1);
+        QCOMPARE(selection->selectedRows().first().data(CatalogModel::kProjectRole).toString(),
             QStringLiteral("demo-fortunes"));
         QVERIFY(wizard->button(QWizard::NextButton)->isEnabled());
         // Unselected, only "not now" lets the volunteer on.
@@ -194,9 +197,13 @@ private slots:
         QVERIFY(choice->isComplete());
         choice->notNowBox()->setChecked(false);
         QVERIFY(!choice->isComplete());
-        for (int row = 0; row < wizard->projectList()->count(); ++row)
-            wizard->projectList()->item(row)->setSelected(
-                wizard->projectList()->item(row)->data(Qt::UserRole + 1).toString() == QLatin1String("demo-fortunes"));
+        for (int row = 0; row < projects->rowCount(); ++row) {
+            const QModelIndex project = projects->index(row, 0);
+            selection->select(project,
+                project.data(CatalogModel::kProjectRole).toString() == QLatin1String("demo-fortunes")
+                    ? QItemSelectionModel::Select
+                    : QItemSelectionModel::Deselect);
+        }
         QVERIFY(choice->isComplete());
         // Behind the wizard, the dashboard's empty charts say why, at a fixed range.
         SeriesChart* volunteers = m_window->dashboard()->volunteersChart();

@@ -2,16 +2,19 @@
 // each runs in milliseconds. Tables are models fed by replies and events:
 // a reload that adds one checkpoint inserts one row (no reset, the
 // selection stays), a download event changes one cell and draws a
-// progress bar, a catalog refresh keeps the current project; generated
-// text streams even when pieces come before the request's reply; settings
-// refused show the daemon's words and the editors update in place; the
-// window routes events to its pages and reloads them on attaching.
+// progress bar, a catalog refresh keeps the current project (in the
+// projects' tree and in the first-run wizard's list, whose Finish joins
+// the project chosen); generated text streams even when pieces come before
+// the request's reply; settings refused show the daemon's words and the
+// editors update in place; the window routes events to its pages and
+// reloads them on attaching.
 #include "fake_link.h"
 #include "ui/catalog_model.h"
 #include "ui/checkpoint_model.h"
 #include "ui/checkpoints_page.h"
 #include "ui/contributions_page.h"
 #include "ui/dashboard_page.h"
+#include "ui/first_run.h"
 #include "ui/leaderboard_model.h"
 #include "ui/log_page.h"
 #include "ui/main_window.h"
@@ -20,8 +23,11 @@
 #include "ui/series_chart.h"
 #include "ui/settings_page.h"
 
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QListView>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -337,6 +343,71 @@ private slots:
         QVERIFY(link.answer(QStringLiteral("join")));
         QVERIFY(said.first().at(0).toString().contains(QStringLiteral("Joined beta")));
         QVERIFY(link.pending(QStringLiteral("catalog"))); // and the catalog again
+    }
+
+    void theWizardsProjectListUpdatesInPlaceAndJoinsTheChoice()
+    {
+        FakeLink link;
+        FirstRunWizard wizard(link);
+        ProjectChoicePage* choice = wizard.projectPage();
+        QAbstractItemModel* projects = wizard.projectList()->model();
+        QItemSelectionModel* selection = wizard.projectList()->selectionModel();
+        QAbstractItemModelTester tester(projects, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(projects->rowCount(), 0);
+        QVERIFY(!choice->isComplete());
+        QVERIFY(link.answer(QStringLiteral("catalog"),
+            catalog({hub("crowdtrain://hub:1/key", "Hub", {project("alpha", 2, 100), project("beta", 3, 0)}),
+                hub("demo", "", {project("demo-fortunes", 1, 500)})})));
+        QVERIFY(choice->loaded());
+        QVERIFY(choice->waitingLabel()->isHidden());
+        // One list, hub after hub; the demo is preselected though not first.
+        QCOMPARE(projects->rowCount(), 3);
+        QCOMPARE(projects->index(0, 0).data().toString(), QStringLiteral("alpha\nA test project"));
+        QCOMPARE(projects->index(2, 0).data().toString(), QStringLiteral("Local demo: demo-fortunes\nA test project"));
+        QCOMPARE(selection->selectedRows(), QModelIndexList{projects->index(2, 0)});
+        QVERIFY(choice->isComplete());
+        selection->clearSelection();
+        QVERIFY(!choice->isComplete());
+        choice->notNowBox()->setChecked(true);
+        QVERIFY(choice->isComplete());
+        choice->notNowBox()->setChecked(false);
+        selection->setCurrentIndex(projects->index(1, 0), QItemSelectionModel::ClearAndSelect);
+        QVERIFY(choice->isComplete());
+
+        // A second reply: alpha gone, the demo's hub first, gamma new, beta
+        // changed. The rows move, nothing starts over and beta stays chosen.
+        QSignalSpy reset(projects, &QAbstractItemModel::modelReset);
+        QSignalSpy removed(projects, &QAbstractItemModel::rowsRemoved);
+        QSignalSpy moved(projects, &QAbstractItemModel::rowsMoved);
+        QSignalSpy inserted(projects, &QAbstractItemModel::rowsInserted);
+        QSignalSpy changed(projects, &QAbstractItemModel::dataChanged);
+        control::Value beta = project("beta", 9, 0);
+        beta.set("description", "Now longer");
+        choice->setCatalog(catalog({hub("demo", "", {project("demo-fortunes", 1, 500)}),
+            hub("crowdtrain://hub:1/key", "Hub", {project("gamma", 1, 0), beta})}));
+        QCOMPARE(reset.count(), 0);
+        QCOMPARE(removed.count(), 1);
+        QCOMPARE(moved.count(), 1);
+        QCOMPARE(inserted.count(), 1);
+        QCOMPARE(changed.count(), 1);
+        QCOMPARE(projects->rowCount(), 3);
+        QCOMPARE(projects->index(0, 0).data(CatalogModel::kProjectRole).toString(), QStringLiteral("demo-fortunes"));
+        QCOMPARE(projects->index(1, 0).data(CatalogModel::kProjectRole).toString(), QStringLiteral("gamma"));
+        QCOMPARE(selection->selectedRows(), QModelIndexList{projects->index(2, 0)});
+        QCOMPARE(selection->currentIndex(), projects->index(2, 0));
+        QCOMPARE(projects->index(2, 0).data().toString(), QStringLiteral("beta\nNow longer"));
+
+        // Finish: the name, the preset, then the chosen project is joined.
+        QSignalSpy accepted(&wizard, &QWizard::accepted);
+        wizard.accept();
+        QVERIFY(link.answer(QStringLiteral("settings_set")));
+        QVERIFY(link.answer(QStringLiteral("settings_set")));
+        const control::Value join = link.bodyOf(QStringLiteral("join"));
+        QCOMPARE(join["hub"].toString(), std::string("crowdtrain://hub:1/key"));
+        QCOMPARE(join["project"].toString(), std::string("beta"));
+        QVERIFY(link.answer(QStringLiteral("join")));
+        QCOMPARE(accepted.count(), 1);
+        QVERIFY(wizard.error().isEmpty());
     }
 
     void contributionsNameTheHoursAndMarkThisVolunteer()

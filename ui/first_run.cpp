@@ -1,13 +1,15 @@
 #include "ui/first_run.h"
 
+#include "ui/catalog_model.h"
 #include "ui/format.h"
 #include "ui/link.h"
+#include "ui/project_list_model.h"
 
 #include <QButtonGroup>
 #include <QCheckBox>
 #include <QLabel>
 #include <QLineEdit>
-#include <QListWidget>
+#include <QListView>
 #include <QMessageBox>
 #include <QRadioButton>
 #include <QTimer>
@@ -17,6 +19,8 @@ namespace crowdtrain::ui {
 
 ProjectChoicePage::ProjectChoicePage(QWidget* parent)
     : QWizardPage(parent)
+    , m_catalog(new CatalogModel(this))
+    , m_projects(new ProjectListModel(m_catalog, this))
 {
     setTitle(tr("Choose a project"));
     setSubTitle(tr("The local demo trains a small model on this computer in a minute; "
@@ -25,7 +29,9 @@ ProjectChoicePage::ProjectChoicePage(QWidget* parent)
     m_waiting = new QLabel(tr("Starting the Crowdtrain service\u2026"), this);
     m_waiting->setWordWrap(true);
     m_waiting->setAccessibleName(tr("Service state"));
-    m_list = new QListWidget(this);
+    m_list = new QListView(this);
+    m_list->setModel(m_projects);
+    m_list->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_list->setAccessibleName(tr("Projects"));
     m_list->setWordWrap(true);
     m_list->setTextElideMode(Qt::ElideNone);
@@ -36,7 +42,7 @@ ProjectChoicePage::ProjectChoicePage(QWidget* parent)
     layout->addWidget(m_waiting);
     layout->addWidget(m_list, 1);
     layout->addWidget(m_notNow);
-    connect(m_list, &QListWidget::itemSelectionChanged, this, &QWizardPage::completeChanged);
+    connect(m_list->selectionModel(), &QItemSelectionModel::selectionChanged, this, &QWizardPage::completeChanged);
     connect(m_notNow, &QCheckBox::toggled, this, [this](bool on) {
         m_list->setDisabled(on);
         emit completeChanged();
@@ -45,7 +51,7 @@ ProjectChoicePage::ProjectChoicePage(QWidget* parent)
 
 bool ProjectChoicePage::isComplete() const
 {
-    return m_notNow->isChecked() || !m_list->selectedItems().isEmpty();
+    return m_notNow->isChecked() || m_list->selectionModel()->hasSelection();
 }
 
 void ProjectChoicePage::setWaiting(const QString& why)
@@ -56,26 +62,14 @@ void ProjectChoicePage::setWaiting(const QString& why)
 
 void ProjectChoicePage::setCatalog(const control::Value& catalog)
 {
-    m_list->clear();
-    QListWidgetItem* demoItem = nullptr;
-    for (const control::Value& hub : catalog["hubs"].items()) {
-        const bool demo = hub["link"].toString() == control::kDemoHub;
-        for (const control::Value& project : hub["projects"].items()) {
-            // The name, then what it trains on its own line.
-            auto* item = new QListWidgetItem((demo ? tr("Local demo: ") : QString()) + text(project["name"])
-                    + QLatin1Char('\n') + text(project["description"]),
-                m_list);
-            item->setData(Qt::UserRole, text(hub["link"]));
-            item->setData(Qt::UserRole + 1, text(project["name"]));
-            if (demo && !demoItem)
-                demoItem = item;
-        }
-    }
+    const bool wasEmpty = m_projects->rowCount() == 0;
+    m_catalog->setCatalog(catalog);
     m_loaded = true;
-    setWaiting(m_list->count() == 0 ? tr("The service lists no project yet.") : QString());
-    if (QListWidgetItem* chosen = demoItem ? demoItem : m_list->item(0)) {
-        m_list->setCurrentItem(chosen);
-        chosen->setSelected(true);
+    setWaiting(m_projects->rowCount() == 0 ? tr("The service lists no project yet.") : QString());
+    if (wasEmpty && !m_list->selectionModel()->hasSelection()) {
+        const QModelIndex demo = m_projects->firstOfHub(qname(control::kDemoHub));
+        if (const QModelIndex chosen = demo.isValid() ? demo : m_projects->index(0, 0); chosen.isValid())
+            m_list->selectionModel()->setCurrentIndex(chosen, QItemSelectionModel::ClearAndSelect);
     }
     emit completeChanged();
 }
@@ -162,7 +156,7 @@ FirstRunWizard::FirstRunWizard(Link& link, QWidget* parent)
     loadProjects();
 }
 
-QListWidget* FirstRunWizard::projectList() const
+QListView* FirstRunWizard::projectList() const
 {
     return m_projectPage->list();
 }
@@ -243,17 +237,17 @@ void FirstRunWizard::setPreset()
 
 void FirstRunWizard::join()
 {
-    const QList<QListWidgetItem*> chosen = projectList()->selectedItems();
+    const QModelIndexList chosen = projectList()->selectionModel()->selectedRows();
     if (m_projectPage->notNowBox()->isChecked() || chosen.isEmpty()) {
         m_busy = false;
         QWizard::accept();
         return;
     }
-    QListWidgetItem* item = chosen.first();
+    const QString project = chosen.first().data(CatalogModel::kProjectRole).toString();
     control::Value body = control::Value::map();
-    body.set("hub", item->data(Qt::UserRole).toString().toStdString());
-    body.set("project", item->data(Qt::UserRole + 1).toString().toStdString());
-    m_progress->setText(tr("Joining %1\u2026").arg(item->data(Qt::UserRole + 1).toString()));
+    body.set("hub", chosen.first().data(CatalogModel::kHubRole).toString().toStdString());
+    body.set("project", project.toStdString());
+    m_progress->setText(tr("Joining %1\u2026").arg(project));
     m_link.request(
         qname(control::request::kJoin), body, this,
         [this](const DaemonReply& reply) {

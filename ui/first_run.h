@@ -5,8 +5,10 @@
 // preselected), a preset; Finish sets them on the daemon and joins. On a
 // new machine the app starts the service as the wizard opens: the project
 // page says so and asks again every second until the service answers.
-// Next is possible only with a project chosen or "not now" ticked. Nothing
-// here waits on the daemon. GUI thread only.
+// The projects are a CatalogModel listed by a ProjectListModel, so a later
+// reply updates the list in place. Next is possible only with a project
+// chosen or "not now" ticked. Nothing here waits on the daemon. GUI thread
+// only.
 
 #include "net/control/value.h"
 
@@ -17,12 +19,14 @@ class QButtonGroup;
 class QCheckBox;
 class QLabel;
 class QLineEdit;
-class QListWidget;
+class QListView;
 class QTimer;
 
 namespace crowdtrain::ui {
 
+class CatalogModel;
 class Link;
+class ProjectListModel;
 struct DaemonReply;
 
 // The project page: complete with a project selected or "not now".
@@ -32,18 +36,22 @@ class ProjectChoicePage : public QWizardPage {
 public:
     explicit ProjectChoicePage(QWidget* parent = nullptr);
     bool isComplete() const override;
-    // Fills the list from a catalog reply; the demo is selected.
+    // Updates the list from a catalog reply, in place: what is selected
+    // stays; when the list was empty, the demo (else the first) is selected.
     void setCatalog(const control::Value& catalog);
     void setWaiting(const QString& why);
     bool loaded() const { return m_loaded; }
 
-    QListWidget* list() const { return m_list; }
+    // Rows of ProjectListModel: CatalogModel::kHubRole and kProjectRole say which.
+    QListView* list() const { return m_list; }
     QCheckBox* notNowBox() const { return m_notNow; }
     QLabel* waitingLabel() const { return m_waiting; }
 
 private:
+    CatalogModel* m_catalog;
+    ProjectListModel* m_projects;
     QLabel* m_waiting;
-    QListWidget* m_list;
+    QListView* m_list;
     QCheckBox* m_notNow;
     bool m_loaded = false;
 };
@@ -65,7 +73,7 @@ public:
     QLineEdit* nameEdit() const { return m_name; }
     QCheckBox* anonymousBox() const { return m_anonymous; }
     ProjectChoicePage* projectPage() const { return m_projectPage; }
-    QListWidget* projectList() const;
+    QListView* projectList() const;
 
 signals:
     // Finish failed; error() says why.

@@ -60,6 +60,7 @@ private:
     void notify(const QString& title, const QString& words);
 
     Link& m_link;
+    // A QListWidget, not a model: a fixed list of the pages, not data from the daemon.
     QListWidget* m_sidebar;
     QStackedWidget* m_stack;
     Page* m_pages[kPages];

@@ -10,7 +10,6 @@
 #include <QDateTime>
 #include <QDir>
 #include <QLineEdit>
-#include <QListWidget>
 #include <QTimer>
 
 #include <cstdio>
