@@ -1,5 +1,7 @@
-# net/control: the local control API between the app or CLI and the daemon.
-crowdtrain_test(tst_control_api SOURCES tst_control_api.cpp LIBS crowdtrain::control)
+# net/control: the local control API between the app or CLI and the daemon;
+# Value and its msgpack and JSON forms, then the sockets (folder, requests, events).
+crowdtrain_test(tst_control_value SOURCES tst_control_value.cpp control_fixtures.h LIBS crowdtrain::control)
+crowdtrain_test(tst_control_api SOURCES tst_control_api.cpp control_fixtures.h LIBS crowdtrain::control)
 
 # The volunteer daemon as a process (crowdtrain-worker run -> crowdtrain-daemon)
 # against a real coordinator, through the control API.

@@ -8,7 +8,8 @@
 // key replaces its value in place); equality ignores their order.
 //
 // encode() and decode() convert to and from msgpack bytes; decode() is
-// bounded (net/wire/unpack.h) and safe on untrusted bytes.
+// bounded (net/wire/unpack.h) and safe on untrusted bytes. toJson() and
+// fromJson() do the same for JSON text (value_json.cpp, nlohmann::json).
 // A Value is a plain value type: copies are independent; thread-safe as
 // `const` (no shared state).
 
@@ -97,13 +98,25 @@ public:
 
     bool operator==(const Value& other) const;
 
-    // Compact JSON, for the CLI's --json output and logs. Map keys keep
-    // their order; binary is a base64 string (RFC 4648, padded);
-    // non-finite doubles are null; bytes that are not UTF-8 become U+FFFD.
-    std::string toJson() const;
+    // JSON, for the CLI's --json output, logs and the daemon's files:
+    // compact, or with `indent` spaces per level when it is 0 or more. Map
+    // keys keep their order; a double always has a '.' or an exponent
+    // (2.0, 1e+300), a non-finite one is null; binary is a base64 string
+    // (RFC 4648, padded); bytes that are not UTF-8 become U+FFFD.
+    std::string toJson(int indent = -1) const;
+
+    // Exactly one JSON value spanning `text` (whitespace aside), within
+    // decode()'s caps for a request (DecodeLimits{}: 1 MiB of text, depth 8).
+    // Integers are Int, or UInt above INT64_MAX; numbers with a '.' or an
+    // exponent, or beyond uint64, are Double. JSON has no binary: what
+    // toJson() wrote as base64 reads back as a String. Errors: "malformed"
+    // (not JSON, with nlohmann's line and column; a duplicate key),
+    // "too_large" (over a cap).
+    static Result<Value> fromJson(std::string_view text);
 
 private:
     friend class ValueCodec; // value.cpp: msgpack and limits without copies
+    friend class JsonBuilder; // value_json.cpp: a Value from JSON without copies
 
     struct Bytes {
         std::string data;

@@ -7,13 +7,11 @@
 #include "net/wire/text_checks.h"
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 
 namespace crowdtrain::daemon {
 
 namespace {
 
-using json = nlohmann::json;
 using Kind = SettingSpec::Kind;
 namespace setting = control::setting;
 
@@ -25,33 +23,6 @@ const SettingSpec* findSpec(std::string_view key)
         if (spec.key == key)
             return &spec;
     return nullptr;
-}
-
-control::Value fromJson(const SettingSpec& spec, const json& value)
-{
-    switch (spec.kind) {
-    case Kind::Bool:
-        return value.is_boolean() ? control::Value(value.get<bool>()) : control::Value();
-    case Kind::Int:
-        if (value.is_number_unsigned())
-            return control::Value(value.get<uint64_t>());
-        return value.is_number_integer() ? control::Value(value.get<int64_t>()) : control::Value();
-    case Kind::Text:
-    case Kind::Choice:
-        return value.is_string() ? control::Value(value.get<std::string>()) : control::Value();
-    }
-    return {};
-}
-
-json toJson(const control::Value& value)
-{
-    if (value.isBool())
-        return value.toBool();
-    if (value.kind() == control::Value::Kind::UInt)
-        return value.toUInt();
-    if (value.isInt())
-        return value.toInt();
-    return value.toString();
 }
 
 std::string_view kindName(Kind kind)
@@ -83,28 +54,30 @@ Result<Settings> Settings::load(const std::filesystem::path& file, std::string& 
         return settings;
     auto text = core::readFile(file, kMaxSettingsFileBytes);
     std::string problem;
-    json root;
+    control::Value root;
     if (!text) {
         if (text.error().code != net::errc::kTooLarge)
             return text.error();
         problem = "it is larger than 1 MiB";
+    } else if (auto parsed = control::Value::fromJson(*text); !parsed) {
+        problem = parsed.error().message; // where the JSON breaks, or the cap it passes
+    } else if (!parsed->isMap()) {
+        problem = "it is not a JSON object";
+    } else if (!(*parsed)["settings"].isMap()) {
+        problem = "it has no \"settings\" object";
     } else {
-        root = json::parse(*text, nullptr, false);
-        if (root.is_discarded() || !root.is_object())
-            problem = "it is not a JSON object";
-        else if (!root.contains("settings") || !root["settings"].is_object())
-            problem = "it has no \"settings\" object";
+        root = std::move(*parsed);
     }
     if (problem.empty()) {
-        for (const auto& [key, raw] : root["settings"].items()) {
+        // Each value is checked against its key's spec, its kind first.
+        for (const auto& [key, value] : root["settings"].entries()) {
             const SettingSpec* spec = findSpec(key);
             if (!spec) {
                 notice += (notice.empty() ? "" : "; ") + std::string("unknown setting \"") + key + "\" ignored";
                 continue;
             }
-            const control::Value value = fromJson(*spec, raw);
             if (const std::string why = checkSetting(*spec, value); !why.empty()) {
-                problem = why + " (found " + raw.dump() + ")";
+                problem = why + " (found " + value.toJson() + ")";
                 break;
             }
             settings.m_values[key] = value;
@@ -186,15 +159,16 @@ control::Value Settings::described() const
 
 Status Settings::save() const
 {
-    json settings = json::object();
+    control::Value settings = control::Value::map();
     for (const auto& [key, value] : m_values)
-        settings[key] = toJson(value);
-    const json root = {{"version", 1}, {"settings", settings}};
+        settings.set(key, value);
+    // Keys in the order the file has always had (nlohmann::json sorted them).
+    control::Value root = control::Value::map().set("settings", std::move(settings)).set("version", 1);
     std::error_code ec;
     std::filesystem::create_directories(m_file.parent_path(), ec);
     if (ec)
         return Error::make(net::errc::kIoError, m_file.parent_path().string() + ": " + ec.message());
-    return core::writeFileAtomic(m_file, root.dump(2) + "\n", 0600);
+    return core::writeFileAtomic(m_file, root.toJson(2) + "\n", 0600);
 }
 
 } // namespace crowdtrain::daemon
