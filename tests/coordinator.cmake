@@ -8,7 +8,7 @@ crowdtrain_test(tst_state_store SOURCES tst_state_store.cpp ${_ct_coordinator_fi
     LIBS crowdtrain::coordinator_store)
 crowdtrain_test(tst_data_plan SOURCES tst_data_plan.cpp ${_ct_coordinator_fixtures}
     LIBS crowdtrain::coordinator_store)
-crowdtrain_test(tst_checkpoint_store SOURCES tst_checkpoint_store.cpp
+crowdtrain_test(tst_checkpoint_store SOURCES tst_checkpoint_store.cpp ${_ct_coordinator_fixtures}
     LIBS crowdtrain::coordinator)
 
 # The coordinator service as a process, against clients speaking the protocol.

@@ -4,6 +4,7 @@
 // + llm.c token shards) and small file helpers.
 
 #include "engine/char_tokenizer.h"
+#include "engine/result.h"
 #include "engine/token_shard.h"
 
 #include <QTest>
@@ -15,6 +16,14 @@
 #include <vector>
 
 namespace crowdtrain::testing {
+
+// The value, or the test stops with the error's message.
+template <typename T> T orFail(Result<T> result)
+{
+    if (!result.ok())
+        qFatal("%s", result.error().message.c_str());
+    return std::move(result).value();
+}
 
 inline std::string readAll(const std::filesystem::path& file)
 {

@@ -138,15 +138,15 @@ public:
             if (m_process.state() == QProcess::NotRunning)
                 break;
         }
-        const auto json = nlohmann::json::parse(line.toStdString(), nullptr, false);
-        if (json.is_discarded()) {
+        first = nlohmann::json::parse(line.toStdString(), nullptr, false);
+        if (first.is_discarded()) {
             qWarning("server said: %s / %s", line.constData(), m_process.readAllStandardError().constData());
             return false;
         }
-        publicKey = json.at("public_key").get<std::string>();
-        endpoint = json.at("requests").get<std::string>();
-        events = json.at("events").get<std::string>();
-        swarmPort = json.value("swarm_port", 0);
+        publicKey = first.at("public_key").get<std::string>();
+        endpoint = first.at("requests").get<std::string>();
+        events = first.at("events").get<std::string>();
+        swarmPort = first.value("swarm_port", 0);
         return true;
     }
 
@@ -179,6 +179,7 @@ public:
     std::string endpoint;
     std::string events;
     int swarmPort = 0;
+    nlohmann::json first; // the whole first line
 
 private:
     QProcess m_process;

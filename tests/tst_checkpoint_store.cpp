@@ -9,6 +9,8 @@
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
 
+#include "coordinator_fixtures.h"
+
 #include <nlohmann/json.hpp>
 
 #include <QTemporaryDir>
@@ -21,12 +23,7 @@ using namespace crowdtrain::coordinator;
 
 namespace {
 
-template <typename T> T orFail(Result<T> result)
-{
-    if (!result.ok())
-        qFatal("%s", result.error().message.c_str());
-    return std::move(result).value();
-}
+using testing::orFail;
 
 engine::GptConfig tinyConfig()
 {

@@ -16,12 +16,7 @@ using namespace crowdtrain::coordinator;
 
 namespace {
 
-template <typename T> T orFail(Result<T> result)
-{
-    if (!result.ok())
-        qFatal("%s", result.error().message.c_str());
-    return std::move(result).value();
-}
+using testing::orFail;
 
 // Leases everything available, round-robin over a few keys.
 std::vector<Lease> leaseAll(DataPlan& plan, int64_t nowMs = 0)

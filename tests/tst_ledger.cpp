@@ -24,12 +24,7 @@ namespace {
 
 const char* const kChildVariable = "CT_LEDGER_CRASH_CHILD";
 
-template <typename T> T orFail(Result<T> result)
-{
-    if (!result.ok())
-        qFatal("%s", result.error().message.c_str());
-    return std::move(result).value();
-}
+using testing::orFail;
 
 // The crash test's deterministic rounds: round r has r % 5 + 1 accepted
 // contributions of 100 * (i + 1) tokens and one rejection.

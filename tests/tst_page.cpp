@@ -33,49 +33,6 @@ constexpr uint64_t kTaskTokens = 20 * 8 * 32; // the test spec's H * B * T
 const std::string kHostileName = "<script>alert(\"pwned\")</script>&'";
 const std::string kEscapedName = "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&amp;&#39;";
 
-// crowdtrain-server with --http on a free loopback port: its first line.
-class PageServerProcess {
-public:
-    ~PageServerProcess()
-    {
-        if (m_process.state() != QProcess::NotRunning) {
-            m_process.kill();
-            m_process.waitForFinished(10000);
-        }
-    }
-
-    bool start(const std::filesystem::path& spec, const std::filesystem::path& state)
-    {
-        dieWithTheTest(m_process);
-        m_process.start(QString::fromStdString(binary("crowdtrain-server").string()),
-            {QString::fromStdString(spec.string()), QStringLiteral("--state"), QString::fromStdString(state.string()),
-                QStringLiteral("--bind"), QStringLiteral("tcp://127.0.0.1:*"), QStringLiteral("--publish"),
-                QStringLiteral("tcp://127.0.0.1:*"), QStringLiteral("--http"), QStringLiteral("127.0.0.1:0"),
-                QStringLiteral("--heartbeat-ms"), QStringLiteral("1000"), QStringLiteral("--threads"),
-                QStringLiteral("1")});
-        if (!m_process.waitForStarted(10000))
-            return false;
-        QByteArray line;
-        for (int i = 0; i < 600 && !line.contains('\n'); ++i) {
-            m_process.waitForReadyRead(100);
-            line += m_process.readAllStandardOutput();
-            if (m_process.state() == QProcess::NotRunning)
-                break;
-        }
-        first = json::parse(line.toStdString(), nullptr, false);
-        if (first.is_discarded()) {
-            qWarning("server said: %s / %s", line.constData(), m_process.readAllStandardError().constData());
-            return false;
-        }
-        return true;
-    }
-
-    json first;
-
-private:
-    QProcess m_process;
-};
-
 std::string int8Payload(const std::vector<float>& delta)
 {
     return diloco::encode(diloco::Codec::Int8, delta.data(), int64_t(delta.size()));
@@ -93,7 +50,7 @@ class TestPage : public QObject {
 
     QTemporaryDir m_dir;
     zmq::context_t m_context;
-    PageServerProcess m_server;
+    ServerProcess m_server; // with --http on a free loopback port
     std::unique_ptr<httplib::Client> m_http;
     std::optional<ProtocolVolunteer> m_volunteer;
     net::CurveKeyPair m_identity;
@@ -170,7 +127,8 @@ private slots:
         text["license"] = "CC-BY-4.0";
         text["token_goal"] = 100000;
         std::ofstream(spec) << text.dump(2);
-        QVERIFY(m_server.start(spec, root() / "state"));
+        QVERIFY(m_server.start(spec, root() / "state", 1000, "tcp://127.0.0.1:*",
+            {QStringLiteral("--http"), QStringLiteral("127.0.0.1:0")}));
         const std::string page = m_server.first["page"].get<std::string>();
         QVERIFY2(page.starts_with("http://127.0.0.1:"), page.c_str());
         m_http = std::make_unique<httplib::Client>(page.substr(0, page.size() - 1));

@@ -23,12 +23,7 @@ namespace {
 
 const char* const kChildVariable = "CT_STATE_CRASH_CHILD";
 
-template <typename T> T orFail(Result<T> result)
-{
-    if (!result.ok())
-        qFatal("%s", result.error().message.c_str());
-    return std::move(result).value();
-}
+using testing::orFail;
 
 std::vector<float> valuesOf(std::size_t n, float seed)
 {
