@@ -3,6 +3,7 @@
 // `crowdtrain-train sample` to generate text from a checkpoint.
 #include "app/args.h"
 #include "app/train_parallel.h"
+#include "core/utf8.h"
 #include "engine/batch_sampler.h"
 #include "engine/cpu_runtime.h"
 #include "engine/data_parallel.h"
@@ -13,7 +14,6 @@
 #include "engine/model_io.h"
 #include "engine/tokenizer.h"
 #include "engine/trainer.h"
-#include "engine/utf8.h"
 
 #include <csignal>
 #include <cstdio>
@@ -432,7 +432,7 @@ int sample(const std::vector<std::string>& arguments)
     options.seed = uint64_t(a.integer("seed"));
     const Tokenizer& tok = **tokenizer;
     // A GPT-2 token may end inside a character; print whole characters only.
-    Utf8Stream text;
+    core::Utf8Stream text;
     generate(*model, std::vector<int64_t>(promptIds.begin(), promptIds.end()), options, [&](int64_t id) {
         const int32_t one = int32_t(id);
         std::cout << text.push(tok.decode(std::span<const int32_t>(&one, 1))) << std::flush;

@@ -3,9 +3,9 @@
 // merge per line, in rank order, after a "#version" line).
 #include "engine/bpe_tokenizer.h"
 
+#include "core/utf8.h"
 #include "engine/error_codes.h"
 #include "engine/file_io.h"
-#include "engine/utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -35,7 +35,7 @@ std::string spell(std::string_view bytes, const std::array<char32_t, 256>& alpha
 {
     std::string text;
     for (const char byte : bytes)
-        appendUtf8(text, alphabet[static_cast<unsigned char>(byte)]);
+        core::appendUtf8(text, alphabet[static_cast<unsigned char>(byte)]);
     return text;
 }
 
@@ -101,11 +101,12 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::parse(std::string_view encod
         seen[static_cast<std::size_t>(id)] = true;
         std::string bytes;
         for (std::size_t pos = 0; pos < token.size();) {
-            const Utf8Char c = decodeUtf8(token, pos);
+            const core::Utf8Char c = core::decodeUtf8(token, pos);
             const auto it = unicodeToByte.find(c.codePoint);
             if (!c.valid || it == unicodeToByte.end())
                 return badFile(encoderName,
-                    "token '" + token + "' has " + describeCodePoint(c.codePoint) + ", outside GPT-2's byte alphabet");
+                    "token '" + token + "' has " + core::describeCodePoint(c.codePoint)
+                        + ", outside GPT-2's byte alphabet");
             bytes += static_cast<char>(it->second);
             pos += c.length;
         }
@@ -116,7 +117,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::parse(std::string_view encod
     std::vector<bool> reachable(count, false);
     for (int b = 0; b < 256; ++b) {
         std::string token;
-        appendUtf8(token, alphabet[b]);
+        core::appendUtf8(token, alphabet[b]);
         const auto it = idOf.find(token);
         if (it == idOf.end())
             return badFile(encoderName, "lacks the one-byte token for byte " + std::to_string(b));

@@ -1,8 +1,8 @@
 #include "engine/char_tokenizer.h"
 
+#include "core/utf8.h"
 #include "engine/error_codes.h"
 #include "engine/file_io.h"
-#include "engine/utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -34,7 +34,7 @@ Status collectCodePoints(std::string_view text, std::vector<bool>& seen, const s
 {
     seen.resize(kCodePointLimit, false);
     for (std::size_t pos = 0; pos < text.size();) {
-        const Utf8Char c = decodeUtf8(text, pos);
+        const core::Utf8Char c = core::decodeUtf8(text, pos);
         if (!c.valid)
             return Error::make(errc::kInvalidUtf8, name + ": not UTF-8 at byte offset " + std::to_string(offset + pos));
         seen[c.codePoint] = true;
@@ -67,7 +67,7 @@ Result<std::unique_ptr<CharTokenizer>> CharTokenizer::fromCodePoints(std::vector
             std::to_string(codePoints.size()) + " distinct characters; token shards hold at most 65536");
     for (const char32_t cp : codePoints) {
         if (cp >= kCodePointLimit || (cp >= 0xD800 && cp <= 0xDFFF))
-            return Error::make(errc::kBadArgument, describeCodePoint(cp) + " is not a Unicode scalar value");
+            return Error::make(errc::kBadArgument, core::describeCodePoint(cp) + " is not a Unicode scalar value");
     }
     return std::unique_ptr<CharTokenizer>(new CharTokenizer(std::move(codePoints)));
 }
@@ -103,7 +103,7 @@ Result<std::unique_ptr<CharTokenizer>> CharTokenizer::parse(std::string_view tex
         if (!entry.is_string())
             return badFile(name, where + " is not a string");
         const auto& s = entry.get_ref<const std::string&>();
-        const Utf8Char c = s.empty() ? Utf8Char{} : decodeUtf8(s, 0);
+        const core::Utf8Char c = s.empty() ? core::Utf8Char{} : core::decodeUtf8(s, 0);
         if (!c.valid || c.length != s.size())
             return badFile(name, where + " is not exactly one character");
         if (!codePoints.empty() && c.codePoint <= codePoints.back())
@@ -133,7 +133,7 @@ std::vector<int32_t> CharTokenizer::encode(std::string_view text) const
     std::vector<int32_t> ids;
     ids.reserve(text.size());
     for (std::size_t pos = 0; pos < text.size();) {
-        const Utf8Char c = decodeUtf8(text, pos);
+        const core::Utf8Char c = core::decodeUtf8(text, pos);
         pos += c.length;
         if (!c.valid)
             continue;
@@ -148,13 +148,13 @@ Result<std::vector<int32_t>> CharTokenizer::tryEncode(std::string_view text) con
     std::vector<int32_t> ids;
     ids.reserve(text.size());
     for (std::size_t pos = 0; pos < text.size();) {
-        const Utf8Char c = decodeUtf8(text, pos);
+        const core::Utf8Char c = core::decodeUtf8(text, pos);
         if (!c.valid)
             return Error::make(errc::kInvalidUtf8, "not UTF-8 at byte offset " + std::to_string(pos));
         const auto id = idOf(c.codePoint);
         if (!id)
             return Error::make(errc::kUnknownChar,
-                describeCodePoint(c.codePoint) + " at byte offset " + std::to_string(pos)
+                core::describeCodePoint(c.codePoint) + " at byte offset " + std::to_string(pos)
                     + " is not in the character vocabulary");
         ids.push_back(*id);
         pos += c.length;
@@ -168,7 +168,7 @@ std::string CharTokenizer::decode(std::span<const int32_t> ids) const
     text.reserve(ids.size());
     for (const int32_t id : ids) {
         if (id >= 0 && id < vocabSize())
-            appendUtf8(text, m_codePoints[static_cast<std::size_t>(id)]);
+            core::appendUtf8(text, m_codePoints[static_cast<std::size_t>(id)]);
         else
             text += kReplacementCharacter;
     }
@@ -187,7 +187,7 @@ Status CharTokenizer::save(const std::filesystem::path& dir) const
     auto& chars = json["chars"] = nlohmann::ordered_json::array();
     for (const char32_t cp : m_codePoints) {
         std::string s;
-        appendUtf8(s, cp);
+        core::appendUtf8(s, cp);
         chars.push_back(s);
     }
     return writeFileAtomically(dir / kFile, json.dump(1) + "\n");

@@ -1,7 +1,7 @@
 #include "engine/gpt2_pretokenizer.h"
 
+#include "core/utf8.h"
 #include "engine/unicode_classes.h"
-#include "engine/utf8.h"
 
 namespace crowdtrain::engine {
 namespace {
@@ -16,7 +16,7 @@ inline Classified classify(std::string_view text, std::size_t pos)
     const auto byte = static_cast<unsigned char>(text[pos]);
     if (byte < 0x80)
         return {detail::kAsciiClasses[byte], 1};
-    const Utf8Char c = decodeUtf8(text, pos);
+    const core::Utf8Char c = core::decodeUtf8(text, pos);
     return {c.valid ? charClass(c.codePoint) : CharClass::Other, c.length};
 }
 

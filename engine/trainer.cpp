@@ -74,37 +74,6 @@ std::pair<int64_t, int64_t> rowsOf(int64_t i, int64_t n, int64_t b)
 
 } // namespace
 
-void TrainerControl::pause()
-{
-    std::lock_guard lock(m_mutex);
-    m_paused = true;
-}
-
-void TrainerControl::resume()
-{
-    {
-        std::lock_guard lock(m_mutex);
-        m_paused = false;
-    }
-    m_changed.notify_all();
-}
-
-void TrainerControl::abort()
-{
-    {
-        std::lock_guard lock(m_mutex);
-        m_aborted = true;
-    }
-    m_changed.notify_all();
-}
-
-bool TrainerControl::waitWhilePaused()
-{
-    std::unique_lock lock(m_mutex);
-    m_changed.wait(lock, [this] { return !m_paused || m_aborted; });
-    return !m_aborted;
-}
-
 Result<torch::Device> resolveDevice(const std::string& name)
 {
     try {
@@ -428,11 +397,11 @@ EvalReport Trainer::evaluateAll()
     return report;
 }
 
-Status Trainer::run(const Callbacks& callbacks, TrainerControl* control)
+Status Trainer::run(const Callbacks& callbacks)
 {
     try {
         while (m_step < m_options.maxIters) {
-            if (control && !control->waitWhilePaused())
+            if (callbacks.beforeStep && !callbacks.beforeStep())
                 return Status::success();
             const StepReport report = step();
             if (callbacks.onStep)

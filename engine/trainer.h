@@ -2,21 +2,18 @@
 
 // Trains a GPT model with AdamW from a BatchSource: warmup + cosine schedule,
 // gradient accumulation and clipping, periodic validation, optional local
-// data parallel, pause/abort at step boundaries. Deterministic for a seed on
-// CPU. The Trainer itself is used from one thread; TrainerControl may be
-// poked from any thread (a GUI, a signal handler's helper thread).
+// data parallel; run() asks its caller before each step, so the caller can
+// pause or stop it at step boundaries. Deterministic for a seed on CPU. Used
+// from one thread.
 
 #include "engine/batch_source.h"
 #include "engine/gpt.h"
 #include "engine/lr_schedule.h"
 #include "engine/result.h"
 
-#include <atomic>
-#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 namespace crowdtrain::engine {
@@ -69,24 +66,6 @@ struct EvalReport {
     double valLoss = 0;
 };
 
-// Pause, resume and abort requests, honoured between steps.
-class TrainerControl {
-public:
-    void pause();
-    void resume();
-    void abort();
-    bool isPaused() const { return m_paused.load(); }
-    bool isAborted() const { return m_aborted.load(); }
-    // Blocks while paused; returns false once aborted.
-    bool waitWhilePaused();
-
-private:
-    std::atomic<bool> m_paused{false};
-    std::atomic<bool> m_aborted{false};
-    std::mutex m_mutex;
-    std::condition_variable m_changed;
-};
-
 struct TrainData {
     std::unique_ptr<BatchSource> train;
     std::unique_ptr<BatchSource> trainEval; // optional: a second stream for train-loss estimates
@@ -112,9 +91,14 @@ public:
     struct Callbacks {
         std::function<void(const StepReport&)> onStep;
         std::function<void(const EvalReport&)> onEval;
+        // Called on the training thread before each step. It may block: a
+        // caller's pause holds training there, at a step boundary. false ends
+        // the run (successfully) before the step.
+        std::function<bool()> beforeStep;
     };
-    // Runs until maxIters or an abort; evaluates every evalInterval and at the end.
-    Status run(const Callbacks& callbacks, TrainerControl* control = nullptr);
+    // Runs until maxIters or until beforeStep says stop; evaluates every
+    // evalInterval and at the end of maxIters.
+    Status run(const Callbacks& callbacks);
 
     // The complete training state: model, optimizer, step, data positions,
     // RNG, options. See engine/train_state.h for the file format.

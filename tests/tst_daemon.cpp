@@ -14,8 +14,8 @@
 #include "coordinator_process.h"
 #include "daemon_process.h"
 
+#include "core/utf8.h"
 #include "engine/token_shard.h"
-#include "engine/utf8.h"
 #include "net/control/control_client.h"
 
 #include <QTemporaryDir>
@@ -265,7 +265,7 @@ private slots:
             if (!event || event->type != "generated" || event->body["id"].toUInt() != id)
                 continue;
             const std::string piece = event->body["text"].toString();
-            QCOMPARE(engine::completeUtf8Length(piece), piece.size());
+            QCOMPARE(core::completeUtf8Length(piece), piece.size());
             text += piece;
             done = event->body["done"].toBool();
             QCOMPARE(event->body["error"].toString(), std::string());

@@ -13,6 +13,7 @@
 
 #include "daemon_process.h"
 
+#include "core/clock.h"
 #include "net/control/control_envelope.h"
 #include "net/control/control_paths.h"
 #include "net/control/event_subscriber.h"
@@ -331,12 +332,7 @@ private slots:
         zmq::socket_t dealer(context, zmq::socket_type::dealer);
         dealer.set(zmq::sockopt::linger, 0);
         dealer.connect(control::controlEndpoint(h.control()));
-        const auto unixMs = [] {
-            return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                                .count());
-        };
-        const uint64_t sentMs = unixMs();
+        const auto sentMs = uint64_t(core::unixNowMs());
         const std::string refresh = control::encodeRequest("catalog", 1, bodyWith("refresh", true));
         const std::string status = control::encodeRequest("status", 2, Value::map());
         dealer.send(zmq::buffer(refresh));
@@ -354,7 +350,7 @@ private slots:
         }
         QCOMPARE(order, (std::vector<uint64_t>{2, 1}));
         // Status events went on while the hubs were asked (every 500 ms).
-        const uint64_t repliedMs = unixMs();
+        const auto repliedMs = uint64_t(core::unixNowMs());
         int during = 0;
         while (auto event = (*events)->next(0))
             during += event->timeMs >= sentMs && event->timeMs <= repliedMs ? 1 : 0;

@@ -2,12 +2,12 @@
 // bpe_reference.json, made by make_bpe_reference.js) over a broad corpus and
 // all of Tiny Shakespeare, round trips, the pre-tokenizer's splits, the
 // Unicode table, the char tokenizer, saving, loading and bad files.
+#include "core/utf8.h"
 #include "engine/bpe_tokenizer.h"
 #include "engine/char_tokenizer.h"
 #include "engine/corpus.h"
 #include "engine/gpt2_pretokenizer.h"
 #include "engine/unicode_classes.h"
-#include "engine/utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -150,11 +150,12 @@ private slots:
         QFETCH(uint, codePoint);
         QFETCH(uint, length);
         QFETCH(bool, valid);
-        const Utf8Char c = decodeUtf8(str(text), 0);
+        const core::Utf8Char c = core::decodeUtf8(str(text), 0);
         QCOMPARE(uint(c.codePoint), codePoint);
         QCOMPARE(c.length, length);
         QCOMPARE(c.valid, valid);
-        QCOMPARE(findInvalidUtf8(str(text)).has_value(), !valid);
+        QCOMPARE(core::findInvalidUtf8(str(text)).has_value(), !valid);
+        QCOMPARE(core::isValidUtf8(str(text)), valid);
     }
 
     void completeUtf8Length_data()
@@ -187,7 +188,7 @@ private slots:
     {
         QFETCH(QByteArray, bytes);
         QFETCH(int, complete);
-        QCOMPARE(int(engine::completeUtf8Length(str(bytes))), complete);
+        QCOMPARE(int(core::completeUtf8Length(str(bytes))), complete);
     }
 
     void utf8StreamKeepsCharactersWhole()
@@ -196,15 +197,15 @@ private slots:
                            "\xE2\x80\x94 na\xC3\xAFve \xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x9A\x80";
         std::mt19937 random(7);
         for (int i = 0; i < 400; ++i)
-            appendUtf8(text, std::uniform_int_distribution<char32_t>(0x1F300, 0x1FAFF)(random));
+            core::appendUtf8(text, std::uniform_int_distribution<char32_t>(0x1F300, 0x1FAFF)(random));
         const auto ids = m_gpt2->encode(text);
-        Utf8Stream stream;
+        core::Utf8Stream stream;
         std::string joined;
         int heldBack = 0;
         for (const int32_t id : ids) {
             const std::string bytes = m_gpt2->decode(std::span<const int32_t>(&id, 1));
             const std::string piece = stream.push(bytes);
-            QVERIFY2(!findInvalidUtf8(piece), "a piece ends inside a character");
+            QVERIFY2(!core::findInvalidUtf8(piece), "a piece ends inside a character");
             heldBack += piece.size() < bytes.size();
             joined += piece;
         }
@@ -214,7 +215,7 @@ private slots:
 
         // Bytes that are not UTF-8 pass through unchanged, and an incomplete
         // character at the end comes out of finish().
-        Utf8Stream raw;
+        core::Utf8Stream raw;
         QCOMPARE(raw.push("\xFF\x80 ok \xE2"), std::string("\xFF\x80 ok "));
         QCOMPARE(raw.push("\x82"), std::string());
         QCOMPARE(raw.push("\x28"), std::string("\xE2\x82\x28"));
@@ -348,7 +349,7 @@ private slots:
                 char32_t cp = std::uniform_int_distribution<char32_t>(first, last)(random);
                 if (cp >= 0xD800 && cp <= 0xDFFF)
                     cp = U' ';
-                appendUtf8(text, cp);
+                core::appendUtf8(text, cp);
             }
             QCOMPARE(m_gpt2->decode(m_gpt2->encode(text)), text);
         }

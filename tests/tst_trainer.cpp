@@ -12,9 +12,12 @@
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include <netinet/in.h>
 #include <numeric>
@@ -120,6 +123,48 @@ std::unique_ptr<Trainer> makeTrainer(const TrainOptions& options, std::shared_pt
         qFatal("%s", trainer.error().message.c_str());
     return std::move(trainer).value();
 }
+
+// Pause, resume and stop asked from any thread, honoured where the trainer
+// asks before each step (Callbacks::beforeStep): the shape a caller's gate
+// takes (the daemon's is PauseGate). Thread-safe.
+class StepGate {
+public:
+    void pause()
+    {
+        std::lock_guard lock(m_mutex);
+        m_paused = true;
+    }
+    void resume()
+    {
+        set([this] { m_paused = false; });
+    }
+    void stop()
+    {
+        set([this] { m_stopped = true; });
+    }
+    // Blocks while paused; false once stopped.
+    bool wait()
+    {
+        std::unique_lock lock(m_mutex);
+        m_changed.wait(lock, [this] { return !m_paused || m_stopped; });
+        return !m_stopped;
+    }
+
+private:
+    template <typename Change> void set(Change change)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            change();
+        }
+        m_changed.notify_all();
+    }
+
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+    bool m_paused = false;
+    bool m_stopped = false;
+};
 
 bool sameParameters(Trainer& a, Trainer& b)
 {
@@ -305,7 +350,8 @@ private slots:
         auto trainer = makeTrainer(options);
         const double before = trainer->evaluateAll().valLoss;
         std::vector<StepReport> steps;
-        QVERIFY(trainer->run({.onStep = [&](const StepReport& r) { steps.push_back(r); }, .onEval = {}}).ok());
+        const auto onStep = [&](const StepReport& r) { steps.push_back(r); };
+        QVERIFY(trainer->run({.onStep = onStep, .onEval = {}, .beforeStep = {}}).ok());
         const double after = trainer->evaluateAll().valLoss;
         QCOMPARE(int(steps.size()), 120);
         QCOMPARE(steps.back().tokensSeen, int64_t(120 * 8 * 32));
@@ -502,27 +548,27 @@ private slots:
     }
 
     // A pause asked for during step 3 (from its own callback, so no timing
-    // decides where it lands) holds the trainer after step 3 until resumed;
-    // an abort ends the run after the step in progress.
+    // decides where it lands) holds the trainer after step 3 until resumed,
+    // through beforeStep; a stop ends the run after the step in progress.
     void pauseAndAbortAtStepBoundaries()
     {
         TrainOptions options = tinyOptions();
         options.maxIters = 100000;
         auto trainer = makeTrainer(options);
-        TrainerControl control;
+        StepGate gate;
         std::atomic<int64_t> steps{0};
         std::atomic<bool> ranOk{false};
         std::thread worker([&] {
             const auto onStep = [&](const StepReport& r) {
                 steps = r.step;
                 if (r.step == 3)
-                    control.pause();
+                    gate.pause();
             };
-            ranOk = trainer->run({.onStep = onStep, .onEval = {}}, &control).ok();
+            ranOk = trainer->run({.onStep = onStep, .onEval = {}, .beforeStep = [&] { return gate.wait(); }}).ok();
         });
         // Whatever a check below decides, the worker is stopped and joined.
         auto stop = qScopeGuard([&] {
-            control.abort();
+            gate.stop();
             worker.join();
         });
         QTRY_VERIFY2_WITH_TIMEOUT(steps >= 3, "the trainer did not reach step 3 within 60 s", 60000);
@@ -530,9 +576,9 @@ private slots:
         // something to happen).
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         QCOMPARE(int64_t(steps), int64_t(3)); // no step while paused
-        control.resume();
+        gate.resume();
         QTRY_VERIFY2_WITH_TIMEOUT(steps >= 5, "the trainer did not go on to step 5 within 60 s of resuming", 60000);
-        control.abort();
+        gate.stop();
         worker.join();
         stop.dismiss();
         QVERIFY(ranOk);

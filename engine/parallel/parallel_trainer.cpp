@@ -217,11 +217,11 @@ EvalReport ParallelTrainer::evaluateAll()
     return report;
 }
 
-Status ParallelTrainer::run(const Trainer::Callbacks& callbacks, TrainerControl* control)
+Status ParallelTrainer::run(const Trainer::Callbacks& callbacks)
 {
     try {
         while (m_step < m_options.maxIters) {
-            if (control && !control->waitWhilePaused())
+            if (callbacks.beforeStep && !callbacks.beforeStep())
                 return Status::success();
             const ParallelStepReport r = step();
             if (callbacks.onStep) {

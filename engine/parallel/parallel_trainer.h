@@ -56,7 +56,9 @@ public:
     double evaluate(BatchSource& source, int64_t iters);
     // Train (trainEval) and validation losses over evalIters batches each.
     EvalReport evaluateAll();
-    Status run(const Trainer::Callbacks& callbacks, TrainerControl* control = nullptr);
+    // As Trainer::run; beforeStep must answer alike on every rank (a step is
+    // collective).
+    Status run(const Trainer::Callbacks& callbacks);
 
     // The whole model and AdamW moments by name, on every rank (collective).
     NamedParameters wholeParameters();

@@ -1,25 +1,12 @@
 #include "net/control/utf8_text.h"
 
-#include "net/wire/text_checks.h"
+#include "core/utf8.h"
 
 #include <algorithm>
 
 namespace crowdtrain::control {
 
 namespace {
-
-// The length of the sequence a lead byte announces (1 for ASCII and for
-// bytes that cannot lead one).
-std::size_t sequenceLength(unsigned char lead)
-{
-    if ((lead & 0xE0) == 0xC0)
-        return 2;
-    if ((lead & 0xF0) == 0xE0)
-        return 3;
-    if ((lead & 0xF8) == 0xF0)
-        return 4;
-    return 1;
-}
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD"; // U+FFFD
 
@@ -30,17 +17,14 @@ std::string toValidUtf8(std::string_view text, std::size_t maxBytes)
     std::string out;
     out.reserve(std::min(text.size(), maxBytes));
     for (std::size_t i = 0; i < text.size();) {
-        const auto lead = static_cast<unsigned char>(text[i]);
-        std::size_t length = sequenceLength(lead);
-        std::string_view piece = text.substr(i, length);
-        if (lead >= 0x80 && (length == 1 || piece.size() != length || !net::isValidUtf8(piece))) {
-            piece = kReplacement;
-            length = 1;
-        }
+        // An invalid or truncated sequence is replaced one byte at a time, so
+        // the valid characters after it survive.
+        const core::Utf8Char c = core::decodeUtf8(text, i);
+        const std::string_view piece = c.valid ? text.substr(i, c.length) : kReplacement;
         if (out.size() + piece.size() > maxBytes)
             break;
         out += piece;
-        i += length;
+        i += c.length;
     }
     return out;
 }

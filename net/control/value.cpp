@@ -1,6 +1,6 @@
 #include "net/control/value.h"
 
-#include "net/wire/text_checks.h"
+#include "core/utf8.h"
 #include "net/wire/unpack.h"
 
 #include <cstring>
@@ -315,7 +315,7 @@ Result<Value> ValueCodec::fromObject(const msgpack::object& object)
         return Value(object.via.f64);
     case msgpack::type::STR: {
         const std::string_view text(object.via.str.ptr, object.via.str.size);
-        if (!net::isValidUtf8(text))
+        if (!core::isValidUtf8(text))
             return malformed("a str is not valid UTF-8");
         return Value(text);
     }
@@ -343,7 +343,7 @@ Result<Value> ValueCodec::fromObject(const msgpack::object& object)
             if (entry.key.type != msgpack::type::STR)
                 return malformed("a map key is not a str");
             const std::string_view key(entry.key.via.str.ptr, entry.key.via.str.size);
-            if (!net::isValidUtf8(key))
+            if (!core::isValidUtf8(key))
                 return malformed("a map key is not valid UTF-8");
             if (!seen.insert(key).second)
                 return malformed("duplicate map key \"" + std::string(key) + "\"");
@@ -368,7 +368,7 @@ Status ValueCodec::checkLimits(const Value& value, const DecodeLimits& limits, s
     if (const auto* text = std::get_if<std::string>(&value.m_data)) {
         if (text->size() > limits.maxString)
             return tooLarge("a string", text->size(), "bytes", limits.maxString);
-        if (!net::isValidUtf8(*text))
+        if (!core::isValidUtf8(*text))
             return malformed("a string is not valid UTF-8");
     }
     if (const auto* bytes = std::get_if<Value::Bytes>(&value.m_data); bytes && bytes->data.size() > limits.maxBinary)
@@ -391,7 +391,7 @@ Status ValueCodec::checkLimits(const Value& value, const DecodeLimits& limits, s
     for (const auto& [key, item] : entries) {
         if (key.size() > limits.maxString)
             return tooLarge("a map key", key.size(), "bytes", limits.maxString);
-        if (!net::isValidUtf8(key))
+        if (!core::isValidUtf8(key))
             return malformed("a map key is not valid UTF-8");
         if (Status status = checkLimits(item, limits, depth + 1); !status)
             return status;

@@ -1,9 +1,9 @@
 #include "net/daemon/checkpoint_transfer.h"
 
+#include "core/utf8.h"
 #include "engine/generate.h"
 #include "engine/model_io.h"
 #include "engine/tokenizer.h"
-#include "engine/utf8.h"
 #include "net/daemon/checkpoint_swarm.h"
 #include "net/transfer/download.h"
 #include "net/transfer/socket_source.h"
@@ -202,7 +202,7 @@ void generateText(
     options.temperature = request.temperature;
     options.topK = request.topK;
     options.seed = request.seed;
-    engine::Utf8Stream text;
+    core::Utf8Stream text;
     std::string pending;
     auto lastSent = std::chrono::steady_clock::now();
     try {

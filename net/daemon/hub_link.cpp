@@ -1,5 +1,6 @@
 #include "net/daemon/hub_link.h"
 
+#include "core/hex.h"
 #include "net/control/control_names.h"
 
 #include <zmq.h>
@@ -112,16 +113,7 @@ Result<HubLink> parseHubLink(std::string_view link)
 std::string formatHubLink(const HubLink& hub)
 {
     uint8_t key[32];
-    std::string hex;
-    if (zmq_z85_decode(key, hub.publicKey.c_str())) {
-        static const char digits[] = "0123456789abcdef";
-        for (uint8_t byte : key) {
-            hex += digits[byte >> 4];
-            hex += digits[byte & 15];
-        }
-    } else {
-        hex = hub.publicKey;
-    }
+    const std::string hex = zmq_z85_decode(key, hub.publicKey.c_str()) ? core::hexOf(key, sizeof key) : hub.publicKey;
     return std::string(kScheme) + hub.host + ":" + std::to_string(hub.port) + "/" + hex;
 }
 

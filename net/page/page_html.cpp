@@ -1,5 +1,6 @@
 #include "net/page/page_html.h"
 
+#include "core/utf8.h"
 #include "net/page/page_json.h"
 
 #include <cmath>
@@ -10,24 +11,6 @@ namespace crowdtrain::page {
 namespace {
 
 constexpr std::size_t kRecentRounds = 10; // rows of the no-JavaScript metrics table
-
-// Length of the valid UTF-8 sequence at text[i], 0 when it is not one.
-std::size_t utf8Length(std::string_view text, std::size_t i)
-{
-    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-    const unsigned char c = byte(i);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > text.size() || (n == 2 && c < 0xC2) || (n == 4 && c > 0xF4))
-        return 0;
-    for (std::size_t k = 1; k < n; ++k)
-        if ((byte(i + k) & 0xC0) != 0x80)
-            return 0;
-    if (n == 3 && ((c == 0xE0 && byte(i + 1) < 0xA0) || (c == 0xED && byte(i + 1) >= 0xA0)))
-        return 0; // overlong, or a surrogate
-    if (n == 4 && ((c == 0xF0 && byte(i + 1) < 0x90) || (c == 0xF4 && byte(i + 1) >= 0x90)))
-        return 0;
-    return n;
-}
 
 std::string loss(const std::optional<double>& value)
 {
@@ -189,15 +172,15 @@ std::string escapeHtml(std::string_view text)
     std::string out;
     out.reserve(text.size() + text.size() / 8);
     for (std::size_t i = 0; i < text.size();) {
-        const std::size_t n = utf8Length(text, i);
-        if (n == 0) {
+        const core::Utf8Char character = core::decodeUtf8(text, i);
+        if (!character.valid) {
             out += "\xEF\xBF\xBD";
             ++i;
             continue;
         }
-        if (n > 1) {
-            out.append(text.substr(i, n));
-            i += n;
+        if (character.length > 1) {
+            out.append(text.substr(i, character.length));
+            i += character.length;
             continue;
         }
         const char c = text[i++];

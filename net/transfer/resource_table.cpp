@@ -1,5 +1,6 @@
 #include "net/transfer/resource_table.h"
 
+#include "core/utf8.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
 
@@ -37,7 +38,7 @@ Result<std::string> readAt(int fd, uint64_t offset, uint64_t size, const std::fi
 
 Status checkShape(const std::string& name, uint64_t bytes, uint64_t chunkBytes)
 {
-    if (name.empty() || name.size() > kMaxResourceNameChars || !isValidUtf8(name))
+    if (name.empty() || name.size() > kMaxResourceNameChars || !core::isValidUtf8(name))
         return Error::make(errc::kInvalidArgument, "resource name \"" + name + "\" is empty, too long or not UTF-8");
     if (chunkBytes == 0 || chunkBytes > kMaxChunkBytes)
         return Error::make(errc::kInvalidArgument, "chunk size " + std::to_string(chunkBytes) + " is out of range");

@@ -4,6 +4,7 @@
 #include "core/xdg.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
+#include "net/wire/text_checks.h"
 
 #include <bit>
 #include <cstdlib>
@@ -20,29 +21,12 @@ namespace {
 constexpr std::string_view kMetaHeader = "crowdtrain-floats 1";
 constexpr std::size_t kMaxMetaBytes = 4096;
 constexpr std::size_t kMaxKeyFileBytes = 4096;
-constexpr std::string_view kZ85Alphabet
-    = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
 std::filesystem::path metaFile(const std::filesystem::path& file)
 {
     std::filesystem::path meta = file;
     meta += ".meta";
     return meta;
-}
-
-bool isZ85Key(std::string_view text)
-{
-    return text.size() == 40 && text.find_first_not_of(kZ85Alphabet) == std::string_view::npos;
-}
-
-bool isSlug(const std::string& name)
-{
-    if (name.empty() || name.size() > 64)
-        return false;
-    for (char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-            return false;
-    return true;
 }
 
 } // namespace
@@ -198,7 +182,7 @@ void removeFloats(const std::filesystem::path& file)
 
 Result<ProjectFolder> ProjectFolder::open(const std::filesystem::path& dataDir, const std::string& project)
 {
-    if (!isSlug(project))
+    if (!net::isProjectName(project))
         return Error::make(net::errc::kBadProject, "project name '" + project + "' is not a slug [a-z0-9-]{1,64}");
     const std::filesystem::path dir = dataDir / "projects" / project;
     std::error_code ec;
@@ -239,7 +223,7 @@ std::filesystem::path identityKeyFile(const std::filesystem::path& dataDir)
 
 Result<std::string> resolveServerKey(const std::string& keyOrFile)
 {
-    if (isZ85Key(keyOrFile))
+    if (net::isCurveKeyText(keyOrFile))
         return keyOrFile;
     std::string path = keyOrFile;
     if (!path.empty() && path[0] == '@')
@@ -257,9 +241,9 @@ Result<std::string> resolveServerKey(const std::string& keyOrFile)
     std::string word, previous;
     std::string firstKey;
     while (words >> word) {
-        if (previous == "public" && isZ85Key(word))
+        if (previous == "public" && net::isCurveKeyText(word))
             return word;
-        if (firstKey.empty() && isZ85Key(word))
+        if (firstKey.empty() && net::isCurveKeyText(word))
             firstKey = word;
         previous = word;
     }

@@ -1,5 +1,6 @@
 #include "net/wire/envelope.h"
 
+#include "core/utf8.h"
 #include "net/wire/error_codes.h"
 #include "net/wire/messages.h"
 #include "net/wire/unpack.h"
@@ -32,7 +33,7 @@ std::string truncateUtf8(std::string text, std::size_t maxBytes)
     while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
         --end;
     text.resize(end);
-    return isValidUtf8(text) ? text : std::string();
+    return core::isValidUtf8(text) ? text : std::string();
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 #include "net/wire/msgpack_io.h"
 
+#include "core/utf8.h"
 #include "net/wire/error_codes.h"
 #include "net/wire/limits.h"
 
@@ -80,7 +81,7 @@ bool checkStr(DecodeContext& context, const msgpack::object& o, const std::strin
                 + " bytes, got " + std::to_string(size));
         return false;
     }
-    if (!isValidUtf8(strOf(o))) {
+    if (!core::isValidUtf8(strOf(o))) {
         context.fail(path, "str is not valid UTF-8");
         return false;
     }

@@ -1,14 +1,13 @@
 #pragma once
 
 // Checks of the text forms the protocol uses (docs/protocol.md, "Encoding").
-// Pure functions; thread-safe.
+// Well-formed UTF-8 is core::isValidUtf8 (core/utf8.h). Pure functions;
+// thread-safe.
 
 #include <string_view>
 
 namespace crowdtrain::net {
 
-// Well-formed UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool isValidUtf8(std::string_view text);
 // 64 lowercase hex digits.
 bool isSha256Hex(std::string_view text);
 // 40 lowercase hex digits (a BitTorrent v1 info-hash).

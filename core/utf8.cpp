@@ -1,9 +1,9 @@
-#include "engine/utf8.h"
+#include "core/utf8.h"
 
 #include <cstdio>
 #include <utility>
 
-namespace crowdtrain::engine {
+namespace crowdtrain::core {
 
 namespace {
 
@@ -153,4 +153,4 @@ std::string describeCodePoint(char32_t cp)
     return text;
 }
 
-} // namespace crowdtrain::engine
+} // namespace crowdtrain::core

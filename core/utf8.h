@@ -1,8 +1,10 @@
 #pragma once
 
-// Minimal UTF-8 helpers for the tokenizers: strict decoding (no overlongs,
-// no surrogates, nothing above U+10FFFF) and encoding. Pure functions;
-// thread-safe.
+// UTF-8, one rule for every layer: strict decoding (no overlong forms, no
+// surrogates, nothing above U+10FFFF, RFC 3629), validation, encoding and
+// cutting a byte stream at character boundaries. The tokenizers, the wire's
+// text checks and the control API all use these. Pure functions; thread-safe
+// (a Utf8Stream is used by one thread).
 
 #include <cstddef>
 #include <cstdint>
@@ -10,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace crowdtrain::engine {
+namespace crowdtrain::core {
 
 struct Utf8Char {
     char32_t codePoint = 0; // the byte's value when !valid
@@ -24,6 +26,11 @@ Utf8Char decodeUtf8(std::string_view text, std::size_t pos);
 
 // Byte offset of the first byte that does not belong to valid UTF-8.
 std::optional<std::size_t> findInvalidUtf8(std::string_view text);
+
+inline bool isValidUtf8(std::string_view text)
+{
+    return !findInvalidUtf8(text);
+}
 
 // Appends the UTF-8 form of a code point (which must be a Unicode scalar value).
 void appendUtf8(std::string& out, char32_t codePoint);
@@ -52,4 +59,4 @@ private:
     std::string m_pending;
 };
 
-} // namespace crowdtrain::engine
+} // namespace crowdtrain::core
