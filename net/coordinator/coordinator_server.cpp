@@ -1,5 +1,6 @@
 #include "net/coordinator/coordinator_server.h"
 
+#include "core/clock.h"
 #include "net/transfer/resource_table.h"
 #include "net/transport/curve_socket.h"
 #include "net/wire/error_codes.h"
@@ -34,7 +35,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::start(
         server->m_swarm = std::move(*session);
         server->m_options.runtime.swarm = server->m_swarm.get();
     }
-    const int64_t now = unixTimeMs();
+    const int64_t now = core::unixNowMs();
     for (ProjectSpec& spec : projects) {
         const std::string name = spec.name;
         if (server->m_projects.contains(name))
@@ -98,7 +99,8 @@ Status CoordinatorServer::run()
             auto request = net::receiveRequest(m_router);
             if (!request)
                 break;
-            const std::string reply = handle(request->payload, request->peerKey, unixTimeMs(), request->peerAddress);
+            const std::string reply
+                = handle(request->payload, request->peerKey, core::unixNowMs(), request->peerAddress);
             (void)net::sendReply(m_router, request->route, reply);
         }
         // A round to wrap up or close is not left for the next period.
@@ -120,7 +122,7 @@ void CoordinatorServer::tickProjects()
 {
     for (auto& [name, runtime] : m_projects) {
         try {
-            const int64_t now = unixTimeMs();
+            const int64_t now = core::unixNowMs();
             publish(runtime->tick(now));
             if (m_tickObserver)
                 m_tickObserver(*runtime, now);

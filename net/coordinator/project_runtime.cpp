@@ -1,21 +1,15 @@
 #include "net/coordinator/project_runtime.h"
 
+#include "core/clock.h"
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string_view>
 
 namespace crowdtrain::coordinator {
-int64_t unixTimeMs()
-{
-    using namespace std::chrono;
-    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 ProjectRuntime::ProjectRuntime(ProjectSpec spec, RuntimeOptions options)
     : m_spec(std::move(spec))
     , m_options(std::move(options))
@@ -338,7 +332,7 @@ void ProjectRuntime::finishEvaluation(bool wait, PublishedEvents& events)
         return;
     auto named = unflattenParameters(m_spec.model, *done->params);
     auto published = named
-        ? m_checkpoints->publish(done->round, done->tokens, done->valLoss, m_spec.model, *named, unixTimeMs(),
+        ? m_checkpoints->publish(done->round, done->tokens, done->valLoss, m_spec.model, *named, core::unixNowMs(),
             done->samplesJson.empty() ? std::map<std::string, std::string>{}
                                       : std::map<std::string, std::string>{{"samples.json", done->samplesJson}})
         : Result<CheckpointInfo>(named.error());

@@ -64,9 +64,6 @@ struct RuntimeOptions {
     std::function<void(std::string_view where, int64_t round)> faultPoint;
 };
 
-// Wall-clock time, Unix epoch milliseconds: what the coordinator records.
-int64_t unixTimeMs();
-
 // What a round close or a checkpoint tells the PUB socket.
 struct PublishedEvents {
     std::vector<net::EventFrames> frames;

@@ -6,6 +6,7 @@
 #include "engine/hf_gpt2_config.h"
 #include "engine/tokenizer.h"
 #include "net/coordinator/data_plan.h"
+#include "net/wire/text_checks.h"
 
 #include <nlohmann/json.hpp>
 
@@ -109,13 +110,6 @@ private:
 #define CT_TRY(expr)                                                                                                   \
     if (auto failure = (expr))                                                                                         \
         return *failure;
-
-bool isSlug(const std::string& name)
-{
-    return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    });
-}
 
 std::optional<Error> parseModel(const FieldReader& top, const json& root, ProjectSpec& spec)
 {
@@ -383,7 +377,7 @@ Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesyste
     if (!root.contains("name") || !root["name"].is_string())
         return top.error("name", "is required (a string)");
     spec.name = root["name"].get<std::string>();
-    if (!isSlug(spec.name))
+    if (!net::isProjectName(spec.name))
         return top.error("name", "must be 1 to 64 characters of a-z, 0-9 and '-', got \"" + spec.name + "\"");
     if (root.contains("description")) {
         if (!root["description"].is_string())
