@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <random>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
@@ -210,6 +211,60 @@ Status syncFolder(const std::filesystem::path& folder)
     if (result != 0 && error != EINVAL)
         return ioError("cannot flush folder", path, error);
     return Status::success();
+}
+
+Result<FolderLock> FolderLock::acquire(const std::filesystem::path& folder)
+{
+    const std::filesystem::path file = folder / ".lock";
+    int fd = -1;
+    do
+        fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return ioError("cannot open", file);
+    int result = 0;
+    do
+        result = ::flock(fd, LOCK_EX | LOCK_NB);
+    while (result != 0 && errno == EINTR);
+    if (result != 0) {
+        const int error = errno;
+        char pid[32] = {};
+        const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+        ::close(fd);
+        if (error != EWOULDBLOCK)
+            return ioError("cannot lock", file, error);
+        const std::string holder = n > 0 ? std::string(pid, std::size_t(n)) : std::string("?");
+        return Error::make(errc::kFolderInUse,
+            folder.string() + " is in use by another process (pid " + holder
+                + "): one crowdtrain-worker or service at a time per folder");
+    }
+    // Who holds it, for the next one's message (best effort: the lock is the flock).
+    const std::string pid = std::to_string(::getpid());
+    if (::ftruncate(fd, 0) == 0) {
+        const ssize_t written = ::pwrite(fd, pid.data(), pid.size(), 0);
+        static_cast<void>(written);
+    }
+    return FolderLock(fd);
+}
+
+FolderLock::FolderLock(FolderLock&& other) noexcept
+    : m_fd(std::exchange(other.m_fd, -1))
+{ }
+
+FolderLock& FolderLock::operator=(FolderLock&& other) noexcept
+{
+    if (this != &other) {
+        if (m_fd >= 0)
+            ::close(m_fd);
+        m_fd = std::exchange(other.m_fd, -1);
+    }
+    return *this;
+}
+
+FolderLock::~FolderLock()
+{
+    if (m_fd >= 0)
+        ::close(m_fd); // releases the flock
 }
 
 } // namespace crowdtrain::core

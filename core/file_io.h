@@ -62,6 +62,27 @@ private:
     int m_fd = -1;
 };
 
+// An exclusive advisory lock (flock) on `<folder>/.lock`, held while the
+// object lives: one process at a time works in the folder. The lock goes
+// with the process, so a killed holder never leaves the folder locked.
+// Errors: "folder_in_use" (another holder: the message names the pid it wrote
+// into the file), "io_error".
+class FolderLock {
+public:
+    static Result<FolderLock> acquire(const std::filesystem::path& folder);
+    FolderLock(FolderLock&& other) noexcept;
+    FolderLock& operator=(FolderLock&& other) noexcept;
+    FolderLock(const FolderLock&) = delete;
+    FolderLock& operator=(const FolderLock&) = delete;
+    ~FolderLock();
+
+private:
+    explicit FolderLock(int fd)
+        : m_fd(fd)
+    { }
+    int m_fd = -1;
+};
+
 // fsyncs a folder so that renames and new entries in it survive a crash
 // (a file system that cannot sync folders, EINVAL, is no failure).
 Status syncFolder(const std::filesystem::path& folder);

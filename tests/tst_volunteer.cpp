@@ -2,6 +2,7 @@
 // the data folder and its float files, server keys, update application with
 // its SHA-256 check, the reconnect schedule, the inner trainer, and the byte
 // counts of a connection (against a stand-in server on 127.0.0.1).
+#include "core/file_io.h"
 #include "engine/diloco/flat_params.h"
 #include "engine/token_shard.h"
 #include "net/transport/curve_socket.h"
@@ -23,6 +24,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unistd.h>
 
 using namespace crowdtrain;
 using namespace crowdtrain::volunteer;
@@ -638,10 +640,21 @@ private slots:
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         while (!retried() && std::chrono::steady_clock::now() < until)
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        // A second agent on the same project folder (a `join` beside the
+        // service) is refused while the first runs, and leaves it as it was.
+        VolunteerAgent second(options);
+        const Status refused = second.run();
+        const std::filesystem::path folder = dirOf(dir) / "projects" / "tiny";
+        QVERIFY(!refused);
+        QCOMPARE(refused.error().code, std::string("folder_in_use"));
+        QVERIFY2(refused.error().message.find("pid " + std::to_string(::getpid())) != std::string::npos,
+            refused.error().message.c_str());
+        QVERIFY(!core::FolderLock::acquire(folder));
         agent.stop();
         runner.join();
         QVERIFY2(retried(), "no join failed and was retried within 60 s");
         QVERIFY(ran);
+        QVERIFY(core::FolderLock::acquire(folder)); // released with the agent
         const AgentSummary summary = agent.summary();
         QCOMPARE(summary.tasks, uint64_t(0));
         QVERIFY(summary.bytesSent > 0); // join requests went out

@@ -130,6 +130,10 @@ Status AgentLoop::prepare()
     auto folder = ProjectFolder::open(dataDir, m_options.project);
     if (!folder)
         return folder.error();
+    auto lock = core::FolderLock::acquire(folder->dir());
+    if (!lock)
+        return lock.error();
+    m_folderLock = std::move(*lock);
     m_folder = std::move(*folder);
 
     SessionOptions session;

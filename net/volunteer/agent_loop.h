@@ -12,6 +12,7 @@
 // task, train, submit, wait for the round. Everything runs on run()'s
 // thread except the training thread, which TaskRunner starts and joins.
 
+#include "core/file_io.h"
 #include "net/volunteer/agent.h"
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/piece_library.h"
@@ -59,6 +60,10 @@ private:
     // Declared before every socket's owner: destroyed after them.
     zmq::context_t m_context;
     std::optional<ProjectFolder> m_folder;
+    // Held while the agent runs: a second agent on the same project folder
+    // (a `join` beside the service, say) is refused instead of both
+    // overwriting theta, the residual and the downloads.
+    std::optional<core::FolderLock> m_folderLock;
     std::unique_ptr<TokenLibrary> m_shards;
     std::unique_ptr<Session> m_session;
     std::unique_ptr<StateSwarm> m_stateSwarm;
