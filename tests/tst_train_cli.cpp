@@ -136,7 +136,9 @@ private slots:
         QVERIFY(summary["tokens_per_second"].get<double>() > 0);
         QVERIFY(summary["peak_rss_bytes"].get<double>() > 1e6);
         // The mean step and its phases: each non-negative, the forward and
-        // backward passes the largest, and together no more than the step.
+        // backward passes some time, and together no more than the step.
+        // (Which phase is largest is a timing, not asserted: under CPU
+        // contention the update can take longer than the passes.)
         const auto& phases = summary["step_ms"];
         double phaseSum = 0;
         for (const char* key : {"data", "forward_backward", "update"}) {
@@ -144,8 +146,7 @@ private slots:
             QVERIFY2(phases[key].get<double>() >= 0, key);
             phaseSum += phases[key].get<double>();
         }
-        QVERIFY(phases["forward_backward"].get<double>() > phases["data"].get<double>());
-        QVERIFY(phases["forward_backward"].get<double>() > phases["update"].get<double>());
+        QVERIFY(phases["forward_backward"].get<double>() > 0);
         QVERIFY2(phaseSum <= phases["mean"].get<double>() * (1 + 1e-9), phases.dump().c_str());
 
         QVERIFY(std::filesystem::file_size(dir() / "a.ckpt") > 0);
