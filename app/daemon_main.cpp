@@ -83,7 +83,10 @@ public:
                 stop();
         });
     }
-    ~StopSignals()
+    // Waits for the reader: once a signal's `stop` has returned, or at
+    // once when none came. Before what `stop` uses is destroyed: a signal
+    // makes run() return while its thread is still inside stop().
+    void finish()
     {
         if (m_thread.joinable()) {
             const char quit = 0; // no signal came: the reader just returns
@@ -91,6 +94,7 @@ public:
             m_thread.join();
         }
     }
+    ~StopSignals() { finish(); }
 
 private:
     std::thread m_thread;
@@ -180,6 +184,7 @@ int serve(app::Args& args, bool demo)
         d.stop(); // the demo's join returns (its queue stops) and its thread ends
     if (reporter.joinable())
         reporter.join();
+    signals.finish();
     opened->reset();
     if (!served)
         return fail("the control server failed: " + served.error().message);
@@ -258,6 +263,7 @@ int joinOne(app::Args& args)
     volunteer::VolunteerAgent agent(options);
     signals.onStop([&] { agent.stop(); });
     const Status ran = agent.run();
+    signals.finish();
     const volunteer::AgentSummary summary = agent.summary();
     logLine("tasks " + std::to_string(summary.tasks) + ", accepted " + std::to_string(summary.accepted) + ", rejected "
         + std::to_string(summary.rejected)
