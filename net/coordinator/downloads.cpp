@@ -29,15 +29,7 @@ std::string stateResourceName(int64_t version)
 }
 
 Downloads::Downloads(const Parts& parts)
-    : m_spec(parts.spec)
-    , m_store(parts.store)
-    , m_checkpoints(parts.checkpoints)
-    , m_queries(parts.queries)
-    , m_round(parts.round)
-    , m_tasks(parts.tasks)
-    , m_data(parts.data)
-    , m_chunkTimeoutMs(parts.chunkTimeoutMs)
-    , m_parameters(parts.parameters)
+    : m_parts(parts)
     , m_stateBytes(uint64_t(parts.parameters) * sizeof(float))
     , m_pieces(m_resources, parts.data, parts.spec.tokensPerPiece() * ProjectSpec::kMaxPiecesPerTask)
     , m_swarm(parts.swarm, m_resources)
@@ -45,19 +37,19 @@ Downloads::Downloads(const Parts& parts)
 
 Status Downloads::publishTokenizer()
 {
-    if (!m_data.tokenizerDir)
+    if (!m_parts.data.tokenizerDir)
         return Status::success();
     std::vector<std::filesystem::path> files;
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(*m_data.tokenizerDir, ec))
+    for (const auto& entry : std::filesystem::directory_iterator(*m_parts.data.tokenizerDir, ec))
         if (entry.is_regular_file())
             files.push_back(entry.path());
     if (ec)
-        return Error::make(net::errc::kIoError, m_data.tokenizerDir->string() + ": " + ec.message());
+        return Error::make(net::errc::kIoError, m_parts.data.tokenizerDir->string() + ": " + ec.message());
     std::sort(files.begin(), files.end());
     if (files.size() > net::kMaxTokenizerFiles)
         return Error::make(net::errc::kBadSpec,
-            m_data.tokenizerDir->string() + ": more than " + std::to_string(net::kMaxTokenizerFiles) + " files");
+            m_parts.data.tokenizerDir->string() + ": more than " + std::to_string(net::kMaxTokenizerFiles) + " files");
     for (const auto& file : files) {
         const std::string name = std::string(kTokenizerPrefix) + file.filename().string();
         if (Status s = m_resources.addFile(name, file); !s)
@@ -73,10 +65,10 @@ Status Downloads::publishTokenizer()
 
 Status Downloads::publish()
 {
-    const int64_t version = m_round.version();
+    const int64_t version = m_parts.round.version();
     const std::string state = stateResourceName(version);
     if (!m_resources.contains(state)) {
-        const std::vector<float>& params = m_round.params();
+        const std::vector<float>& params = m_parts.round.params();
         std::string bytes(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
         if (Status s = m_resources.addBlob(state, std::move(bytes)); !s)
             return s;
@@ -85,12 +77,12 @@ Status Downloads::publish()
         m_oldStates[*m_publishedState] = m_stateAskedMs[*m_publishedState];
     m_publishedState = version;
     if (version > 0 && !m_resources.contains(updateResourceName(version))) {
-        auto update = m_store.readUpdate(version);
+        auto update = m_parts.store.readUpdate(version);
         if (update) {
             const uint64_t bytes = update->size();
             if (Status s = m_resources.addBlob(updateResourceName(version), std::move(*update)); !s)
                 return s;
-            m_keptUpdates.push_back({version, m_round.paramsSha(), bytes});
+            m_keptUpdates.push_back({version, m_parts.round.paramsSha(), bytes});
         }
     }
     uint64_t keptBytes = 0;
@@ -101,15 +93,15 @@ Status Downloads::publish()
         m_resources.remove(updateResourceName(m_keptUpdates.front().version));
         m_keptUpdates.pop_front();
     }
-    auto list = m_checkpoints.list();
+    auto list = m_parts.checkpoints.list();
     if (!list)
         return list.error();
     std::set<std::string> kept;
     if (m_swarm.enabled() && m_stateBytes >= kTorrentMinBytes) {
         // The state is served in chunks whether or not the swarm seeds it.
         if (Status s = seedState(); !s)
-            std::fprintf(
-                stderr, "%s: %s is not seeded: %s\n", m_spec.name.c_str(), state.c_str(), s.error().message.c_str());
+            std::fprintf(stderr, "%s: %s is not seeded: %s\n", m_parts.spec.name.c_str(), state.c_str(),
+                s.error().message.c_str());
         else
             kept.insert(state);
         for (const auto& [old, askedMs] : m_oldStates)
@@ -123,8 +115,8 @@ Status Downloads::publish()
                     return s;
             // A file the swarm cannot seed is still served in chunks.
             if (Status s = m_swarm.publish(name, checkpoint.dir / file.name); !s)
-                std::fprintf(
-                    stderr, "%s: %s is not seeded: %s\n", m_spec.name.c_str(), name.c_str(), s.error().message.c_str());
+                std::fprintf(stderr, "%s: %s is not seeded: %s\n", m_parts.spec.name.c_str(), name.c_str(),
+                    s.error().message.c_str());
             kept.insert(name);
         }
     for (const std::string& seeded : m_swarm.published())
@@ -135,15 +127,15 @@ Status Downloads::publish()
 
 Status Downloads::seedState()
 {
-    const std::string name = stateResourceName(m_round.version());
-    const std::filesystem::path dir = m_store.dir() / "swarm";
+    const std::string name = stateResourceName(m_parts.round.version());
+    const std::filesystem::path dir = m_parts.store.dir() / "swarm";
     const std::filesystem::path file = dir / name;
     if (!m_swarm.torrentOf(name)) {
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
         if (ec)
             return Error::make(net::errc::kIoError, "cannot create " + dir.string() + ": " + ec.message());
-        const std::vector<float>& params = m_round.params();
+        const std::vector<float>& params = m_parts.round.params();
         const std::string_view bytes(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
         if (Status s = core::writeFileAtomic(file, bytes); !s)
             return s;
@@ -196,7 +188,7 @@ void Downloads::noteDownload(const std::string& name, int64_t nowMs)
 // apart on the slowest link the session allows.
 void Downloads::retireOldStates(int64_t nowMs)
 {
-    const int64_t graceMs = std::max(kOldStateGraceMs, m_chunkTimeoutMs);
+    const int64_t graceMs = std::max(kOldStateGraceMs, m_parts.chunkTimeoutMs);
     std::vector<int64_t> gone;
     std::size_t newer = 0;
     for (auto it = m_oldStates.rbegin(); it != m_oldStates.rend(); ++it) {
@@ -211,32 +203,33 @@ void Downloads::retireOldStates(int64_t nowMs)
         m_resources.remove(name);
         m_swarm.withdraw(name);
         std::error_code ec;
-        std::filesystem::remove(m_store.dir() / "swarm" / name, ec);
-        std::filesystem::remove(m_store.dir() / "swarm" / ("." + name + ".torrent"), ec);
+        std::filesystem::remove(m_parts.store.dir() / "swarm" / name, ec);
+        std::filesystem::remove(m_parts.store.dir() / "swarm" / ("." + name + ".torrent"), ec);
         m_oldStates.erase(version);
     }
     // Asks for states no longer served are forgotten.
     std::erase_if(m_stateAskedMs,
-        [&](const auto& entry) { return entry.first != m_round.version() && !m_oldStates.count(entry.first); });
+        [&](const auto& entry) { return entry.first != m_parts.round.version() && !m_oldStates.count(entry.first); });
 }
 
 Status Downloads::checkpointAccess(const std::string& key)
 {
-    switch (m_spec.checkpointAccess) {
+    switch (m_parts.spec.checkpointAccess) {
     case CheckpointAccess::Everyone:
         return Status::success();
     case CheckpointAccess::Participants: {
-        auto totals = m_store.ledger().volunteerTotals(key);
+        auto totals = m_parts.store.ledger().volunteerTotals(key);
         if (totals && totals->accepted > 0)
             return Status::success();
         return Error::make(net::errc::kForbidden,
-            "project " + m_spec.name + " shares its checkpoints with participants only: train one accepted task first");
+            "project " + m_parts.spec.name
+                + " shares its checkpoints with participants only: train one accepted task first");
     }
     case CheckpointAccess::Nobody:
         break;
     }
     return Error::make(
-        net::errc::kForbidden, "project " + m_spec.name + " does not share its checkpoints until its release");
+        net::errc::kForbidden, "project " + m_parts.spec.name + " does not share its checkpoints until its release");
 }
 
 Status Downloads::prepare(const std::string& key, const std::string& name)
@@ -248,7 +241,7 @@ Status Downloads::prepare(const std::string& key, const std::string& name)
         return checkpointAccess(key);
     if (DataPieces::handles(name))
         return m_pieces.prepare(name, [&](uint64_t taskId) -> const std::vector<Piece>* {
-            const OpenTask* task = m_tasks.find(taskId, key);
+            const OpenTask* task = m_parts.tasks.find(taskId, key);
             return task ? &task->lease.pieces : nullptr;
         });
     return Status::success();
@@ -256,7 +249,7 @@ Status Downloads::prepare(const std::string& key, const std::string& name)
 
 Result<net::GetUpdateReply> Downloads::getUpdate(const net::GetUpdateRequest& request) const
 {
-    const int64_t version = m_round.version();
+    const int64_t version = m_parts.round.version();
     const auto kept = std::find_if(m_keptUpdates.begin(), m_keptUpdates.end(),
         [&](const KeptUpdate& u) { return u.version == int64_t(request.fromVersion) + 1; });
     const std::string name = kept == m_keptUpdates.end() ? std::string() : updateResourceName(kept->version);
@@ -267,8 +260,8 @@ Result<net::GetUpdateReply> Downloads::getUpdate(const net::GetUpdateRequest& re
     auto description = m_resources.describe(name);
     if (!description)
         return description.error();
-    const std::string codec(m_spec.codec == diloco::Codec::Sparse ? net::kCodecSparse : net::kCodecInt8);
-    return net::GetUpdateReply{request.fromVersion, uint64_t(kept->version), codec, uint64_t(m_parameters), name,
+    const std::string codec(m_parts.spec.codec == diloco::Codec::Sparse ? net::kCodecSparse : net::kCodecInt8);
+    return net::GetUpdateReply{request.fromVersion, uint64_t(kept->version), codec, uint64_t(m_parts.parameters), name,
         description->bytes, description->sha256, kept->stateSha256};
 }
 
@@ -281,17 +274,18 @@ net::CheckpointInfo Downloads::withTorrents(net::CheckpointInfo checkpoint) cons
 
 net::CheckpointInfo Downloads::announced(net::CheckpointInfo checkpoint) const
 {
-    if (m_spec.checkpointAccess != CheckpointAccess::Everyone)
+    if (m_parts.spec.checkpointAccess != CheckpointAccess::Everyone)
         return checkpoint;
     return withTorrents(std::move(checkpoint));
 }
 
 Result<net::ListCheckpointsReply> Downloads::listCheckpoints(const std::optional<std::string>& key)
 {
-    auto reply = m_queries.listCheckpoints();
+    auto reply = m_parts.queries.listCheckpoints();
     // The info-hash is what a BitTorrent peer names to be served the file:
     // only those who may have the file learn it.
-    const bool torrents = m_spec.checkpointAccess == CheckpointAccess::Everyone || (key && checkpointAccess(*key));
+    const bool torrents
+        = m_parts.spec.checkpointAccess == CheckpointAccess::Everyone || (key && checkpointAccess(*key));
     if (reply && torrents)
         for (net::CheckpointInfo& checkpoint : reply->checkpoints)
             checkpoint = withTorrents(std::move(checkpoint));
@@ -303,7 +297,8 @@ Result<net::SwarmPeersReply> Downloads::swarmPeers(
 {
     const std::optional<std::string> resource = m_swarm.resourceOf(request.infoHash);
     if (!resource)
-        return Error::make(net::errc::kNotFound, "project " + m_spec.name + " seeds no torrent " + request.infoHash);
+        return Error::make(
+            net::errc::kNotFound, "project " + m_parts.spec.name + " seeds no torrent " + request.infoHash);
     if (Status allowed = prepare(key, *resource); !allowed)
         return allowed.error();
     if (!request.seeding)

@@ -114,15 +114,7 @@ private:
     void retireOldStates(int64_t nowMs);
     net::CheckpointInfo withTorrents(net::CheckpointInfo checkpoint) const;
 
-    const ProjectSpec& m_spec;
-    ProjectStore& m_store;
-    CheckpointStore& m_checkpoints;
-    const ProjectQueries& m_queries;
-    const RoundState& m_round;
-    TaskBoard& m_tasks;
-    const engine::DataSet& m_data;
-    const int64_t m_chunkTimeoutMs;
-    const int64_t m_parameters;
+    const Parts m_parts;
     const uint64_t m_stateBytes;
 
     net::ResourceTable m_resources;
