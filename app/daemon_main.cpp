@@ -15,6 +15,7 @@
 #include "net/control/control_paths.h"
 #include "net/daemon/daemon.h"
 #include "net/daemon/daemon_paths.h"
+#include "net/limits/machine.h"
 #include "net/volunteer/agent.h"
 
 #include <cerrno>
@@ -228,6 +229,7 @@ int joinOne(app::Args& args)
         options.dataDir = args.value("data-dir");
     options.displayName = args.value("name");
     options.device = args.value("device");
+    options.devices = limits::splitList(args.value("devices"));
     options.threads = int(args.integer("threads"));
     options.maxTasks = uint64_t(std::max(0LL, args.integer("max-tasks")));
     options.maxRounds = uint64_t(std::max(0LL, args.integer("max-rounds")));

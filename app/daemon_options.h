@@ -30,6 +30,10 @@ inline const std::vector<DaemonOption>& daemonOptions()
         {"name", "join ENDPOINT: display name on the leaderboard", "", false},
         {"threads", "join ENDPOINT: CPU threads for training (0 = all cores)", "0", true},
         {"device", "join ENDPOINT: cpu, cuda, cuda:N or auto", "cpu", false},
+        {"devices",
+            "join ENDPOINT: train each task across these devices, comma-separated (cuda:0,cuda:1; cpu,cpu on a CPU): "
+            "data parallel, or sharded (ZeRO-3) when the model does not fit one",
+            "", false},
         {"max-tasks", "join ENDPOINT: stop after this many submitted tasks (0 = never)", "0", true},
         {"max-rounds", "join ENDPOINT: stop after the model advanced this many versions (0 = never)", "0", true},
         {"swarm-port",

@@ -176,6 +176,12 @@ private slots:
         QCOMPARE(deviceWords(QStringLiteral("auto")), QStringLiteral("Automatic"));
         QCOMPARE(deviceWords(QStringLiteral("cpu")), QStringLiteral("CPU"));
         QCOMPARE(deviceWords(QStringLiteral("cuda:1")), QStringLiteral("GPU 1 (CUDA)"));
+        QCOMPARE(deviceWords(QStringLiteral("cuda:0,cuda:1")), QStringLiteral("2 GPUs (CUDA)"));
+        QCOMPARE(deviceWords(QStringLiteral("cpu,cpu")), QStringLiteral("2 devices (cpu,cpu)"));
+        QCOMPARE(trainingDeviceWords(QStringLiteral("cuda:0"), QString()), QStringLiteral("GPU 0 (CUDA)"));
+        QCOMPARE(trainingDeviceWords(QStringLiteral("cuda:0,cuda:1,cuda:2"), QStringLiteral("sharded")),
+            QStringLiteral("3 GPUs (CUDA), sharded (ZeRO-3)"));
+        QCOMPARE(computeHoursName(QStringLiteral("cuda:0,cuda:1")), QStringLiteral("GPU-hours"));
         QCOMPARE(computeHoursName(QStringLiteral("cpu")), QStringLiteral("CPU-hours"));
         QCOMPARE(computeHoursName(QStringLiteral("cuda:0")), QStringLiteral("GPU-hours"));
         QCOMPARE(computeHoursName(QString()), QStringLiteral("compute-hours"));

@@ -7,6 +7,7 @@
 #include "engine/diloco/flat_params.h"
 #include "engine/gpt.h"
 #include "engine/token_shard.h"
+#include "net/daemon/limits_monitor.h"
 #include "net/daemon/project_runner.h"
 #include "net/daemon/settings.h"
 #include "net/limits/governor.h"
@@ -384,6 +385,15 @@ private slots:
         QCOMPARE(settings->set("schedule", control::Value(std::string(167, '1') + "x")).error().code,
             std::string("bad_value"));
         QCOMPARE(settings->set("gpu_devices", control::Value("0,,1")).error().code, std::string("bad_value"));
+        QVERIFY(settings->set("gpu_devices", control::Value("1, 0")));
+        // Two GPUs listed: each task trains across them, in the order listed.
+        daemon::LimitsMonitor monitor(dirOf(dir), {.nvmlLibrary = "libcrowdtrain-no-such-nvml.so"});
+        QCOMPARE(monitor.cudaDevices(*settings), (std::vector<std::string>{"cuda:1", "cuda:0"}));
+        QCOMPARE(daemon::LimitsMonitor::cudaDevice(*settings), std::string("cuda:1"));
+        QVERIFY(settings->set("gpu_devices", control::Value("all")));
+        QVERIFY(monitor.cudaDevices(*settings).empty()); // no NVML: no GPU counted
+        QVERIFY(settings->set("gpu_devices", control::Value("3")));
+        QVERIFY(monitor.cudaDevices(*settings).empty()); // one: that device alone
         QVERIFY(settings->set("gpu_devices", control::Value("1, 0")));
         QCOMPARE(settings->set("busy_share_idle", control::Value(int64_t(0))).error().code, std::string("bad_value"));
         // All of it persisted.

@@ -494,6 +494,19 @@ private slots:
         QVERIFY(page.errorLabel()->isHidden());
     }
 
+    // A volunteer training across two GPUs: the device tile says so and how.
+    void theDashboardSaysHowSeveralGpusShareTheWork()
+    {
+        FakeLink link;
+        DashboardPage page(link);
+        page.reload();
+        control::Value status = control::Value::map();
+        status.set("state", "training").set("project", "gpt2-xl").set("device", "cuda");
+        status.set("device_in_use", "cuda:0,cuda:1").set("parallel_mode", "data_parallel");
+        QVERIFY(link.answer(QStringLiteral("status"), status));
+        QCOMPARE(page.tileText(DashboardPage::kDevice), QStringLiteral("2 GPUs (CUDA), data parallel"));
+    }
+
     void theDashboardShowsStatusAndAddsOnlyNewRounds()
     {
         FakeLink link;

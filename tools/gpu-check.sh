@@ -5,7 +5,8 @@
 # runs tools/gpu_check.py there (train, resume, data parallel, HF export),
 # then, on CUDA, the GPU rows of the parallel-modes table
 # (bench/parallel_table.py: DDP, ZeRO-1/2/3, TP, PP, a composition; NCCL,
-# one GPU per rank: rows needing more GPUs than the machine has say so).
+# one GPU per rank: rows needing more GPUs than the machine has say so) and
+# a volunteer's two GPUs as one team (bench/bench_device_team.cpp).
 #
 #   tools/gpu-check.sh stage      on a development machine: copy what such a
 #                                 machine lacks into .gpu-check/ (ignored by
@@ -41,11 +42,19 @@ echo "torch: $("$python" -c 'import torch; print(torch.__version__)') at $torch_
 
 cmake -S . -B build/gpu-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_ENGINE_ONLY=ON \
       "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" ${nccl:+"-DCROWDTRAIN_NCCL_INCLUDE_DIR=$nccl"}
-cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare
+cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare bench_device_team
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" tools/gpu_check.py "$device" build/gpu-check/bin "$corpus" "$work"
 # The parallel modes on this machine's GPUs (issue 27).
 if [ "$device" != cpu ]; then
     CROWDTRAIN_CORPUS="$corpus" "$python" bench/parallel_table.py build/gpu-check --device "$device"
+    # A volunteer's GPUs as one team (item 8): one GPU against two in data
+    # parallel and ZeRO-3, gpt2-sized blocks (12 layers, 768 wide).
+    gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())')
+    if [ "$gpus" -ge 2 ]; then
+        build/gpu-check/bin/bench_device_team cuda:0,cuda:1 10 12 768
+    else
+        echo "bench_device_team: needs two GPUs, this machine has $gpus"
+    fi
 fi

@@ -306,8 +306,8 @@ void DashboardPage::showTiles(const control::Value& status)
     m_tiles[kWork]->setText(
         QStringLiteral("%1 / %2").arg(status["accepted"].toUInt()).arg(status["rejected"].toUInt()));
     // Where it trains once known ("CPU", "CUDA:0"), else the setting.
-    m_tiles[kDevice]->setText(
-        deviceWords(text(status.has("device_in_use") ? status["device_in_use"] : status["device"])));
+    m_tiles[kDevice]->setText(trainingDeviceWords(
+        text(status.has("device_in_use") ? status["device_in_use"] : status["device"]), text(status["parallel_mode"])));
 }
 
 } // namespace crowdtrain::ui

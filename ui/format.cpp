@@ -4,6 +4,9 @@
 #include <QCryptographicHash>
 #include <QDateTime>
 #include <QLocale>
+#include <QStringList>
+
+#include <algorithm>
 
 namespace crowdtrain::ui {
 namespace {
@@ -74,6 +77,13 @@ QString deviceWords(const QString& device)
     const QString d = device.trimmed().toLower();
     if (d.isEmpty())
         return QStringLiteral("\u2014");
+    if (d.contains(QLatin1Char(','))) {
+        const QStringList all = d.split(QLatin1Char(','), Qt::SkipEmptyParts);
+        const bool gpus = std::all_of(
+            all.begin(), all.end(), [](const QString& one) { return one.trimmed().startsWith(QLatin1String("cuda")); });
+        return gpus ? QCoreApplication::translate("format", "%1 GPUs (CUDA)").arg(all.size())
+                    : QCoreApplication::translate("format", "%1 devices (%2)").arg(all.size()).arg(d);
+    }
     if (d == qname(control::setting::kDeviceAuto))
         return QCoreApplication::translate("format", "Automatic");
     if (d == qname(control::setting::kDeviceCpu))
@@ -83,6 +93,16 @@ QString deviceWords(const QString& device)
     if (d.startsWith(QLatin1String("cuda:")))
         return QCoreApplication::translate("format", "GPU %1 (CUDA)").arg(d.mid(5));
     return device;
+}
+
+QString trainingDeviceWords(const QString& device, const QString& parallelMode)
+{
+    const QString where = deviceWords(device);
+    if (parallelMode == QLatin1String("data_parallel"))
+        return QCoreApplication::translate("format", "%1, data parallel").arg(where);
+    if (parallelMode == QLatin1String("sharded"))
+        return QCoreApplication::translate("format", "%1, sharded (ZeRO-3)").arg(where);
+    return where;
 }
 
 QString formatHours(double hours)

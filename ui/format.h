@@ -44,8 +44,13 @@ QString formatAgo(uint64_t unixMs);
 // the same for the same key everywhere).
 QString volunteerName(const QString& displayName, const QString& publicKey);
 // A device as the daemon names it ("auto", "cpu", "cuda", "cuda:1") in
-// words: "Automatic", "CPU", "GPU (CUDA)", "GPU 1 (CUDA)".
+// words: "Automatic", "CPU", "GPU (CUDA)", "GPU 1 (CUDA)"; several
+// ("cuda:0,cuda:1"): "2 GPUs (CUDA)".
 QString deviceWords(const QString& device);
+// Where training runs and how it shares the work between several devices
+// (status' device_in_use and parallel_mode): "GPU 0 (CUDA)", "2 GPUs
+// (CUDA), data parallel", "2 GPUs (CUDA), sharded (ZeRO-3)".
+QString trainingDeviceWords(const QString& device, const QString& parallelMode);
 // Hours of training: "12.5", "0.42", "0.003" (a minute's work is not 0.00).
 QString formatHours(double hours);
 // What an hour of training on that device is called: "CPU-hours",

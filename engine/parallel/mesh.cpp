@@ -65,12 +65,16 @@ Result<std::shared_ptr<Mesh>> Mesh::create(const MeshOptions& o)
     mesh->m_stage = stage;
     mesh->m_stages = pp;
     try {
-        c10d::TCPStoreOptions storeOptions;
-        storeOptions.port = o.port;
-        storeOptions.isServer = o.rank == 0;
-        storeOptions.numWorkers = std::size_t(o.worldSize);
-        storeOptions.timeout = o.timeout;
-        mesh->m_store = c10::make_intrusive<c10d::TCPStore>(o.host, storeOptions);
+        if (o.store) {
+            mesh->m_store = o.store;
+        } else {
+            c10d::TCPStoreOptions storeOptions;
+            storeOptions.port = o.port;
+            storeOptions.isServer = o.rank == 0;
+            storeOptions.numWorkers = std::size_t(o.worldSize);
+            storeOptions.timeout = o.timeout;
+            mesh->m_store = c10::make_intrusive<c10d::TCPStore>(o.host, storeOptions);
+        }
         auto group = [&](const std::string& name, int rank, int size) {
             if (size == 1)
                 return std::make_unique<Comm>(GroupPtr(), 0, 1, o.device);

@@ -9,6 +9,8 @@
 #include "engine/parallel/comm.h"
 #include "engine/result.h"
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -24,6 +26,10 @@ struct MeshOptions {
     uint16_t port = 29500;
     torch::Device device = torch::kCPU; // CUDA: NCCL, one GPU per rank
     std::chrono::milliseconds timeout{120000};
+    // Ranks that are threads of one process (device_team.h) share a store
+    // (a c10d::HashStore) instead of the TCP store at host:port; the Gloo
+    // transport still runs over `host`.
+    c10::intrusive_ptr<c10d::Store> store{};
 };
 
 class Mesh {

@@ -156,6 +156,19 @@ Status ParallelTrainer::loadState(const std::filesystem::path& file)
     return Status::success();
 }
 
+Status ParallelTrainer::assignParameters(const std::map<std::string, torch::Tensor>& whole)
+{
+    std::map<std::string, torch::Tensor> parts;
+    for (const auto& [name, shape] : gptParameterShapes(m_options.model)) {
+        auto found = whole.find(name);
+        if (found == whole.end() || found->second.sizes() != c10::IntArrayRef(shape))
+            return Error::make(errc::kBadSize, name + " is missing or has another shape");
+        parts[name] = m_model->localPart(name, found->second).to(m_device, torch::kFloat);
+    }
+    m_zero->assignParameters(parts);
+    return Status::success();
+}
+
 Status ParallelTrainer::exportHuggingFace(const std::filesystem::path& dir)
 {
     const NamedParameters whole = wholeParameters();

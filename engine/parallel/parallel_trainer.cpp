@@ -158,11 +158,11 @@ NamedParameters ParallelTrainer::computeGradients()
     return result;
 }
 
-ParallelStepReport ParallelTrainer::step()
+ParallelStepReport ParallelTrainer::step(std::optional<double> learningRate)
 {
     const auto start = std::chrono::steady_clock::now();
     const int64_t bytesBefore = m_mesh->bytesSent();
-    const double lr = learningRateAt(m_step, m_options.schedule);
+    const double lr = learningRate ? *learningRate : learningRateAt(m_step, m_options.schedule);
     ParallelStepReport report;
     const double loss = accumulateGradients(report);
     const double squares = m_mesh->world().allreduceScalar(m_zero->reduceGradients());

@@ -49,7 +49,9 @@ public:
     static Result<std::unique_ptr<ParallelTrainer>> create(
         TrainOptions options, ParallelOptions parallel, TrainData data, std::shared_ptr<Mesh> mesh);
 
-    ParallelStepReport step();
+    // learningRate: this step's rate instead of the schedule's (as
+    // Trainer::step).
+    ParallelStepReport step(std::optional<double> learningRate = std::nullopt);
     // The next step's gradients, averaged over the ranks, by whole-model
     // name, without the update (for checks; the data moves on).
     NamedParameters computeGradients();
@@ -66,11 +68,17 @@ public:
     Status saveState(const std::filesystem::path& file);
     Status loadState(const std::filesystem::path& file);
     Status exportHuggingFace(const std::filesystem::path& dir);
+    // Sets the whole model's values (every parameter by name, whole shapes,
+    // on any device), keeping AdamW's moments and step count. Every rank
+    // passes the same values; not collective. "bad_size" when a name is
+    // missing or a shape differs; nothing changes then.
+    Status assignParameters(const std::map<std::string, torch::Tensor>& whole);
 
     int64_t stepCount() const { return m_step; }
     const MemoryMeter& memory() const { return m_meter; }
     Mesh& mesh() { return *m_mesh; }
     const TrainOptions& options() const { return m_options; }
+    TrainData& data() { return m_data; }
     // Parameters this rank holds the state of (its model part, whole).
     int64_t localParameterCount() const { return m_localParameters; }
 

@@ -254,18 +254,26 @@ torch::Tensor ZeroOptimizer::flatOf(const Unit& u, const std::map<std::string, t
     return flat;
 }
 
+void ZeroOptimizer::assignParameters(const std::map<std::string, torch::Tensor>& parameters)
+{
+    torch::NoGradGuard noGrad;
+    for (Unit& u : m_units) {
+        const torch::Tensor values = flatOf(u, parameters);
+        if (m_stage == 3)
+            u.master.copy_(values.narrow(0, regionBegin(u), regionSize(u)));
+        if (m_stage < 3 || u.gathered)
+            u.full.copy_(values);
+    }
+}
+
 void ZeroOptimizer::load(const std::map<std::string, torch::Tensor>& parameters,
     const std::map<std::string, torch::Tensor>& expAvg, const std::map<std::string, torch::Tensor>& expAvgSq,
     int64_t steps)
 {
     torch::NoGradGuard noGrad;
+    assignParameters(parameters);
     for (Unit& u : m_units) {
-        const torch::Tensor values = flatOf(u, parameters);
         const int64_t begin = regionBegin(u), size = regionSize(u);
-        if (m_stage == 3)
-            u.master.copy_(values.narrow(0, begin, size));
-        else
-            u.full.copy_(values);
         u.expAvg.copy_(flatOf(u, expAvg).narrow(0, begin, size));
         u.expAvgSq.copy_(flatOf(u, expAvgSq).narrow(0, begin, size));
     }

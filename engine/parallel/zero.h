@@ -76,6 +76,9 @@ public:
     void load(const std::map<std::string, torch::Tensor>& parameters,
         const std::map<std::string, torch::Tensor>& expAvg, const std::map<std::string, torch::Tensor>& expAvgSq,
         int64_t steps);
+    // Takes whole parameter values by name, keeping the moments and the
+    // step count (a new starting point, as DiLoCo's theta_v). Not collective.
+    void assignParameters(const std::map<std::string, torch::Tensor>& parameters);
 
 private:
     struct Unit {

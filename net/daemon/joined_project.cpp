@@ -81,6 +81,8 @@ Status JoinedProject::startRunnerLocked(const std::string& hubText, const HubLin
     options.pieceCacheBytes = uint64_t(settings.get(setting::kPieceCacheBytes));
     if (device == setting::kDeviceCuda && !LimitsMonitor::cudaDevice(settings).empty())
         options.device = LimitsMonitor::cudaDevice(settings);
+    if (device != setting::kDeviceCpu)
+        options.devices = m_parts.limits.cudaDevices(settings);
     options.network = m_parts.limits.throttle();
     if (device != setting::kDeviceCpu)
         std::tie(options.gpuMemoryTotalBytes, options.gpuMemoryBudgetBytes) = m_parts.limits.gpuMemory(settings);

@@ -83,6 +83,22 @@ std::string LimitsMonitor::cudaDevice(const Settings& settings)
     return list == "all" ? std::string() : "cuda:" + std::to_string(gpuIndex(settings));
 }
 
+std::vector<std::string> LimitsMonitor::cudaDevices(const Settings& settings) const
+{
+    std::vector<std::string> devices;
+    const auto listed = limits::splitList(settings.get(control::setting::kGpuDevices));
+    if (listed.size() == 1 && listed.front() == "all") {
+        for (unsigned i = 0; m_nvml && i < m_nvml->deviceCount(); ++i)
+            devices.push_back("cuda:" + std::to_string(i));
+    } else {
+        for (const std::string& index : listed)
+            devices.push_back("cuda:" + index);
+    }
+    if (devices.size() < 2)
+        devices.clear();
+    return devices;
+}
+
 std::pair<uint64_t, uint64_t> LimitsMonitor::gpuMemory(const Settings& settings) const
 {
     if (!m_nvml)

@@ -56,6 +56,10 @@ public:
     std::pair<uint64_t, uint64_t> gpuMemory(const Settings& settings) const;
     // The CUDA device the settings choose ("cuda:N"), or "" for the first.
     static std::string cudaDevice(const Settings& settings);
+    // The CUDA devices a task trains across ("cuda:0", "cuda:1"): those
+    // gpu_devices lists, or with "all" every GPU NVML counts; empty when
+    // fewer than two (one device: cudaDevice()).
+    std::vector<std::string> cudaDevices(const Settings& settings) const;
 
 private:
     void countTraffic(std::chrono::system_clock::time_point now);

@@ -85,6 +85,8 @@ Value statusValue(const StatusInputs& in, const std::string& publicKey, Value no
         v.set("last_error", summary->lastError).set("piece_fetches", summary->pieceFetches);
         if (!summary->deviceName.empty())
             v.set("device_in_use", summary->deviceName);
+        if (!summary->parallelMode.empty())
+            v.set("parallel_mode", summary->parallelMode);
     }
     v.set("notices", std::move(notices));
     return v;

@@ -1,5 +1,7 @@
 #include "net/limits/memory.h"
 
+#include <algorithm>
+
 namespace crowdtrain::limits {
 
 uint64_t fixedTrainingBytes(const ModelShape& model)
@@ -14,21 +16,89 @@ uint64_t bytesPerSequence(const ModelShape& model)
     return uint64_t(model.layers) * perLayer + t * uint64_t(model.vocab) * 10;
 }
 
-std::optional<int64_t> chooseMicroBatch(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why)
+namespace {
+
+std::string mib(uint64_t bytes)
+{
+    return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB";
+}
+
+// The largest divisor of `batch` whose sequences fit beside `fixed`.
+std::optional<int64_t> largestFit(uint64_t fixed, uint64_t perSequence, int64_t batch, uint64_t budgetBytes)
 {
     const uint64_t usable = budgetBytes - budgetBytes / 10;
-    const uint64_t fixed = fixedTrainingBytes(model);
-    const uint64_t perSequence = bytesPerSequence(model);
-    auto mib = [](uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; };
-    if (batch < 1 || fixed + perSequence > usable) {
-        why = "the model needs about " + mib(fixed + perSequence + (budgetBytes / 10))
-            + " of GPU memory; the limit allows " + mib(budgetBytes);
+    if (batch < 1 || fixed + perSequence > usable)
         return std::nullopt;
-    }
     for (int64_t micro = batch; micro > 1; --micro)
         if (batch % micro == 0 && fixed + uint64_t(micro) * perSequence <= usable)
             return micro;
     return 1;
+}
+
+} // namespace
+
+std::optional<int64_t> chooseMicroBatch(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why)
+{
+    const uint64_t fixed = fixedTrainingBytes(model);
+    const uint64_t perSequence = bytesPerSequence(model);
+    auto micro = largestFit(fixed, perSequence, batch, budgetBytes);
+    if (!micro)
+        why = "the model needs about " + mib(fixed + perSequence + (budgetBytes / 10))
+            + " of GPU memory; the limit allows " + mib(budgetBytes);
+    return micro;
+}
+
+uint64_t shardedTrainingBytes(const ModelShape& model, int devices)
+{
+    const uint64_t c = uint64_t(model.width);
+    const uint64_t embeddings = (uint64_t(model.vocab) + uint64_t(model.block) + 2) * c;
+    const uint64_t block = 12 * c * c + 13 * c;
+    const uint64_t n = uint64_t(std::max(devices, 1));
+    return (fixedTrainingBytes(model) + n - 1) / n + 4 * embeddings + 8 * block;
+}
+
+std::optional<DevicePlan> planDevices(
+    const ModelShape& model, int64_t batch, int devices, uint64_t budgetBytes, std::string& why)
+{
+    DevicePlan plan;
+    for (int n = std::max(devices, 1); n >= 1; --n)
+        if (batch % n == 0) {
+            plan.devices = n;
+            break;
+        }
+    const int64_t share = batch / plan.devices;
+    if (plan.devices == 1) {
+        plan.fixedBytes = fixedTrainingBytes(model);
+        if (budgetBytes == 0) {
+            plan.microBatch = batch;
+            return plan;
+        }
+        auto micro = chooseMicroBatch(model, batch, budgetBytes, why);
+        if (!micro)
+            return std::nullopt;
+        plan.microBatch = *micro;
+        return plan;
+    }
+    const uint64_t perSequence = bytesPerSequence(model);
+    plan.mode = DeviceMode::DataParallel;
+    plan.fixedBytes = fixedTrainingBytes(model);
+    if (budgetBytes == 0) {
+        plan.microBatch = share;
+        return plan;
+    }
+    if (auto micro = largestFit(plan.fixedBytes, perSequence, share, budgetBytes)) {
+        plan.microBatch = *micro;
+        return plan;
+    }
+    plan.mode = DeviceMode::Sharded;
+    plan.fixedBytes = shardedTrainingBytes(model, plan.devices);
+    if (auto micro = largestFit(plan.fixedBytes, perSequence, share, budgetBytes)) {
+        plan.microBatch = *micro;
+        return plan;
+    }
+    why = "the model needs about " + mib(plan.fixedBytes + perSequence + budgetBytes / 10) + " of memory on each of "
+        + std::to_string(plan.devices) + " GPUs even sharded (ZeRO-3); the limit allows " + mib(budgetBytes);
+    return std::nullopt;
 }
 
 uint64_t memoryBudget(uint64_t totalBytes, uint64_t limitMib, uint64_t freeMib)

@@ -10,6 +10,12 @@
 //                logits: T*V*10 bytes (bf16 logits, fp32 softmax and gradient)
 //   slack        10% of the budget for the allocator's fragmentation and
 //                CUDA's own workspace.
+// Several devices in one machine (issue 27): the task's batch is split
+// evenly between them; data parallel keeps the fixed part whole on each,
+// ZeRO-3 keeps 16/n bytes a parameter on each plus the units it gathers
+// whole (the embeddings for a micro-batch, one block's parameters and
+// gradient buffer at a time: 4 bytes an element each). The plan takes data
+// parallel when a sequence fits beside the whole fixed part, else ZeRO-3.
 // No libtorch here: the caller passes the model's numbers.
 
 #include <cstdint>
@@ -33,6 +39,23 @@ uint64_t bytesPerSequence(const ModelShape& model);
 // The largest divisor of `batch` whose sequences fit `budgetBytes` beside
 // the fixed part; nullopt when not even one does (`why` then says so).
 std::optional<int64_t> chooseMicroBatch(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why);
+
+enum class DeviceMode { Single, DataParallel, Sharded };
+
+struct DevicePlan {
+    int devices = 1; // used: the most, up to those offered, that divide the batch
+    DeviceMode mode = DeviceMode::Single;
+    int64_t microBatch = 1; // sequences per forward/backward pass on each device
+    uint64_t fixedBytes = 0; // per device
+};
+
+uint64_t shardedTrainingBytes(const ModelShape& model, int devices);
+
+// The plan for `batch` sequences a step on up to `devices` devices of
+// `budgetBytes` each (0: no cap: data parallel, the whole share at once);
+// nullopt when no mode fits one sequence (`why` then says so).
+std::optional<DevicePlan> planDevices(
+    const ModelShape& model, int64_t batch, int devices, uint64_t budgetBytes, std::string& why);
 
 // The budget the settings give on a device of `totalBytes`: the cap when set
 // (0 = auto), else all but `freeMib` MiB.

@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace crowdtrain::volunteer {
 
@@ -48,6 +49,11 @@ struct AgentOptions {
     std::filesystem::path preparedDataDir;
     uint64_t pieceCacheBytes = uint64_t(2) << 30;
     std::string device = "cpu"; // "cpu", "cuda", "cuda:N", "auto"
+    // Two or more: each task trains across them (inner_trainer.h), data
+    // parallel when the model fits one device, ZeRO-3 when it does not
+    // (trainingDevicesFor in task_runner.h). Those this libtorch cannot use
+    // are left out; fewer than two usable: `device` alone.
+    std::vector<std::string> devices;
     int threads = 0; // torch intra-op threads for training (0 = as configured)
     uint64_t maxTasks = 0; // stop after this many submissions (0 = forever)
     uint64_t maxRounds = 0; // stop after the version advanced this many times (0 = forever)
@@ -121,7 +127,8 @@ struct AgentSummary {
     uint64_t heartbeats = 0; // of those, heartbeats
     uint64_t dataRequests = 0; // of those, describe and fetch requests for task data
     int64_t microBatch = 0; // sequences per forward/backward pass (0 before the first task)
-    std::string deviceName; // where training runs ("cpu", "cuda:0"); "" before the first task
+    std::string deviceName; // where training runs ("cpu", "cuda:0", "cuda:0,cuda:1"); "" before the first task
+    std::string parallelMode; // across several devices: "data_parallel", "sharded" (ZeRO-3); else ""
 
     // computeMs / wallMs
     double utilisation() const { return wallMs > 0 ? computeMs / wallMs : 0.0; }

@@ -51,6 +51,9 @@ std::string AgentSummary::toJson() const
         {"heartbeats", heartbeats},
         {"data_requests", dataRequests},
         {"data_fetches", pieceFetches},
+        {"device", deviceName},
+        {"parallel_mode", parallelMode},
+        {"micro_batch", microBatch},
     };
     return json.dump();
 }

@@ -1,6 +1,7 @@
 #include "net/volunteer/inner_trainer.h"
 
 #include "engine/diloco/flat_params.h"
+#include "engine/parallel/device_team.h"
 #include "net/wire/error_codes.h"
 
 #include <ATen/Parallel.h>
@@ -11,15 +12,24 @@ namespace crowdtrain::volunteer {
 
 InnerTrainer::InnerTrainer(
     engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads, int64_t microBatch)
+    : InnerTrainer(std::move(model), inner, TrainingDevices{std::move(device), {}, 0, microBatch}, torchThreads)
+{ }
+
+InnerTrainer::InnerTrainer(engine::GptConfig model, net::InnerSettings inner, TrainingDevices devices, int torchThreads)
     : m_inner(inner)
     , m_torchThreads(torchThreads)
+    , m_devices(std::move(devices))
 {
+    if (m_devices.team.size() < 2)
+        m_devices.team.clear();
     model.dropout = 0.0;
     m_options.model = model;
-    const int64_t batch = int64_t(inner.batchSize);
-    const bool split = microBatch > 0 && microBatch < batch && batch % microBatch == 0;
-    m_options.batchSize = split ? microBatch : batch;
-    m_options.gradAccumulationSteps = split ? batch / microBatch : 1;
+    const int64_t ranks = std::max<int64_t>(1, int64_t(m_devices.team.size()));
+    const int64_t share = std::max<int64_t>(1, int64_t(inner.batchSize) / ranks);
+    const int64_t micro = m_devices.microBatch;
+    const bool split = micro > 0 && micro < share && share % micro == 0;
+    m_options.batchSize = split ? micro : share;
+    m_options.gradAccumulationSteps = split ? share / micro : 1;
     m_options.maxIters = int64_t(inner.steps);
     // Each step's rate comes from learningRate(); the trainer's own
     // schedule is not used.
@@ -32,7 +42,7 @@ InnerTrainer::InnerTrainer(
     m_options.gradClip = inner.gradClip;
     m_options.evalInterval = 0;
     m_options.evalIters = 0;
-    m_options.device = std::move(device);
+    m_options.device = m_devices.device;
 }
 
 InnerTrainer::~InnerTrainer() = default;
@@ -67,12 +77,86 @@ double InnerTrainer::learningRate(const net::InnerSettings& inner, uint64_t ownS
 
 std::string InnerTrainer::deviceName() const
 {
+    if (m_team) {
+        std::string names;
+        for (const std::string& d : m_devices.team)
+            names += (names.empty() ? "" : ",") + d;
+        return names;
+    }
     return m_trainer ? m_trainer->device().str() : std::string();
+}
+
+std::string InnerTrainer::parallelMode() const
+{
+    if (m_devices.team.empty())
+        return {};
+    return m_devices.zeroStage == 3 ? "sharded" : "data_parallel";
 }
 
 int64_t InnerTrainer::innerStepsTaken() const
 {
-    return m_trainer ? m_trainer->stepCount() : 0;
+    return m_team ? m_team->stepCount() : m_trainer ? m_trainer->stepCount() : 0;
+}
+
+int64_t InnerTrainer::rowsPerStep() const
+{
+    const int64_t ranks = m_devices.team.empty() ? 1 : int64_t(m_devices.team.size());
+    return ranks * m_options.batchSize * m_options.gradAccumulationSteps;
+}
+
+Status InnerTrainer::prepare(std::unique_ptr<engine::BatchSource> source)
+{
+    if (!source)
+        return Error::make(net::errc::kBadOptions, "no data source for the task");
+    if ((m_trainer || m_team) && source->blockSize() != m_options.model.blockSize)
+        return Error::make(net::errc::kBadOptions, "the task's windows do not match the model's block size");
+    if (m_team) {
+        m_team->setSource(std::move(source));
+        return Status::success();
+    }
+    if (m_trainer) {
+        m_trainer->data().train = std::move(source);
+        return Status::success();
+    }
+    if (!m_devices.team.empty()) {
+        if (rowsPerStep() != int64_t(m_inner.batchSize))
+            return Error::make(net::errc::kBadOptions,
+                "a batch of " + std::to_string(m_inner.batchSize) + " does not split evenly between "
+                    + std::to_string(m_devices.team.size()) + " devices");
+        engine::parallel::DeviceTeamOptions team;
+        team.devices = m_devices.team;
+        team.zeroStage = m_devices.zeroStage;
+        team.threadsPerRank = std::max(1, m_torchThreads / int(m_devices.team.size()));
+        auto made = engine::parallel::DeviceTeam::create(m_options, team, std::move(source));
+        if (!made)
+            return made.error();
+        m_team = std::move(*made);
+        return Status::success();
+    }
+    engine::TrainData data;
+    data.train = std::move(source);
+    auto trainer = engine::Trainer::create(m_options, std::move(data));
+    if (!trainer)
+        return trainer.error();
+    m_trainer = std::move(*trainer);
+    return Status::success();
+}
+
+Status InnerTrainer::assign(const std::vector<float>& theta)
+{
+    if (m_team)
+        return m_team->assign(theta.data(), int64_t(theta.size()));
+    return diloco::assign(m_trainer->model(), theta.data(), int64_t(theta.size()));
+}
+
+engine::StepReport InnerTrainer::step(double learningRate)
+{
+    return m_team ? m_team->step(learningRate) : m_trainer->step(learningRate);
+}
+
+std::vector<float> InnerTrainer::local()
+{
+    return m_team ? m_team->flatten() : diloco::flatten(m_trainer->model());
 }
 
 bool InnerTrainer::sameSettings(const engine::GptConfig& model, const net::InnerSettings& inner) const
@@ -104,21 +188,9 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
     // with the default, not what main() configured.
     if (m_torchThreads > 0)
         at::set_num_threads(m_torchThreads);
-    if (!source)
-        return Error::make(net::errc::kBadOptions, "no data source for the task");
-    if (!m_trainer) {
-        engine::TrainData data;
-        data.train = std::move(source);
-        auto trainer = engine::Trainer::create(m_options, std::move(data));
-        if (!trainer)
-            return trainer.error();
-        m_trainer = std::move(*trainer);
-    } else {
-        if (source->blockSize() != m_options.model.blockSize)
-            return Error::make(net::errc::kBadOptions, "the task's windows do not match the model's block size");
-        m_trainer->data().train = std::move(source);
-    }
-    if (Status assigned = diloco::assign(m_trainer->model(), theta.data(), int64_t(theta.size())); !assigned)
+    if (Status prepared = prepare(std::move(source)); !prepared)
+        return prepared.error();
+    if (Status assigned = assign(theta); !assigned)
         return assigned.error();
 
     TaskOutcome outcome;
@@ -128,8 +200,7 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
             return Error::make(net::errc::kCancelled, "training stopped after " + std::to_string(i) + " steps");
         if (i > 0 && wrapUp.load())
             break;
-        const engine::StepReport report
-            = m_trainer->step(learningRate(m_inner, uint64_t(m_trainer->stepCount()), firstGlobalStep + i));
+        const engine::StepReport report = step(learningRate(m_inner, uint64_t(innerStepsTaken()), firstGlobalStep + i));
         lossSum += report.loss;
         outcome.lastLoss = report.loss;
         outcome.computeMs += report.stepMs;
@@ -137,10 +208,9 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
         if (onStep)
             onStep(report);
     }
-    outcome.tokens = outcome.steps * uint64_t(m_options.batchSize * m_options.gradAccumulationSteps)
-        * uint64_t(m_options.model.blockSize);
+    outcome.tokens = outcome.steps * uint64_t(rowsPerStep()) * uint64_t(m_options.model.blockSize);
     outcome.meanLoss = outcome.steps ? lossSum / double(outcome.steps) : 0.0;
-    outcome.local = diloco::flatten(m_trainer->model());
+    outcome.local = local();
     for (float v : outcome.local)
         if (!std::isfinite(v))
             return Error::make(net::errc::kNonFinite, "the local weights are not finite after the inner steps");

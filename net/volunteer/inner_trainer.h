@@ -11,6 +11,11 @@
 // (its AdamW moments start empty, whatever the project's age).
 // Dropout is 0 (pseudo-gradients must not depend on a dropout stream).
 //
+// With two devices or more (a volunteer's GPUs) each task trains on all of
+// them as one team (engine/parallel/device_team.h): each device takes an
+// even share of the batch's rows, data parallel or ZeRO-3 as the memory
+// plan chose, so the steps match one device's up to the order of sums.
+//
 // Thread-safety: run() may be called from any one thread at a time (the
 // agent's training thread); it sets that thread's torch thread count first.
 
@@ -23,7 +28,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
+
+namespace crowdtrain::engine::parallel {
+class DeviceTeam;
+}
 
 namespace crowdtrain::volunteer {
 
@@ -36,6 +46,14 @@ struct TaskOutcome {
     double computeMs = 0; // sum of the steps' times
 };
 
+// Where a task trains.
+struct TrainingDevices {
+    std::string device = "cpu"; // the one device, when `team` lists fewer than two
+    std::vector<std::string> team; // two or more: one rank each ("cuda:0", "cuda:1")
+    int zeroStage = 0; // the team's: 0 data parallel, 3 sharded
+    int64_t microBatch = 0; // sequences per pass on each device (0 = its whole share)
+};
+
 class InnerTrainer {
 public:
     // torchThreads: the intra-op threads to use in the training thread (0 = leave as is).
@@ -43,6 +61,8 @@ public:
     // task's batch, which gradient accumulation keeps (0 = the whole batch).
     InnerTrainer(engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads,
         int64_t microBatch = 0);
+    // torchThreads: shared out between a team's ranks.
+    InnerTrainer(engine::GptConfig model, net::InnerSettings inner, TrainingDevices devices, int torchThreads);
     ~InnerTrainer();
 
     // The wire manifest of the model this trainer builds (names and shapes in
@@ -66,8 +86,11 @@ public:
 
     int64_t innerStepsTaken() const;
     int64_t microBatch() const { return m_options.batchSize; }
-    // The device training runs on ("cpu", "cuda:0"); "" before the first run.
+    // The device training runs on ("cpu", "cuda:0"; a team's joined by
+    // commas: "cuda:0,cuda:1"); "" before the first run.
     std::string deviceName() const;
+    // How a team shares the work: "data_parallel", "sharded" (ZeRO-3); "" on one device.
+    std::string parallelMode() const;
     bool sameSettings(const engine::GptConfig& model, const net::InnerSettings& inner) const;
 
 private:
@@ -75,10 +98,19 @@ private:
         uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
         const std::function<void(const engine::StepReport&)>& onStep);
 
+    // Builds the trainer or team at the first task, else gives it the source.
+    Status prepare(std::unique_ptr<engine::BatchSource> source);
+    Status assign(const std::vector<float>& theta);
+    engine::StepReport step(double learningRate);
+    std::vector<float> local();
+    int64_t rowsPerStep() const;
+
     engine::TrainOptions m_options;
     net::InnerSettings m_inner;
     int m_torchThreads;
+    TrainingDevices m_devices;
     std::unique_ptr<engine::Trainer> m_trainer;
+    std::unique_ptr<engine::parallel::DeviceTeam> m_team;
 };
 
 } // namespace crowdtrain::volunteer

@@ -81,29 +81,42 @@ private:
 
 } // namespace
 
-Result<int64_t> microBatchFor(
+Result<TrainingDevices> trainingDevicesFor(
     const AgentOptions& options, const engine::GptConfig& model, const net::InnerSettings& inner)
 {
+    TrainingDevices chosen;
+    chosen.device = options.device;
+    std::vector<std::string> usable;
+    for (const std::string& name : options.devices)
+        if (engine::resolveDevice(name))
+            usable.push_back(name);
     const int64_t batch = int64_t(inner.batchSize);
-    if (options.gpuMemoryBudgetBytes == 0 || options.device == "cpu")
-        return batch;
+    const bool onCpu = options.device == "cpu" && usable.empty();
+    const uint64_t budget = onCpu ? 0 : options.gpuMemoryBudgetBytes;
     limits::ModelShape shape{model.nLayer, model.nHead, model.nEmbd, model.blockSize, model.vocabSize,
         int64_t(net::manifestElements(InnerTrainer::wireManifestOf(model)))};
     std::string why;
-    const auto micro = limits::chooseMicroBatch(shape, batch, options.gpuMemoryBudgetBytes, why);
-    if (!micro)
+    const auto plan = limits::planDevices(shape, batch, usable.size() >= 2 ? int(usable.size()) : 1, budget, why);
+    if (!plan)
         return Error::make(net::errc::kBadOptions, why + " (gpu_memory_limit_mib / gpu_memory_free_mib)");
+    if (plan->devices >= 2) {
+        chosen.team.assign(usable.begin(), usable.begin() + plan->devices);
+        chosen.zeroStage = plan->mode == limits::DeviceMode::Sharded ? 3 : 0;
+    }
+    chosen.microBatch = plan->microBatch;
 #if CROWDTRAIN_HAS_CUDA_ALLOCATOR
-    if (options.gpuMemoryTotalBytes > 0) {
-        const double fraction
-            = std::min(1.0, double(options.gpuMemoryBudgetBytes) / double(options.gpuMemoryTotalBytes));
-        const std::string& d = options.device;
-        const auto colon = d.find(':');
-        const int index = colon == std::string::npos ? 0 : std::stoi(d.substr(colon + 1));
-        c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, c10::DeviceIndex(index));
+    if (options.gpuMemoryTotalBytes > 0 && budget > 0) {
+        const double fraction = std::min(1.0, double(budget) / double(options.gpuMemoryTotalBytes));
+        const std::vector<std::string> devices = chosen.team.empty() ? std::vector{chosen.device} : chosen.team;
+        for (const std::string& d : devices) {
+            const auto colon = d.find(':');
+            const int index = colon == std::string::npos ? 0 : std::stoi(d.substr(colon + 1));
+            if (d.starts_with("cuda"))
+                c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, c10::DeviceIndex(index));
+        }
     }
 #endif
-    return *micro;
+    return chosen;
 }
 
 TaskRunner::TaskRunner(const AgentOptions& options, Session& session, Reporter& reporter, const std::atomic<bool>& stop)
@@ -126,10 +139,15 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
 {
     const uint64_t steps = task.innerSteps > 0 ? task.innerSteps : m_inner.steps;
     if (!m_trainer) {
-        auto micro = microBatchFor(m_options, m_model, m_inner);
-        if (!micro)
-            return micro.error();
-        m_trainer = std::make_shared<InnerTrainer>(m_model, m_inner, m_options.device, m_options.threads, *micro);
+        auto devices = trainingDevicesFor(m_options, m_model, m_inner);
+        if (!devices)
+            return devices.error();
+        if (!devices->team.empty())
+            m_reporter.log("training each task across %zu devices (%s), %s, %lld sequences a pass on each",
+                devices->team.size(), devices->team.front().c_str(),
+                devices->zeroStage == 3 ? "sharded (ZeRO-3)" : "data parallel",
+                static_cast<long long>(devices->microBatch));
+        m_trainer = std::make_shared<InnerTrainer>(m_model, m_inner, std::move(*devices), m_options.threads);
     }
     // This task's trainer: a re-join below may reset m_trainer (the project
     // came back with another model or inner settings), never this share.
@@ -239,6 +257,7 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
     }
     auto outcome = thread.join();
     summary.deviceName = trainer->deviceName();
+    summary.parallelMode = trainer->parallelMode();
     if (m_trainer != trainer)
         return Error::make(net::errc::kCancelled, "the project changed its model or inner settings during the task");
     return outcome;

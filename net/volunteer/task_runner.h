@@ -21,11 +21,14 @@
 
 namespace crowdtrain::volunteer {
 
-// The micro-batch for the task's batch under the GPU memory budget (the
-// whole batch without one, or on the CPU); holds libtorch's CUDA caching
-// allocator to the budget where libtorch has CUDA. Error "bad_options" when
-// not even one sequence fits.
-Result<int64_t> microBatchFor(
+// Where and how the task's batch trains: the devices (options.devices when
+// it lists two or more that this libtorch can use, else options.device),
+// data parallel or ZeRO-3 between them, and the micro-batch, all under the
+// GPU memory budget of each device (net/limits/memory.h: no budget, or the
+// CPU: the whole share at once); holds libtorch's CUDA caching allocator to
+// the budget where libtorch has CUDA. Error "bad_options" when not even one
+// sequence fits.
+Result<TrainingDevices> trainingDevicesFor(
     const AgentOptions& options, const engine::GptConfig& model, const net::InnerSettings& inner);
 
 // What the caller does on its own thread while a task trains.
