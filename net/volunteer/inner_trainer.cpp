@@ -170,13 +170,19 @@ Result<TaskOutcome> InnerTrainer::run(const std::vector<float>& theta, std::uniq
     uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
     const std::function<void(const engine::StepReport&)>& onStep)
 {
+    std::string why;
     try {
         return runUnguarded(theta, std::move(source), steps, firstGlobalStep, abort, wrapUp, onStep);
     } catch (const c10::Error& e) {
-        return Error::make(net::errc::kTrainingFailed, std::string("training failed: ") + e.what_without_backtrace());
+        why = e.what_without_backtrace();
     } catch (const std::exception& e) {
-        return Error::make(net::errc::kTrainingFailed, std::string("training failed: ") + e.what());
+        why = e.what();
     }
+    // A rank that failed inside a collective leaves the team's process
+    // groups unusable: the next task builds a new team (its moments start
+    // over).
+    m_team.reset();
+    return Error::make(net::errc::kTrainingFailed, "training failed: " + why);
 }
 
 Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
