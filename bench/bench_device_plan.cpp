@@ -1,7 +1,8 @@
 // What the volunteer's memory plan (net/limits/memory.h, planDevices) picks
 // for GPT-2's four sizes on one, two and four GPUs of 12 and 24 GiB, for a
 // task batch of 16 sequences of 1,024 tokens: the mode, the micro-batch on
-// each GPU and the bytes each GPU is planned to hold.
+// each GPU and the bytes each GPU is planned to hold (activations: those a
+// micro-batch saves, checkpointed or not).
 //
 //   build/ci/bin/bench_device_plan [BATCH]
 #include "net/limits/memory.h"
@@ -43,11 +44,14 @@ int main(int argc, char** argv)
                 }
                 const char* mode = plan->mode == DeviceMode::Single ? "one GPU"
                     : plan->mode == DeviceMode::DataParallel        ? "data parallel"
+                    : plan->activationCheckpointing                 ? "ZeRO-3 + activation checkpointing"
                                                                     : "ZeRO-3";
+                const uint64_t perSequence
+                    = plan->activationCheckpointing ? checkpointedBytesPerSequence(m.shape) : bytesPerSequence(m.shape);
                 std::printf("| %s | %d x %llu GiB | %s | %d | %lld | %.1f | %.1f |\n", m.name, gpus,
                     static_cast<unsigned long long>(memory / gib), mode, plan->devices,
                     static_cast<long long>(plan->microBatch), double(plan->fixedBytes) / 1e9,
-                    double(plan->microBatch * int64_t(bytesPerSequence(m.shape))) / 1e9);
+                    double(plan->microBatch * int64_t(perSequence)) / 1e9);
             }
     return 0;
 }

@@ -154,6 +154,8 @@ Result<std::unique_ptr<DeviceTeam>> DeviceTeam::create(
         data.train = std::make_unique<RankSource>(*made->m_batches, rank);
         ParallelOptions parallel;
         parallel.zeroStage = team.zeroStage;
+        parallel.bf16 = team.bf16Autocast && mesh.device.is_cuda();
+        parallel.activationCheckpointing = team.activationCheckpointing;
         auto trainer = ParallelTrainer::create(own, parallel, std::move(data), *joined);
         if (!trainer)
             failures[std::size_t(rank)] = trainer.error();

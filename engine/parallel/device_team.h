@@ -31,9 +31,11 @@ class ParallelTrainer;
 class SharedBatches;
 
 struct DeviceTeamOptions {
-    std::vector<std::string> devices; // one rank each: "cuda:0", "cuda:1"; or "cpu", "cpu"
+    std::vector<std::string> devices{}; // one rank each: "cuda:0", "cuda:1"; or "cpu", "cpu"
     int zeroStage = 0; // 0: data parallel; 3: fully sharded
     int threadsPerRank = 1; // torch intra-op threads on each rank's thread
+    bool bf16Autocast = true; // on CUDA only, as Trainer's: fp32 weights, bf16 forward
+    bool activationCheckpointing = false; // per block: keeps its input, reruns its forward in the backward
     std::chrono::milliseconds timeout{60000}; // a collective's longest wait
 };
 
@@ -42,7 +44,8 @@ public:
     // options.batchSize: rows per micro-batch on each device;
     // gradAccumulationSteps: micro-batches per step. A step trains
     // devices x batchSize x gradAccumulationSteps rows. The schedule,
-    // evaluation and cpuReplicas options are not used.
+    // evaluation, cpuReplicas and bf16Autocast options are not used
+    // (team.bf16Autocast is).
     static Result<std::unique_ptr<DeviceTeam>> create(
         TrainOptions options, DeviceTeamOptions team, std::unique_ptr<BatchSource> source);
     ~DeviceTeam();

@@ -48,6 +48,13 @@ std::optional<int64_t> chooseMicroBatch(const ModelShape& model, int64_t batch, 
     return micro;
 }
 
+uint64_t checkpointedBytesPerSequence(const ModelShape& model)
+{
+    const uint64_t t = uint64_t(model.block);
+    const uint64_t oneLayer = t * uint64_t(model.width) * 34 + 5 * uint64_t(model.heads) * t * t;
+    return uint64_t(model.layers) * t * uint64_t(model.width) * 4 + oneLayer + t * uint64_t(model.vocab) * 10;
+}
+
 uint64_t shardedTrainingBytes(const ModelShape& model, int devices)
 {
     const uint64_t c = uint64_t(model.width);
@@ -96,8 +103,15 @@ std::optional<DevicePlan> planDevices(
         plan.microBatch = *micro;
         return plan;
     }
-    why = "the model needs about " + mib(plan.fixedBytes + perSequence + budgetBytes / 10) + " of memory on each of "
-        + std::to_string(plan.devices) + " GPUs even sharded (ZeRO-3); the limit allows " + mib(budgetBytes);
+    const uint64_t checkpointed = checkpointedBytesPerSequence(model);
+    if (auto micro = largestFit(plan.fixedBytes, checkpointed, share, budgetBytes)) {
+        plan.microBatch = *micro;
+        plan.activationCheckpointing = true;
+        return plan;
+    }
+    why = "the model needs about " + mib(plan.fixedBytes + checkpointed + budgetBytes / 10) + " of memory on each of "
+        + std::to_string(plan.devices) + " GPUs even sharded (ZeRO-3) with activation checkpointing; the limit allows "
+        + mib(budgetBytes);
     return std::nullopt;
 }
 

@@ -15,7 +15,10 @@
 // ZeRO-3 keeps 16/n bytes a parameter on each plus the units it gathers
 // whole (the embeddings for a micro-batch, one block's parameters and
 // gradient buffer at a time: 4 bytes an element each). The plan takes data
-// parallel when a sequence fits beside the whole fixed part, else ZeRO-3.
+// parallel when a sequence fits beside the whole fixed part, else ZeRO-3,
+// else ZeRO-3 with activation checkpointing per block (a sequence then
+// keeps each block's fp32 input, T*C*4 bytes a layer, plus one block's
+// activations while it is recomputed, plus the logits).
 // No libtorch here: the caller passes the model's numbers.
 
 #include <cstdint>
@@ -47,9 +50,11 @@ struct DevicePlan {
     DeviceMode mode = DeviceMode::Single;
     int64_t microBatch = 1; // sequences per forward/backward pass on each device
     uint64_t fixedBytes = 0; // per device
+    bool activationCheckpointing = false; // Sharded only
 };
 
 uint64_t shardedTrainingBytes(const ModelShape& model, int devices);
+uint64_t checkpointedBytesPerSequence(const ModelShape& model);
 
 // The plan for `batch` sequences a step on up to `devices` devices of
 // `budgetBytes` each (0: no cap: data parallel, the whole share at once);

@@ -12,7 +12,8 @@ namespace crowdtrain::volunteer {
 
 InnerTrainer::InnerTrainer(
     engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads, int64_t microBatch)
-    : InnerTrainer(std::move(model), inner, TrainingDevices{std::move(device), {}, 0, microBatch}, torchThreads)
+    : InnerTrainer(
+        std::move(model), inner, TrainingDevices{.device = std::move(device), .microBatch = microBatch}, torchThreads)
 { }
 
 InnerTrainer::InnerTrainer(engine::GptConfig model, net::InnerSettings inner, TrainingDevices devices, int torchThreads)
@@ -127,6 +128,8 @@ Status InnerTrainer::prepare(std::unique_ptr<engine::BatchSource> source)
         team.devices = m_devices.team;
         team.zeroStage = m_devices.zeroStage;
         team.threadsPerRank = std::max(1, m_torchThreads / int(m_devices.team.size()));
+        team.bf16Autocast = m_options.bf16Autocast;
+        team.activationCheckpointing = m_devices.activationCheckpointing;
         auto made = engine::parallel::DeviceTeam::create(m_options, team, std::move(source));
         if (!made)
             return made.error();

@@ -49,8 +49,9 @@ struct TaskOutcome {
 // Where a task trains.
 struct TrainingDevices {
     std::string device = "cpu"; // the one device, when `team` lists fewer than two
-    std::vector<std::string> team; // two or more: one rank each ("cuda:0", "cuda:1")
+    std::vector<std::string> team{}; // two or more: one rank each ("cuda:0", "cuda:1")
     int zeroStage = 0; // the team's: 0 data parallel, 3 sharded
+    bool activationCheckpointing = false; // the team's, per block
     int64_t microBatch = 0; // sequences per pass on each device (0 = its whole share)
 };
 

@@ -102,6 +102,7 @@ Result<TrainingDevices> trainingDevicesFor(
     if (plan->devices >= 2) {
         chosen.team.assign(usable.begin(), usable.begin() + plan->devices);
         chosen.zeroStage = plan->mode == limits::DeviceMode::Sharded ? 3 : 0;
+        chosen.activationCheckpointing = plan->activationCheckpointing;
     }
     chosen.microBatch = plan->microBatch;
 #if CROWDTRAIN_HAS_CUDA_ALLOCATOR
@@ -143,9 +144,10 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
         if (!devices)
             return devices.error();
         if (!devices->team.empty())
-            m_reporter.log("training each task across %zu devices (%s), %s, %lld sequences a pass on each",
+            m_reporter.log("training each task across %zu devices (%s first), %s%s, %lld sequences a pass on each",
                 devices->team.size(), devices->team.front().c_str(),
                 devices->zeroStage == 3 ? "sharded (ZeRO-3)" : "data parallel",
+                devices->activationCheckpointing ? " with activation checkpointing" : "",
                 static_cast<long long>(devices->microBatch));
         m_trainer = std::make_shared<InnerTrainer>(m_model, m_inner, std::move(*devices), m_options.threads);
     }
