@@ -4,6 +4,7 @@
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
 #include "net/transfer/sha256.h"
+#include "net/transport/pirate.h"
 #include "net/wire/error_codes.h"
 
 #include <algorithm>
@@ -124,7 +125,13 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
         return s;
     if (Status s = m_submissions->replayPending(); !s)
         return s;
-    return m_tasks->restore(m_round->openRound(), [this](OpenTask& task) { return m_submissions->resumeUpload(task); });
+    if (Status s
+        = m_tasks->restore(m_round->openRound(), [this](OpenTask& task) { return m_submissions->resumeUpload(task); });
+        !s)
+        return s;
+    // Their holders are reconnecting with backoff, up to kReconnectMaxMs.
+    m_policy->restored(core::unixNowMs(), int64_t(net::kReconnectMaxMs));
+    return Status::success();
 }
 
 net::ProjectInfo ProjectRuntime::info() const

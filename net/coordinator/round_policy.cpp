@@ -127,12 +127,22 @@ std::optional<net::RoundWrapUpEvent> RoundPolicy::tick(int64_t nowMs)
     return net::RoundWrapUpEvent{uint64_t(m_round.openRound()), uint64_t(m_round.version())};
 }
 
+void RoundPolicy::restored(int64_t nowMs, int64_t reconnectMs)
+{
+    for (const auto& [id, task] : m_tasks.tasks())
+        m_restored.insert(id);
+    m_restoredUntilMs = nowMs + reconnectMs + m_wrapUpGraceMs;
+}
+
 void RoundPolicy::dropSilentHolders(int64_t nowMs)
 {
     std::vector<uint64_t> silent;
-    for (const auto& [id, task] : m_tasks.tasks())
-        if (!task.ahead && (task.lastUploadMs < m_wrapUp.atMs || nowMs - task.lastUploadMs > m_wrapUpGraceMs))
+    for (const auto& [id, task] : m_tasks.tasks()) {
+        const bool reconnecting = task.lastUploadMs == 0 && nowMs < m_restoredUntilMs && m_restored.contains(id);
+        if (!task.ahead && !reconnecting
+            && (task.lastUploadMs < m_wrapUp.atMs || nowMs - task.lastUploadMs > m_wrapUpGraceMs))
             silent.push_back(id);
+    }
     for (uint64_t id : silent) {
         m_wrapUp.silentKeys.insert(m_tasks.tasks().at(id).lease.publicKey);
         std::fprintf(stderr, "%s: round %lld wraps up without task %llu (its holder sent nothing)\n",

@@ -8,7 +8,10 @@
 // left wraps the round up instead of waiting for the slowest: the holders
 // hear of it at their next heartbeat and submit what they have; after a
 // grace, the tasks of holders that sent nothing are taken back and the
-// round closes around them (they get no other task in it). A key whose
+// round closes around them (they get no other task in it). Tasks restored
+// at a restart are spared that until their holders have had the longest
+// reconnect backoff to come back (they cannot hear of a wrap-up before).
+// A key whose
 // submissions were rejected on their payload kMaxRejectionsPerKeyPerRound
 // times gets no other task in the round while another key works in it.
 // Tasks "ahead" (for the round after the open one) are leased while the
@@ -52,6 +55,12 @@ public:
     void endTask(uint64_t taskId, bool returnRange, bool keepWrapUp = false);
     void endTasksOf(const std::string& key);
 
+    // The coordinator (re)started at `nowMs` holding the open tasks that
+    // TaskBoard::restore brought back: a wrap-up takes none of them back as
+    // silent, before it has had an upload, until `reconnectMs` after the
+    // start plus the grace.
+    void restored(int64_t nowMs, int64_t reconnectMs);
+
     // After the wrap-up's grace, drops the silent holders' tasks; the
     // wrap-up to announce, once.
     std::optional<net::RoundWrapUpEvent> tick(int64_t nowMs);
@@ -79,6 +88,8 @@ private:
     TaskBoard& m_tasks;
     const DataPlan& m_plan;
     const int64_t m_wrapUpGraceMs;
+    std::set<uint64_t> m_restored; // task ids brought back at the start
+    int64_t m_restoredUntilMs = 0;
 
     struct WrapUp {
         bool active = false; // the open round asks its task holders to submit now
