@@ -16,7 +16,7 @@ StateSwarm::StateSwarm(Session& session, const ProjectFolder& folder, Reporter& 
 StateSwarm::~StateSwarm()
 {
     if (m_seeded && m_swarm)
-        m_swarm->remove(m_seeded->infoHash); // the file stays for a restart to replace
+        m_swarm->remove(m_seeded->torrent.infoHash); // the file stays for a restart to replace
 }
 
 std::vector<swarm::PeerEndpoint> StateSwarm::askPeers(const std::string& infoHash, bool seeding, std::string* error)
@@ -103,27 +103,45 @@ std::optional<std::string> StateSwarm::download(
     m_reporter.log("version %llu: the state from the swarm, %llu bytes from peers and %llu from the hub",
         static_cast<unsigned long long>(join.version), static_cast<unsigned long long>(fetched.sources.fromPeers),
         static_cast<unsigned long long>(fetched.sources.fromHub));
-    m_seeded = Seeded{join.version, torrent->infoHash, file, torrentFile};
+    m_seeded = Seeded{join.version, *torrent, file, torrentFile};
     if (!m_options.seeding || m_options.seeding())
-        if (m_swarm->seed(*torrent, dir))
-            (void)askPeers(torrent->infoHash, true, nullptr); // the hub lists us to the next ones
+        seedHeld();
     return std::move(*bytes);
+}
+
+bool StateSwarm::seedHeld()
+{
+    if (!m_swarm->seed(m_seeded->torrent, m_seeded->file.parent_path()))
+        return false;
+    (void)askPeers(m_seeded->torrent.infoHash, true, nullptr); // the hub lists us to the next ones
+    return true;
 }
 
 void StateSwarm::holding(uint64_t version)
 {
     if (!m_seeded)
         return;
-    if (m_seeded->version != version)
+    if (m_seeded->version != version) {
         retire();
-    else if (m_options.seeding && !m_options.seeding() && m_swarm)
-        m_swarm->remove(m_seeded->infoHash);
+        return;
+    }
+    if (!m_swarm)
+        return;
+    const bool allowed = !m_options.seeding || m_options.seeding();
+    const bool seeding = m_swarm->has(m_seeded->torrent.infoHash);
+    if (!allowed && seeding) {
+        m_swarm->remove(m_seeded->torrent.infoHash);
+        m_reporter.log("version %llu: stopped seeding the state (seeding is not allowed now)",
+            static_cast<unsigned long long>(version));
+    } else if (allowed && !seeding && seedHeld()) {
+        m_reporter.log("version %llu: seeding the state again", static_cast<unsigned long long>(version));
+    }
 }
 
 void StateSwarm::retire()
 {
     if (m_swarm)
-        m_swarm->remove(m_seeded->infoHash);
+        m_swarm->remove(m_seeded->torrent.infoHash);
     std::error_code ec;
     std::filesystem::remove(m_seeded->file, ec);
     std::filesystem::remove(m_seeded->torrentFile, ec);

@@ -51,7 +51,8 @@ public:
     std::optional<std::string> download(
         const net::JoinReply& join, uint64_t heldVersion, const std::atomic<bool>& stop);
     // theta is at `version` now: a seeded state of another version leaves
-    // the swarm and its file goes; seeding stops when no longer allowed.
+    // the swarm and its file goes; seeding stops when no longer allowed,
+    // and starts again (announced to the hub) when allowed again.
     void holding(uint64_t version);
 
     // Payload of every state fetched through the swarm, by source.
@@ -60,10 +61,12 @@ public:
 private:
     struct Seeded {
         uint64_t version = 0;
-        std::string infoHash;
+        swarm::TorrentFile torrent;
         std::filesystem::path file;
         std::filesystem::path torrentFile;
     };
+    // Seeds the held state and tells the hub; false when the session refused.
+    bool seedHeld();
     std::vector<swarm::PeerEndpoint> askPeers(const std::string& infoHash, bool seeding, std::string* error);
     void retire();
 
