@@ -217,20 +217,7 @@ StepReport DeviceTeam::step(double learningRate)
 {
     std::vector<ParallelStepReport> reports(m_trainers.size());
     onEveryRank([&](int rank) { reports[std::size_t(rank)] = m_trainers[std::size_t(rank)]->step(learningRate); });
-    const ParallelStepReport& r = reports.front();
-    const TrainOptions& o = m_trainers.front()->options();
-    ++m_steps;
-    m_tokensSeen += int64_t(m_trainers.size()) * o.batchSize * o.gradAccumulationSteps * o.model.blockSize;
-    StepReport report;
-    report.step = m_steps;
-    report.loss = r.loss;
-    report.learningRate = r.learningRate;
-    report.gradNorm = r.gradNorm;
-    report.stepMs = r.stepMs;
-    report.forwardBackwardMs = r.stepMs;
-    report.tokensPerSecond = r.tokensPerSecond;
-    report.tokensSeen = m_tokensSeen;
-    return report;
+    return reports.front().common(m_trainers.front()->tokensSeen());
 }
 
 std::vector<float> DeviceTeam::flatten()
@@ -248,6 +235,11 @@ std::vector<float> DeviceTeam::flatten()
         flat.insert(flat.end(), t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
     }
     return flat;
+}
+
+int64_t DeviceTeam::stepCount() const
+{
+    return m_trainers.front()->stepCount();
 }
 
 int64_t DeviceTeam::peakStateBytes() const

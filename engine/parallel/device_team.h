@@ -63,7 +63,7 @@ public:
 
     int size() const { return int(m_trainers.size()); }
     int zeroStage() const { return m_options.zeroStage; }
-    int64_t stepCount() const { return m_steps; }
+    int64_t stepCount() const;
     // The largest peak of the ranks' tracked model state, in bytes.
     int64_t peakStateBytes() const;
 
@@ -77,8 +77,6 @@ private:
     std::unique_ptr<SharedBatches> m_batches;
     std::vector<std::unique_ptr<ParallelTrainer>> m_trainers;
     std::unique_ptr<ThreadTeam> m_threads;
-    int64_t m_steps = 0;
-    int64_t m_tokensSeen = 0;
 };
 
 } // namespace crowdtrain::engine::parallel

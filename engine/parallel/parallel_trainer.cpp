@@ -224,17 +224,8 @@ Status ParallelTrainer::run(const Trainer::Callbacks& callbacks)
             if (callbacks.beforeStep && !callbacks.beforeStep())
                 return Status::success();
             const ParallelStepReport r = step();
-            if (callbacks.onStep) {
-                StepReport report;
-                report.step = r.step;
-                report.loss = r.loss;
-                report.learningRate = r.learningRate;
-                report.gradNorm = r.gradNorm;
-                report.stepMs = r.stepMs;
-                report.tokensPerSecond = r.tokensPerSecond;
-                report.tokensSeen = m_tokensSeen;
-                callbacks.onStep(report);
-            }
+            if (callbacks.onStep)
+                callbacks.onStep(r.common(m_tokensSeen));
             const bool last = m_step == m_options.maxIters;
             if ((m_options.evalInterval > 0 && m_step % m_options.evalInterval == 0) || last) {
                 const EvalReport eval = evaluateAll();

@@ -39,6 +39,21 @@ struct ParallelStepReport {
     int64_t bytesSent = 0; // by this rank during the step
     double pipelineWaitMs = 0; // this stage's receive waits (pipeline only)
     double bubbleOnPaper = 0; // pipeline only
+
+    // As engine::Trainer reports a step.
+    StepReport common(int64_t tokensSeen) const
+    {
+        StepReport report;
+        report.step = step;
+        report.loss = loss;
+        report.learningRate = learningRate;
+        report.gradNorm = gradNorm;
+        report.stepMs = stepMs;
+        report.forwardBackwardMs = stepMs;
+        report.tokensPerSecond = tokensPerSecond;
+        report.tokensSeen = tokensSeen;
+        return report;
+    }
 };
 
 class ParallelTrainer {
@@ -75,6 +90,7 @@ public:
     Status assignParameters(const std::map<std::string, torch::Tensor>& whole);
 
     int64_t stepCount() const { return m_step; }
+    int64_t tokensSeen() const { return m_tokensSeen; }
     const MemoryMeter& memory() const { return m_meter; }
     Mesh& mesh() { return *m_mesh; }
     const TrainOptions& options() const { return m_options; }
