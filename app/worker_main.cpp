@@ -137,7 +137,14 @@ void printStatus(const Value& s)
         std::cout << "work      " << s["accepted"].toUInt() << " tasks accepted, " << s["rejected"].toUInt()
                   << " rejected, " << s["tokens"].toUInt() << " tokens\n";
     }
-    std::cout << "device    " << s["device"].toString() << "\n";
+    std::cout << "device    " << s["device"].toString();
+    if (s.has("device_in_use") && s["device_in_use"].toString() != s["device"].toString())
+        std::cout << " (training on " << s["device_in_use"].toString() << ")";
+    if (s["parallel_mode"].toString() == "data_parallel")
+        std::cout << ", data parallel";
+    else if (s["parallel_mode"].toString() == "sharded")
+        std::cout << ", sharded (ZeRO-3)";
+    std::cout << "\n";
     for (const Value& notice : s["notices"].items())
         std::cout << "note      " << notice.toString() << "\n";
 }
