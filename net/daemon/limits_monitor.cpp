@@ -103,12 +103,25 @@ std::pair<uint64_t, uint64_t> LimitsMonitor::gpuMemory(const Settings& settings)
 {
     if (!m_nvml)
         return {0, 0};
-    const auto info = m_nvml->info(gpuIndex(settings));
-    if (!info || info->memoryTotalBytes == 0)
-        return {0, 0};
-    return {info->memoryTotalBytes,
-        limits::memoryBudget(info->memoryTotalBytes, uint64_t(settings.get(control::setting::kGpuMemoryLimitMib)),
-            uint64_t(settings.get(control::setting::kGpuMemoryFreeMib)))};
+    // A team of GPUs plans with its smallest.
+    std::vector<unsigned> indices{gpuIndex(settings)};
+    if (const auto team = cudaDevices(settings); !team.empty()) {
+        indices.clear();
+        for (const std::string& device : team)
+            indices.push_back(unsigned(std::stoul(device.substr(5))));
+    }
+    std::pair<uint64_t, uint64_t> smallest{0, 0};
+    for (unsigned index : indices) {
+        const auto info = m_nvml->info(index);
+        if (!info || info->memoryTotalBytes == 0)
+            return {0, 0};
+        if (smallest.first == 0 || info->memoryTotalBytes < smallest.first)
+            smallest = {info->memoryTotalBytes,
+                limits::memoryBudget(info->memoryTotalBytes,
+                    uint64_t(settings.get(control::setting::kGpuMemoryLimitMib)),
+                    uint64_t(settings.get(control::setting::kGpuMemoryFreeMib)))};
+    }
+    return smallest;
 }
 
 void LimitsMonitor::countTraffic(std::chrono::system_clock::time_point now)

@@ -52,7 +52,8 @@ public:
 
     std::shared_ptr<limits::NetworkThrottle> throttle() const { return m_throttle; }
     // The chosen GPU's total memory and the budget the settings give it
-    // ({0, 0} without NVML: no cap can be known).
+    // (of a team's GPUs, the smallest's; {0, 0} without NVML: no cap can be
+    // known).
     std::pair<uint64_t, uint64_t> gpuMemory(const Settings& settings) const;
     // The CUDA device the settings choose ("cuda:N"), or "" for the first.
     static std::string cudaDevice(const Settings& settings);
