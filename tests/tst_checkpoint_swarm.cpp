@@ -401,6 +401,46 @@ private slots:
         QCOMPARE(unknown.error().code, std::string("not_found"));
         trainer.daemon.terminate();
     }
+
+    // A daemon holding the state it fetched through the swarm stops seeding
+    // it when the seeding setting says never, and seeds it again (announced
+    // to the hub) when it says always, while the model stays at version 0
+    // (a round of many short tasks).
+    void theStateSeedFollowsTheSeedingSetting()
+    {
+        const auto data = preparedText(root());
+        engine::GptConfig config;
+        config.nLayer = 2;
+        config.nHead = 2;
+        config.nEmbd = 256;
+        config.blockSize = 32;
+        config.vocabSize = 65;
+        const engine::Gpt model = diloco::seededModel(config, 13);
+        engine::NamedTensors parameters;
+        for (const auto& item : model->named_parameters())
+            parameters.emplace_back(item.key(), item.value());
+        QVERIFY(engine::exportHuggingFaceGpt2(root() / "imported-seeding", config, parameters).ok());
+        SpecOptions options = swarmSpec();
+        options.importDir = root() / "imported-seeding";
+        options.innerSteps = 2;
+        options.tasksPerRound = 1000;
+        options.checkpointEvery = 100;
+        options.deadlineSeconds = 3600;
+        const auto spec = writeSpec(root() / "hub6", data, options);
+        ServerProcess server;
+        QVERIFY(server.start(spec, root() / "hub6/state", 500));
+        Volunteer daemon(root() / "daemon6");
+        startVolunteer(daemon, hubLinkOf(server), true);
+        const auto logged
+            = [&](const char* line) { return waitUntil([&] { return daemon.daemon.log().contains(line); }, 120000); };
+        QVERIFY2(logged("version 0: the state from the swarm"), daemon.daemon.log().right(3000).constData());
+        call(*daemon.client, "settings_set", keyValue("seeding", "never"));
+        QVERIFY2(logged("version 0: stopped seeding the state"), daemon.daemon.log().right(3000).constData());
+        call(*daemon.client, "settings_set", keyValue("seeding", "always"));
+        QVERIFY2(logged("version 0: seeding the state again"), daemon.daemon.log().right(3000).constData());
+        daemon.daemon.terminate();
+        server.terminate();
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCheckpointSwarm)

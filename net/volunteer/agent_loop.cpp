@@ -305,6 +305,8 @@ Status AgentLoop::cycle()
         m_reporter.setPhase("syncing");
         if (Status synced = m_theta->sync(); !synced)
             return synced;
+    } else {
+        m_theta->followSeeding();
     }
     if (!m_startVersion)
         m_startVersion = m_theta->version();

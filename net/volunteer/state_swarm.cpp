@@ -111,8 +111,10 @@ std::optional<std::string> StateSwarm::download(
 
 bool StateSwarm::seedHeld()
 {
-    if (!m_swarm->seed(m_seeded->torrent, m_seeded->file.parent_path()))
+    if (Status seeded = m_swarm->seed(m_seeded->torrent, m_seeded->file.parent_path()); !seeded) {
+        m_reporter.log("cannot seed the state: %s", seeded.error().message.c_str());
         return false;
+    }
     (void)askPeers(m_seeded->torrent.infoHash, true, nullptr); // the hub lists us to the next ones
     return true;
 }

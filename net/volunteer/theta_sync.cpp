@@ -90,6 +90,12 @@ Status ThetaSync::sync()
     return Status::success();
 }
 
+void ThetaSync::followSeeding()
+{
+    if (m_stateSwarm && m_theta)
+        m_stateSwarm->holding(m_theta->version);
+}
+
 Result<std::string> ThetaSync::downloadResource(const std::string& resource, const std::string& expectedSha256)
 {
     auto source = m_session.resources();

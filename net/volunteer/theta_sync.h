@@ -40,6 +40,9 @@ public:
     // errors, "not_joined", "cancelled", "io_error" (the local copy could not
     // be saved), a download's errors.
     Status sync();
+    // Seeds the held state, or stops, as the seeding setting says now
+    // (sync() does too); called between tasks.
+    void followSeeding();
     // The weights held now (nullptr before the first sync).
     std::shared_ptr<const Theta> current() const { return m_theta; }
     uint64_t version() const { return m_theta ? m_theta->version : 0; }
