@@ -9,6 +9,7 @@
 #include "net/limits/memory.h"
 #include "net/volunteer/agent.h"
 #include "net/volunteer/inner_trainer.h"
+#include "net/volunteer/task_runner.h"
 
 #include "coordinator_process.h"
 #include "free_port.h"
@@ -246,6 +247,35 @@ private slots:
         QVERIFY(!refused);
         QCOMPARE(refused.error().code, std::string("bad_options"));
         QCOMPARE(odd.innerStepsTaken(), int64_t(0));
+    }
+
+    // The devices a volunteer offers: those this libtorch cannot use are
+    // left out, each GPU counts once, and fewer than two leave one device.
+    void theVolunteerUsesTheDevicesItCan()
+    {
+        const engine::GptConfig model = tinyModel({}).model;
+        const net::InnerSettings inner = innerSettings(3, 8);
+        volunteer::AgentOptions options;
+        options.devices = {"cpu", "tpu:0", "cpu"};
+        auto chosen = volunteer::trainingDevicesFor(options, model, inner);
+        QVERIFY2(chosen, chosen ? "" : chosen.error().message.c_str());
+        QCOMPARE(chosen->team, (std::vector<std::string>{"cpu", "cpu"}));
+        QCOMPARE(chosen->zeroStage, 0);
+        QCOMPARE(chosen->microBatch, int64_t(4));
+
+        options.devices = {"cpu", "cpu", "cpu"}; // 8 rows split over 2 of the 3
+        chosen = volunteer::trainingDevicesFor(options, model, inner);
+        QVERIFY(chosen);
+        QCOMPARE(chosen->team.size(), std::size_t(2));
+
+        if (!torch::cuda::is_available()) {
+            options.devices = {"cuda:0", "cuda:1"}; // no CUDA here: the one device
+            chosen = volunteer::trainingDevicesFor(options, model, inner);
+            QVERIFY(chosen);
+            QVERIFY(chosen->team.empty());
+            QCOMPARE(chosen->device, std::string("cpu"));
+            QCOMPARE(chosen->microBatch, int64_t(8));
+        }
     }
 
     // A volunteer told to use two devices trains a real coordinator's tasks

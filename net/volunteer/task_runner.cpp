@@ -10,6 +10,7 @@
 #define CROWDTRAIN_HAS_CUDA_ALLOCATOR 0
 #endif
 
+#include <algorithm>
 #include <condition_variable>
 #include <thread>
 
@@ -86,10 +87,24 @@ Result<TrainingDevices> trainingDevicesFor(
 {
     TrainingDevices chosen;
     chosen.device = options.device;
+    // Devices this libtorch can reach, each GPU once (NCCL takes one rank a
+    // GPU); CPU "devices" may repeat (they are threads).
     std::vector<std::string> usable;
-    for (const std::string& name : options.devices)
-        if (engine::resolveDevice(name))
-            usable.push_back(name);
+    for (const std::string& name : options.devices) {
+        const auto device = engine::resolveDevice(name);
+        if (!device)
+            continue;
+        if (device->is_cuda()) {
+            const int index = device->has_index() ? device->index() : 0;
+            const std::string canonical = "cuda:" + std::to_string(index);
+            if (index >= int(torch::cuda::device_count())
+                || std::find(usable.begin(), usable.end(), canonical) != usable.end())
+                continue;
+            usable.push_back(canonical);
+        } else {
+            usable.push_back(device->str());
+        }
+    }
     const int64_t batch = int64_t(inner.batchSize);
     const bool onCpu = options.device == "cpu" && usable.empty();
     const uint64_t budget = onCpu ? 0 : options.gpuMemoryBudgetBytes;
