@@ -251,6 +251,34 @@ private slots:
         QVERIFY(!limits::decide(settings, hot, t0, {}).run);
     }
 
+    // Two GPUs training one task: the limits act on the one nearer them.
+    void severalGpusActOnTheOneClosestToItsLimits()
+    {
+        TimeZone zone("UTC0");
+        LimitSettings settings; // 83 C
+        limits::GpuReading cool, hot;
+        cool.temperatureC = 78; // 5 C under the setting
+        cool.powerW = 250;
+        cool.utilization = 0.9;
+        hot.temperatureC = 76; // cooler, but its card slows down at 79: 3 C under 74
+        hot.slowdownC = 79;
+        hot.powerW = 180;
+        hot.othersBusy = true;
+        const limits::GpuReading both = limits::closestToLimits(settings, {cool, hot});
+        QCOMPARE(both.temperatureC, 76.0);
+        QCOMPARE(both.slowdownC, std::optional<double>(79));
+        QCOMPARE(both.powerW, std::optional<double>(250));
+        QCOMPARE(both.utilization, std::optional<double>(0.9));
+        QVERIFY(both.othersBusy);
+        Readings r;
+        r.gpu = both;
+        const Decision d = limits::decide(settings, r, utc(2026, 11, 24, 12), {});
+        QVERIFY(!d.run); // 76 C is over the hot card's 74 C
+        QCOMPARE(d.code, control::LimitCode::Temperature);
+        // One GPU: itself.
+        QCOMPARE(limits::closestToLimits(settings, {cool}).temperatureC, 78.0);
+    }
+
     void powerCapPausesForFiveMinutes()
     {
         LimitSettings settings;

@@ -99,19 +99,23 @@ std::vector<std::string> LimitsMonitor::cudaDevices(const Settings& settings) co
     return devices;
 }
 
+std::vector<unsigned> LimitsMonitor::trainingGpus(const Settings& settings) const
+{
+    std::vector<unsigned> indices;
+    for (const std::string& device : cudaDevices(settings))
+        indices.push_back(unsigned(std::stoul(device.substr(5))));
+    if (indices.empty())
+        indices.push_back(gpuIndex(settings));
+    return indices;
+}
+
 std::pair<uint64_t, uint64_t> LimitsMonitor::gpuMemory(const Settings& settings) const
 {
     if (!m_nvml)
         return {0, 0};
     // A team of GPUs plans with its smallest.
-    std::vector<unsigned> indices{gpuIndex(settings)};
-    if (const auto team = cudaDevices(settings); !team.empty()) {
-        indices.clear();
-        for (const std::string& device : team)
-            indices.push_back(unsigned(std::stoul(device.substr(5))));
-    }
     std::pair<uint64_t, uint64_t> smallest{0, 0};
-    for (unsigned index : indices) {
+    for (unsigned index : trainingGpus(settings)) {
         const auto info = m_nvml->info(index);
         if (!info || info->memoryTotalBytes == 0)
             return {0, 0};
@@ -164,8 +168,15 @@ limits::Decision LimitsMonitor::evaluate(const Settings& settings, std::chrono::
             m_readings.programs.clear();
     }
     m_readings.gpu.reset();
-    if (m_nvml)
-        m_readings.gpu = m_nvml->read(gpuIndex(settings), ::getpid());
+    if (m_nvml) {
+        // A team's GPUs act as one: the limits follow the one closest to them.
+        std::vector<limits::GpuReading> read;
+        for (unsigned index : trainingGpus(settings))
+            if (auto reading = m_nvml->read(index, ::getpid()))
+                read.push_back(*reading);
+        if (!read.empty())
+            m_readings.gpu = limits::closestToLimits(m_limits, read);
+    }
     m_readings.monthBytes = m_monthBytes;
     m_throttle->setCapReached(m_limits.monthlyDataCapBytes > 0 && m_monthBytes >= m_limits.monthlyDataCapBytes);
     m_decision = limits::decide(m_limits, m_readings, now, m_decision.memory);

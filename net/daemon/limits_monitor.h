@@ -64,6 +64,8 @@ public:
 
 private:
     void countTraffic(std::chrono::system_clock::time_point now);
+    // The NVML numbers of the GPUs training uses: a team's, else the one.
+    std::vector<unsigned> trainingGpus(const Settings& settings) const;
 
     std::filesystem::path m_usageFile;
     MachineProbes m_probes;

@@ -82,6 +82,24 @@ double temperatureLimit(const LimitSettings& settings, const GpuReading& gpu)
     return limit;
 }
 
+GpuReading closestToLimits(const LimitSettings& settings, const std::vector<GpuReading>& gpus)
+{
+    GpuReading worst = gpus.front();
+    auto headroom = [&](const GpuReading& g) { return temperatureLimit(settings, g) - g.temperatureC; };
+    for (const GpuReading& g : gpus) {
+        if (headroom(g) < headroom(worst)) {
+            worst.temperatureC = g.temperatureC;
+            worst.slowdownC = g.slowdownC;
+        }
+        if (g.powerW && (!worst.powerW || *g.powerW > *worst.powerW))
+            worst.powerW = g.powerW;
+        if (g.utilization && (!worst.utilization || *g.utilization > *worst.utilization))
+            worst.utilization = g.utilization;
+        worst.othersBusy = worst.othersBusy || g.othersBusy;
+    }
+    return worst;
+}
+
 Decision decide(const LimitSettings& settings, const Readings& readings, std::chrono::system_clock::time_point now,
     const PolicyMemory& before)
 {

@@ -99,4 +99,9 @@ std::optional<std::time_t> nextAllowed(const std::string& schedule, std::time_t 
 // The effective temperature limit: min(setting, slowdown - 5).
 double temperatureLimit(const LimitSettings& settings, const GpuReading& gpu);
 
+// Several GPUs training one task, as one reading the limits act on: the
+// temperature (and slowdown) of the GPU closest to its limit, the highest
+// power and utilization, and another program busy on any. At least one.
+GpuReading closestToLimits(const LimitSettings& settings, const std::vector<GpuReading>& gpus);
+
 } // namespace crowdtrain::limits
