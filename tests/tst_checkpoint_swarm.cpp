@@ -57,6 +57,24 @@ SpecOptions swarmSpec(const std::string& access = "everyone")
         .checkpointAccess = access};
 }
 
+// The project's starting model (2 layers of 256: a state over 1 MiB, so
+// the hub seeds it as a torrent) as a Hugging Face folder: a project that
+// imports it makes joiners download the state instead of building it.
+bool exportStartingModel(const std::filesystem::path& dir, uint64_t seed)
+{
+    engine::GptConfig config;
+    config.nLayer = 2;
+    config.nHead = 2;
+    config.nEmbd = 256;
+    config.blockSize = 32;
+    config.vocabSize = 65;
+    const engine::Gpt model = diloco::seededModel(config, seed);
+    engine::NamedTensors parameters;
+    for (const auto& item : model->named_parameters())
+        parameters.emplace_back(item.key(), item.value());
+    return engine::exportHuggingFaceGpt2(dir, config, parameters).ok();
+}
+
 struct Volunteer {
     explicit Volunteer(std::filesystem::path root)
         : home{std::move(root)}
@@ -237,18 +255,8 @@ private slots:
     void eightWorkersShareTheFullState()
     {
         const auto data = preparedText(root());
-        engine::GptConfig config;
-        config.nLayer = 2;
-        config.nHead = 2;
-        config.nEmbd = 256;
-        config.blockSize = 32;
-        config.vocabSize = 65;
-        const engine::Gpt model = diloco::seededModel(config, 11);
-        engine::NamedTensors parameters;
-        for (const auto& item : model->named_parameters())
-            parameters.emplace_back(item.key(), item.value());
-        QVERIFY(engine::exportHuggingFaceGpt2(root() / "imported", config, parameters).ok());
         SpecOptions options = swarmSpec();
+        QVERIFY(exportStartingModel(root() / "imported", 11));
         options.importDir = root() / "imported";
         options.tasksPerRound = 16; // the round stays open while they download
         options.checkpointEvery = 100;
@@ -409,18 +417,8 @@ private slots:
     void theStateSeedFollowsTheSeedingSetting()
     {
         const auto data = preparedText(root());
-        engine::GptConfig config;
-        config.nLayer = 2;
-        config.nHead = 2;
-        config.nEmbd = 256;
-        config.blockSize = 32;
-        config.vocabSize = 65;
-        const engine::Gpt model = diloco::seededModel(config, 13);
-        engine::NamedTensors parameters;
-        for (const auto& item : model->named_parameters())
-            parameters.emplace_back(item.key(), item.value());
-        QVERIFY(engine::exportHuggingFaceGpt2(root() / "imported-seeding", config, parameters).ok());
         SpecOptions options = swarmSpec();
+        QVERIFY(exportStartingModel(root() / "imported-seeding", 13));
         options.importDir = root() / "imported-seeding";
         options.innerSteps = 2;
         options.tasksPerRound = 1000;
