@@ -127,7 +127,7 @@ Result<TrainingDevices> trainingDevicesFor(
         for (const std::string& d : devices) {
             const auto colon = d.find(':');
             const int index = colon == std::string::npos ? 0 : std::stoi(d.substr(colon + 1));
-            if (d.starts_with("cuda"))
+            if (d != "cpu") // "auto" and "cuda" are GPU 0
                 c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, c10::DeviceIndex(index));
         }
     }
