@@ -11,7 +11,7 @@
 // used by one thread; destroyed without commit(), it removes its temporary
 // file and leaves the target untouched.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cerrno>
 #include <cstddef>

@@ -7,7 +7,7 @@
 // environment.
 
 #include "core/error_codes.h"
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdlib>
 #include <filesystem>

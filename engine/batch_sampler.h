@@ -20,8 +20,8 @@
 // Not thread-safe: one sampler per training loop. It points into the
 // shards, which must outlive it.
 
+#include "core/result.h"
 #include "engine/batch_source.h"
-#include "engine/result.h"
 #include "engine/token_shard.h"
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 // tokenizing chunk by chunk equals tokenizing each file whole.
 // Free functions without shared state; thread-safe.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstddef>
 #include <filesystem>

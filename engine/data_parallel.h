@@ -5,7 +5,7 @@
 // NCCL on CUDA builds. Rank 0 hosts the rendezvous store. Used from the
 // training thread only.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <chrono>
 #include <cstdint>

@@ -9,7 +9,7 @@
 // renamed into place at the end, so a failure leaves nothing behind.
 // prepareDataSet() runs on the calling thread and shares no state.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -14,8 +14,8 @@
 // A DataSet owns its shards; moving it keeps the shards' addresses, so
 // ShardSlices into it stay valid. Immutable once opened.
 
+#include "core/result.h"
 #include "engine/batch_sampler.h"
-#include "engine/result.h"
 #include "engine/token_shard.h"
 
 #include <filesystem>

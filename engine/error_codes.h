@@ -1,6 +1,6 @@
 #pragma once
 
-// The engine's error codes (Error::code, engine/result.h), each spelled once:
+// The engine's error codes (Error::code, core/result.h), each spelled once:
 // short stable tokens for programs; the message says the rest to a person.
 // Header-only, like result.h, so that every layer can use them without
 // linking the engine. net/wire/error_codes.h reuses these and adds the

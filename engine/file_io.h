@@ -4,8 +4,8 @@
 // that name the file, and writes that never leave a half-written file under
 // the final name (engine/atomic_file.h).
 
+#include "core/result.h"
 #include "engine/atomic_file.h" // writeFileAtomically, AtomicFile
-#include "engine/result.h"
 
 #include <filesystem>
 #include <string>

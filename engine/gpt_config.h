@@ -3,7 +3,7 @@
 // The shape of a GPT-2 model: named presets (GPT-2's four sizes and a tiny
 // one for tests) or any custom size. Plain data; thread-safe to copy.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <string>

@@ -12,8 +12,8 @@
 // Free functions without shared state: safe to call from any thread, on
 // different folders.
 
+#include "core/result.h"
 #include "engine/gpt_config.h"
-#include "engine/result.h"
 #include "engine/safetensors.h"
 
 #include <torch/types.h>

@@ -4,8 +4,8 @@
 // the model's math are read back; everything else GPT2Config knows keeps its
 // default, as transformers does. Pure functions: thread-safe.
 
+#include "core/result.h"
 #include "engine/gpt_config.h"
-#include "engine/result.h"
 
 #include <string>
 

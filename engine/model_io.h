@@ -4,8 +4,8 @@
 // from a training-state file, and parameter lists by name. Thread-safe for
 // distinct models.
 
+#include "core/result.h"
 #include "engine/gpt.h"
-#include "engine/result.h"
 
 #include <filesystem>
 

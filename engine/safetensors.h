@@ -10,7 +10,7 @@
 // Free functions without shared state: safe to call from any thread, on
 // different files.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <torch/types.h>
 

@@ -10,8 +10,8 @@
 // TokenShard maps a shard read-only; it is immutable, so concurrent reads
 // are safe. TokenShardWriter writes one shard from one thread.
 
+#include "core/result.h"
 #include "engine/file_io.h"
-#include "engine/result.h"
 
 #include <cstdint>
 #include <filesystem>

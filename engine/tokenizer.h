@@ -7,7 +7,7 @@
 //
 // Immutable after loading: encode/decode may run concurrently on one object.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <filesystem>

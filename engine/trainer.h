@@ -6,10 +6,10 @@
 // pause or stop it at step boundaries. Deterministic for a seed on CPU. Used
 // from one thread.
 
+#include "core/result.h"
 #include "engine/batch_source.h"
 #include "engine/gpt.h"
 #include "engine/lr_schedule.h"
-#include "engine/result.h"
 
 #include <filesystem>
 #include <functional>

@@ -3,8 +3,8 @@
 // Shared by the coordinator-store tests: a real data folder (char tokenizer
 // + llm.c token shards) and small file helpers.
 
+#include "core/result.h"
 #include "engine/char_tokenizer.h"
-#include "engine/result.h"
 #include "engine/token_shard.h"
 
 #include <QTest>

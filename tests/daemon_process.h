@@ -5,7 +5,7 @@
 // (tst_daemon, tst_daemon_edges).
 
 #include "coordinator_process.h"
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/control_client.h"
 
 #include <QProcess>

@@ -14,7 +14,7 @@
 // an infinity gives "non_finite" from every decode function, which then
 // leaves its output untouched (whole-payload forms only, see StreamDecoder).
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <functional>

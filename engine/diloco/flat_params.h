@@ -6,8 +6,8 @@
 // (name, shape, offset) so that two sides can check they build the same
 // model. Thread-safe for distinct models.
 
+#include "core/result.h"
 #include "engine/gpt.h"
-#include "engine/result.h"
 
 #include <cstdint>
 #include <string>

@@ -7,7 +7,7 @@
 // quantises u before anyone applies it. Holds one momentum buffer of P
 // floats; not thread-safe.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <vector>

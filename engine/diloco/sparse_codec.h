@@ -16,8 +16,8 @@
 // Every decode function checks the whole payload before it touches its
 // output. Free functions are thread-safe.
 
+#include "core/result.h"
 #include "engine/diloco/codec.h"
-#include "engine/result.h"
 
 #include <cstdint>
 #include <string>

@@ -14,8 +14,8 @@
 // Used from one thread at a time. A rank that throws inside a collective
 // leaves the others waiting until the group's timeout (Gloo; NCCL waits).
 
+#include "core/result.h"
 #include "engine/batch_source.h"
-#include "engine/result.h"
 #include "engine/trainer.h"
 
 #include <memory>

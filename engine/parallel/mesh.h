@@ -6,8 +6,8 @@
 // world and one for each axis this rank sits on. Rank 0 hosts the TCP
 // rendezvous store; sub-groups meet on it under prefixes of their own.
 
+#include "core/result.h"
 #include "engine/parallel/comm.h"
-#include "engine/result.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 

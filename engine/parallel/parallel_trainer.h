@@ -10,13 +10,13 @@
 // whole model and AdamW state, so any layout resumes any other's. Every
 // call is collective over the mesh. Used from the training thread only.
 
+#include "core/result.h"
 #include "engine/batch_source.h"
 #include "engine/model_io.h"
 #include "engine/parallel/mesh.h"
 #include "engine/parallel/stage_runner.h"
 #include "engine/parallel/staged_model.h"
 #include "engine/parallel/zero.h"
-#include "engine/result.h"
 #include "engine/trainer.h"
 
 #include <filesystem>

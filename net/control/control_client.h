@@ -14,7 +14,7 @@
 // Not thread-safe: owned and used by one thread (the GUI thread or the CLI).
 // Events come through EventSubscriber (event_subscriber.h).
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/control_envelope.h"
 #include "net/control/control_protocol.h"
 #include "net/control/event_subscriber.h"

@@ -9,7 +9,7 @@
 // Encoding, and decoding that checks every field. Unknown keys are ignored.
 // Pure functions, thread-safe.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/value.h"
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 // so a socket in it is the daemon's own and talks only to its owner.
 // Free functions, thread-safe (they read the environment and the file system).
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <filesystem>
 #include <string>

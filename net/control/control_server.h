@@ -14,7 +14,7 @@
 // from any thread, concurrently with run() and with each other. Construct
 // and destroy on one thread, after run() has returned.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/control_envelope.h"
 #include "net/control/value.h"
 

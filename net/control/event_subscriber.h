@@ -9,7 +9,7 @@
 // jump means missed events, a drop means a new daemon.
 // Not thread-safe: owned and used by one thread.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/control_envelope.h"
 
 #include <filesystem>

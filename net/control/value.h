@@ -13,7 +13,7 @@
 // A Value is a plain value type: copies are independent; thread-safe as
 // `const` (no shared state).
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/control_protocol.h"
 
 #include <concepts>

@@ -18,8 +18,8 @@
 
 #include "net/coordinator/project_spec.h"
 
+#include "core/result.h"
 #include "engine/gpt_config.h"
-#include "engine/result.h"
 #include "engine/safetensors.h"
 
 #include <cstdint>

@@ -15,8 +15,8 @@
 //
 // Used from the server's loop thread only (as ProjectRuntime is).
 
+#include "core/result.h"
 #include "engine/data_set.h"
-#include "engine/result.h"
 #include "net/coordinator/data_plan.h"
 #include "net/transfer/resource_table.h"
 #include "net/wire/limits.h"

@@ -25,9 +25,9 @@
 // restore() brings them back, and ranges that were leased but not completed
 // go back to the pool. Not thread-safe: the coordinator's round owns it.
 
+#include "core/result.h"
 #include "engine/batch_sampler.h"
 #include "engine/data_set.h"
-#include "engine/result.h"
 
 #include <algorithm>
 #include <cstdint>

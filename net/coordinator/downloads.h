@@ -24,8 +24,8 @@
 //
 // Used from the coordinator's loop thread only (as ProjectRuntime is).
 
+#include "core/result.h"
 #include "engine/data_set.h"
-#include "engine/result.h"
 #include "net/coordinator/checkpoint_store.h"
 #include "net/coordinator/data_pieces.h"
 #include "net/coordinator/project_queries.h"

@@ -3,7 +3,7 @@
 // Reads a file slice by slice (the coordinator's payloads can be larger than
 // it wants to hold at once); `each` may stop the walk by returning an error.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/wire/error_codes.h"
 
 #include <fcntl.h>

@@ -13,7 +13,7 @@
 //
 // A Ledger owns its connection: move-only, used from one thread.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <filesystem>

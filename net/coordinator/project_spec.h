@@ -25,10 +25,10 @@
 //
 // Plain data; thread-safe to copy.
 
+#include "core/result.h"
 #include "engine/diloco/codec.h"
 #include "engine/diloco/sparse_codec.h"
 #include "engine/gpt_config.h"
-#include "engine/result.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -24,7 +24,7 @@
 //
 // Used from the coordinator's loop thread only.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/swarm/swarm_session.h"
 #include "net/transfer/resource_table.h"
 #include "net/wire/messages_common.h"

@@ -19,7 +19,7 @@
 //
 // Used from the coordinator's loop thread only (as ProjectRuntime is).
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/coordinator/data_plan.h"
 #include "net/coordinator/project_spec.h"
 #include "net/coordinator/round_state.h"

@@ -7,7 +7,7 @@
 //
 // Used from one thread (the server's loop).
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <map>

@@ -3,7 +3,7 @@
 // A prepared SQLite statement that finalizes itself, with errors as values
 // naming the database file. Private to the ledger; one thread.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/wire/error_codes.h"
 
 #include <sqlite3.h>

@@ -27,8 +27,8 @@
 #include "net/coordinator/ledger.h"
 #include "net/coordinator/project_spec.h"
 
+#include "core/result.h"
 #include "engine/data_set.h"
-#include "engine/result.h"
 
 #include <cstdint>
 #include <filesystem>

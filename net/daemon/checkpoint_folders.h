@@ -9,7 +9,7 @@
 // not write is skipped with one notice per path.
 // Thread-safe (the notices are guarded; the rest reads the disk).
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/value.h"
 
 #include <cstdint>

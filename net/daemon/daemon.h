@@ -32,7 +32,7 @@
 //   Poller          status events, limits, hub refresh            poller.h
 //   status_words.h  the status map and its state in plain words
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/control_server.h"
 #include "net/daemon/checkpoints.h"
 #include "net/daemon/history_cache.h"

@@ -8,7 +8,7 @@
 // last one written is skipped). A file that is not as snapshot() writes it
 // is set aside with a notice (state_file.h).
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -8,7 +8,7 @@
 // as 64 hexadecimal digits (URL-safe; formatHubLink writes this form) or as
 // its 40 Z85 characters. Free functions, thread-safe.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <string>

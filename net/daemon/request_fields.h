@@ -8,7 +8,7 @@
 // An absent field, or one set to nil, is "not given".
 // Pure functions; thread-safe.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/value.h"
 
 #include <optional>

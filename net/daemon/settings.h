@@ -12,7 +12,7 @@
 // setting_specs.cpp. Not thread-safe: the daemon shares it through
 // LiveSettings (live_settings.h).
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/control/setting_keys.h"
 #include "net/control/value.h"
 

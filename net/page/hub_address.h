@@ -6,7 +6,7 @@
 // parsing of crowdtrain-server's --http ADDRESS:PORT. Free functions,
 // thread-safe.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <optional>

@@ -19,7 +19,7 @@
 // results). The destructor removes every torrent (files stay) and stops the
 // session.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/swarm/torrent_file.h"
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 // volunteers who holds a file through its own protocol (`swarm_peers`,
 // docs/protocol.md), so no public tracker or DHT is needed.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <filesystem>

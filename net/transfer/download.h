@@ -10,7 +10,7 @@
 // removed. The source is an interface so that tests can inject faults;
 // SocketSource fetches over a Client. One Download per target at a time.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/wire/messages_resource.h"
 
 #include <atomic>

@@ -6,7 +6,7 @@
 // requests (handleTransferRequest). A resource name always denotes the same
 // bytes: publish new content under a new name. Thread-safe.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/wire/envelope.h"
 #include "net/wire/messages_resource.h"
 

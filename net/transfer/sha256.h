@@ -4,7 +4,7 @@
 // every hash takes on the wire. Sha256 hashes a stream piece by piece; one
 // object per thread.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <array>
 #include <cstdint>

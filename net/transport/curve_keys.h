@@ -9,7 +9,7 @@
 //   public <40 Z85 characters>
 //   secret <40 Z85 characters>
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <filesystem>
 #include <string>

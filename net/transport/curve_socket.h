@@ -6,7 +6,7 @@
 // ROUTER (requests) or PUB (events); clients DEALER or SUB. A socket is used
 // by one thread at a time (ZeroMQ's rule). Errors are values.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/transport/curve_keys.h"
 #include "net/wire/limits.h"
 

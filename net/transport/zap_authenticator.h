@@ -8,7 +8,7 @@
 // the context. It owns its thread; the destructor stops and joins it (within
 // kPollMs). Thread-safe counters.
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <atomic>
 #include <memory>

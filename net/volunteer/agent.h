@@ -20,7 +20,7 @@
 // Thread-safety: run() on one thread; stop() and summary() from any thread
 // (stop() only sets an atomic flag, so a signal handler may call it).
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/limits/throttle.h"
 #include "net/swarm/swarm_session.h"
 

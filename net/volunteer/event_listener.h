@@ -8,7 +8,7 @@
 // PUB is lossy; heartbeats stay the reliable path and these only make the
 // volunteer react sooner. Used by the one thread that owns the agent.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/transport/curve_keys.h"
 
 #include <zmq.hpp>

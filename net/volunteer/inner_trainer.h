@@ -19,9 +19,9 @@
 // Thread-safety: run() may be called from any one thread at a time (the
 // agent's training thread); it sets that thread's torch thread count first.
 
+#include "core/result.h"
 #include "engine/batch_source.h"
 #include "engine/gpt_config.h"
-#include "engine/result.h"
 #include "engine/trainer.h"
 #include "net/wire/messages_common.h"
 

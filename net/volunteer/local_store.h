@@ -11,7 +11,7 @@
 // of the bytes must match the .meta, so a torn pair reads as absent, never
 // as wrong weights. Thread-safe functions (distinct files).
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -15,9 +15,9 @@
 // Neither class is thread-safe; the shards of a library must outlive the
 // sources made from it.
 
+#include "core/result.h"
 #include "engine/batch_sampler.h"
 #include "engine/batch_source.h"
-#include "engine/result.h"
 #include "engine/token_shard.h"
 #include "net/wire/messages_common.h"
 

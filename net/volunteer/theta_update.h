@@ -7,9 +7,9 @@
 // of theta_{v+1}. A mismatch means this copy is not the coordinator's: fall
 // back to the full state. Thread-safe.
 
+#include "core/result.h"
 #include "engine/diloco/codec.h"
 #include "engine/diloco/sparse_codec.h"
-#include "engine/result.h"
 #include "net/wire/messages_session.h"
 
 #include <string>

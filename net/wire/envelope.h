@@ -10,7 +10,7 @@
 // of docs/protocol.md ("malformed", "unknown_type", "unsupported_version",
 // "too_large"). Thread-safe (no shared state).
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/wire/error_codes.h"
 #include "net/wire/limits.h"
 #include "net/wire/msgpack_io.h"

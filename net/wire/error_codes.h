@@ -2,7 +2,7 @@
 
 // Every error code of net/, spelled once (as zguide keeps a protocol's
 // constants in one header), and what each means for control flow. Codes are
-// Error::code (engine/result.h); an error reply carries one on the wire
+// Error::code (core/result.h); an error reply carries one on the wire
 // (docs/protocol.md section 2, "Error replies"). The engine's own codes are
 // in engine/error_codes.h and reachable here too (net::errc::kIoError).
 //
@@ -10,8 +10,8 @@
 // isProtocolCode, isConnectionError, isFatalForVolunteer, isFinalForDownload.
 // Header-only: every layer may use it.
 
+#include "core/result.h"
 #include "engine/error_codes.h"
-#include "engine/result.h"
 #include "net/wire/limits.h"
 
 #include <cstddef>

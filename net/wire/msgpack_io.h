@@ -9,7 +9,7 @@
 // its fields straight through and checks DecodeContext::failed() once.
 // Not thread-safe; cheap to create.
 
-#include "engine/result.h"
+#include "core/result.h"
 #include "net/wire/text_checks.h"
 
 #include <cstdint>

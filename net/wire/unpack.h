@@ -5,7 +5,7 @@
 // depth and container sizes are capped, so a hostile peer cannot make us
 // allocate without bound. Thread-safe (no shared state).
 
-#include "engine/result.h"
+#include "core/result.h"
 
 #include <cstddef>
 #include <msgpack.hpp>
