@@ -10,7 +10,6 @@
 #include "app/args.h"
 #include "app/daemon_options.h"
 #include "core/file_io.h"
-#include "engine/cpu_runtime.h"
 #include "net/control/control_names.h"
 #include "net/control/control_paths.h"
 #include "net/daemon/daemon.h"
@@ -142,6 +141,7 @@ int serve(app::Args& args, bool demo)
     options.configDir = *configDir;
     options.controlDir = *controlDir;
     options.serverBinary = siblingProgram("crowdtrain-server");
+    options.prepareBinary = siblingProgram("crowdtrain-prepare");
     if (args.has("demo-corpus"))
         options.demoCorpusDir = args.value("demo-corpus");
     options.log = logLine;
@@ -230,6 +230,8 @@ int joinOne(app::Args& args)
     options.displayName = args.value("name");
     options.device = args.value("device");
     options.devices = limits::splitList(args.value("devices"));
+    // A GPU asked for: the CUDA core when it is installed and finds one.
+    options.tryCudaCore = options.device != "cpu";
     options.threads = int(args.integer("threads"));
     options.maxTasks = uint64_t(std::max(0LL, args.integer("max-tasks")));
     options.maxRounds = uint64_t(std::max(0LL, args.integer("max-rounds")));
@@ -281,7 +283,6 @@ int joinOne(app::Args& args)
 
 int main(int argc, char** argv)
 {
-    engine::prepareCpuRuntime(argv);
     app::Args args("crowdtrain-daemon", "the Crowdtrain volunteer daemon (started by crowdtrain-worker)",
         "  crowdtrain-daemon run | demo | join ENDPOINT PROJECT --server-key KEY [--data DIR]");
     app::declareDaemonOptions(args);
@@ -289,14 +290,11 @@ int main(int argc, char** argv)
         return *exitCode;
     const auto& positionals = args.positionals();
     const std::string command = positionals.empty() ? "" : positionals[0];
-    if (command == "run" || command == "demo") {
-        engine::configureCpuThreads(0);
+    if (command == "run" || command == "demo")
         return serve(args, command == "demo");
-    }
     if (command == "join") {
         if (!args.has("server-key"))
             return fail("join needs --server-key", 2);
-        engine::configureCpuThreads(int(args.integer("threads")));
         return joinOne(args);
     }
     return fail("the command is run, demo or join (see --help)", 2);

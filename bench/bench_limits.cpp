@@ -10,8 +10,8 @@
 #include "engine/diloco/flat_params.h"
 #include "engine/gpt.h"
 #include "engine/token_shard.h"
+#include "net/core_service/inner_trainer.h"
 #include "net/daemon/project_runner.h"
-#include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/range_source.h"
 
 #include <chrono>
@@ -69,7 +69,7 @@ int main(int argc, char** argv)
     std::printf("| target | busy share (steps' wall time / wall) | governor's measure | steps | tokens/s |\n");
     std::printf("| ---: | ---: | ---: | ---: | ---: |\n");
     for (int target : targets) {
-        volunteer::InnerTrainer trainer(model, inner, "cpu", 0);
+        coreservice::InnerTrainer trainer(model, inner, "cpu", 0);
         auto source = volunteer::RangeBatchSource::create(
             library, {{"s_train.bin", 0, uint64_t(tokens.size())}}, model.blockSize, 256, batch, steps * batch);
         if (!source) {

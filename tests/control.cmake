@@ -25,6 +25,6 @@ add_dependencies(tst_daemon_edges crowdtrain-worker crowdtrain-daemon crowdtrain
 # chunked fallback (issue 28).
 crowdtrain_test(tst_checkpoint_swarm SOURCES tst_checkpoint_swarm.cpp coordinator_process.h daemon_process.h
     worker_process.h
-    LIBS crowdtrain::daemon crowdtrain::control crowdtrain::sha256 crowdtrain::swarm Qt6::Core nlohmann_json::nlohmann_json
+    LIBS crowdtrain::daemon crowdtrain::diloco crowdtrain::control crowdtrain::sha256 crowdtrain::swarm Qt6::Core nlohmann_json::nlohmann_json
     TIMEOUT 1200)
 add_dependencies(tst_checkpoint_swarm crowdtrain-worker crowdtrain-daemon crowdtrain-server crowdtrain-prepare)

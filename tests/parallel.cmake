@@ -8,5 +8,5 @@ crowdtrain_test(tst_parallel_pipeline SOURCES tst_parallel_pipeline.cpp parallel
 # (two CPU "devices") against one device, and an agent training a real
 # coordinator's tasks across them.
 crowdtrain_test(tst_device_team SOURCES tst_device_team.cpp parallel_fixtures.h coordinator_process.h free_port.h
-    LIBS crowdtrain::volunteer Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 300)
+    LIBS crowdtrain::volunteer crowdtrain::core_service Qt6::Core nlohmann_json::nlohmann_json TIMEOUT 300)
 add_dependencies(tst_device_team crowdtrain-server crowdtrain-prepare)

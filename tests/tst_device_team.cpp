@@ -6,9 +6,9 @@
 // coordinator's tasks across two devices.
 #include "engine/diloco/flat_params.h"
 #include "engine/parallel/device_team.h"
+#include "net/core_service/inner_trainer.h"
 #include "net/limits/memory.h"
 #include "net/volunteer/agent.h"
-#include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/task_runner.h"
 
 #include "coordinator_process.h"
@@ -218,14 +218,14 @@ private slots:
         const std::vector<float> theta = diloco::flatten(reference);
         const std::atomic<bool> no{false};
 
-        volunteer::InnerTrainer one(model, inner, "cpu", 1);
+        coreservice::InnerTrainer one(model, inner, "cpu", 1);
         auto single = one.run(theta, std::make_unique<ShakespeareSource>(model.blockSize, 2), 3, 0, no, no, {});
         QVERIFY2(single, single ? "" : single.error().message.c_str());
 
         // Each device's whole share (4 rows) in one pass: the source's
         // windows are drawn as one device draws them.
         volunteer::TrainingDevices devices{.device = "cpu", .team = {"cpu", "cpu"}, .zeroStage = 3, .microBatch = 0};
-        volunteer::InnerTrainer two(model, inner, devices, 2);
+        coreservice::InnerTrainer two(model, inner, devices, 2);
         QCOMPARE(two.microBatch(), int64_t(4));
         int reports = 0;
         auto split = two.run(theta, std::make_unique<ShakespeareSource>(model.blockSize, 2), 3, 0, no, no,
@@ -242,7 +242,7 @@ private slots:
         QCOMPARE(one.parallelMode(), std::string());
 
         // A batch two devices cannot share evenly is refused, nothing trained.
-        volunteer::InnerTrainer odd(model, innerSettings(3, 7), {.device = "cpu", .team = {"cpu", "cpu"}}, 2);
+        coreservice::InnerTrainer odd(model, innerSettings(3, 7), {.device = "cpu", .team = {"cpu", "cpu"}}, 2);
         auto refused = odd.run(theta, std::make_unique<ShakespeareSource>(model.blockSize, 2), 3, 0, no, no, {});
         QVERIFY(!refused);
         QCOMPARE(refused.error().code, std::string("bad_options"));
@@ -257,25 +257,31 @@ private slots:
         const net::InnerSettings inner = innerSettings(3, 8);
         volunteer::AgentOptions options;
         options.devices = {"cpu", "tpu:0", "cpu"};
-        auto chosen = volunteer::trainingDevicesFor(options, model, inner);
+        // What a CPU core's hello lists.
+        const std::vector<std::string> coreDevices{"cpu"};
+        auto chosen = volunteer::trainingDevicesFor(options, model, inner, coreDevices);
         QVERIFY2(chosen, chosen ? "" : chosen.error().message.c_str());
         QCOMPARE(chosen->team, (std::vector<std::string>{"cpu", "cpu"}));
         QCOMPARE(chosen->zeroStage, 0);
         QCOMPARE(chosen->microBatch, int64_t(4));
 
         options.devices = {"cpu", "cpu", "cpu"}; // 8 rows split over 2 of the 3
-        chosen = volunteer::trainingDevicesFor(options, model, inner);
+        chosen = volunteer::trainingDevicesFor(options, model, inner, coreDevices);
         QVERIFY(chosen);
         QCOMPARE(chosen->team.size(), std::size_t(2));
 
-        if (!torch::cuda::is_available()) {
-            options.devices = {"cuda:0", "cuda:1"}; // no CUDA here: the one device
-            chosen = volunteer::trainingDevicesFor(options, model, inner);
-            QVERIFY(chosen);
-            QVERIFY(chosen->team.empty());
-            QCOMPARE(chosen->device, std::string("cpu"));
-            QCOMPARE(chosen->microBatch, int64_t(8));
-        }
+        options.devices = {"cuda:0", "cuda:1"}; // a core without CUDA: the one device
+        chosen = volunteer::trainingDevicesFor(options, model, inner, coreDevices);
+        QVERIFY(chosen);
+        QVERIFY(chosen->team.empty());
+        QCOMPARE(chosen->device, std::string("cpu"));
+        QCOMPARE(chosen->microBatch, int64_t(8));
+
+        // A CUDA core with two GPUs: "cuda" is GPU 0, each GPU once, unknown ones left out.
+        options.devices = {"cuda", "cuda:0", "cuda:1", "cuda:7"};
+        chosen = volunteer::trainingDevicesFor(options, model, inner, {"cpu", "cuda:0", "cuda:1"});
+        QVERIFY(chosen);
+        QCOMPARE(chosen->team, (std::vector<std::string>{"cuda:0", "cuda:1"}));
     }
 
     // A volunteer told to use two devices trains a real coordinator's tasks

@@ -2,6 +2,7 @@
 // engine/ knows nothing of Qt or ZeroMQ, net/ nothing of Qt, ui/ never
 // includes libtorch, ZeroMQ or msgpack.
 #include <QDirIterator>
+#include <QProcess>
 #include <QRegularExpression>
 #include <QTest>
 
@@ -34,6 +35,21 @@ private slots:
         QTest::newRow("net: no Qt") << QStringLiteral("net") << includePattern(netBans);
         QTest::newRow("ui: no libtorch, ZeroMQ, msgpack, engine, coordinator, volunteer")
             << QStringLiteral("ui") << includePattern(uiBans);
+        // The daemon and its volunteer agent never load libtorch: training
+        // and sampling run in crowdtrain-core (net/core_service). The agent
+        // may use the engine's plain C++ parts (crowdtrain_text, the codecs);
+        // the daemon no engine header at all.
+        const QString torch = QStringLiteral("torch/.*|ATen/.*|c10/.*");
+        const QString torchEngine = QStringLiteral("engine/(?!(batch_source|batch_sampler|token_shard|gpt_config|"
+                                                   "error_codes|lr_schedule|diloco/(codec|sparse_codec|manifest))"
+                                                   "\\.h).*");
+        QTest::newRow("net/daemon: no libtorch, no engine")
+            << QStringLiteral("net/daemon") << includePattern(torch + QStringLiteral("|engine/.*|net/core_service/.*"));
+        QTest::newRow("net/volunteer: no libtorch, only the engine's plain C++")
+            << QStringLiteral("net/volunteer")
+            << includePattern(torch + QLatin1Char('|') + torchEngine + QStringLiteral("|net/core_service/.*"));
+        QTest::newRow("net/core_link: no libtorch, only the engine's plain C++")
+            << QStringLiteral("net/core_link") << includePattern(torch + QLatin1Char('|') + torchEngine);
     }
 
     void noForbiddenIncludes()
@@ -60,6 +76,32 @@ private slots:
         }
         QVERIFY2(files > 0, "no sources found: wrong folder?");
         QVERIFY2(offenders.isEmpty(), qPrintable(offenders.join(QLatin1Char('\n'))));
+    }
+
+    // Only crowdtrain-core loads libtorch: the daemon, the command-line
+    // client and the desktop app do not (ldd lists what each one maps).
+    void onlyTheCoreLinksLibtorch_data()
+    {
+        QTest::addColumn<QString>("program");
+        QTest::addColumn<bool>("torch");
+        QTest::newRow("crowdtrain-core") << QStringLiteral("crowdtrain-core") << true;
+        QTest::newRow("crowdtrain-daemon") << QStringLiteral("crowdtrain-daemon") << false;
+        QTest::newRow("crowdtrain-worker") << QStringLiteral("crowdtrain-worker") << false;
+        QTest::newRow("crowdtrain") << QStringLiteral("crowdtrain") << false;
+    }
+    void onlyTheCoreLinksLibtorch()
+    {
+        QFETCH(QString, program);
+        QFETCH(bool, torch);
+        QProcess ldd;
+        ldd.start(QStringLiteral("ldd"), {QStringLiteral(CROWDTRAIN_BIN_DIR "/") + program});
+        QVERIFY(ldd.waitForFinished(60000));
+        QCOMPARE(ldd.exitCode(), 0);
+        const QString libraries = QString::fromUtf8(ldd.readAllStandardOutput());
+        QVERIFY2(libraries.contains(QStringLiteral("libc.so")), qPrintable(libraries)); // ldd really listed them
+        const bool found
+            = libraries.contains(QStringLiteral("libtorch")) || libraries.contains(QStringLiteral("libc10"));
+        QVERIFY2(found == torch, qPrintable(program + QStringLiteral(":\n") + libraries));
     }
 
     // The pattern itself works: a known-bad line is caught.

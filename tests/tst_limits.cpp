@@ -7,6 +7,7 @@
 #include "engine/diloco/flat_params.h"
 #include "engine/gpt.h"
 #include "engine/token_shard.h"
+#include "net/core_service/inner_trainer.h"
 #include "net/daemon/limits_monitor.h"
 #include "net/daemon/project_runner.h"
 #include "net/daemon/settings.h"
@@ -16,7 +17,6 @@
 #include "net/limits/nvml.h"
 #include "net/limits/policy.h"
 #include "net/limits/throttle.h"
-#include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/range_source.h"
 #include "synthetic_corpus.h"
 
@@ -531,7 +531,7 @@ private slots:
         engine::Gpt initial(model);
         const std::vector<float> theta = diloco::flatten(initial);
         auto train = [&](int64_t micro) {
-            volunteer::InnerTrainer trainer(model, inner, "cpu", 1, micro);
+            coreservice::InnerTrainer trainer(model, inner, "cpu", 1, micro);
             auto source = volunteer::RangeBatchSource::create(library, {{"m_train.bin", 0, 20000}}, 16, 97, 8, 24);
             std::atomic<bool> abort{false};
             const std::atomic<bool> noWrapUp{false};
@@ -580,7 +580,7 @@ private slots:
             double measured = 0;
         };
         auto train = [&](double share, int pauseAfter) -> Run {
-            volunteer::InnerTrainer trainer(model, inner, "cpu", 1);
+            coreservice::InnerTrainer trainer(model, inner, "cpu", 1);
             auto source = volunteer::RangeBatchSource::create(
                 library, {{"s_train.bin", 0, uint64_t(tokens.size())}}, 64, 256, 8, steps * 8);
             if (!source)

@@ -507,6 +507,29 @@ private slots:
         QCOMPARE(page.tileText(DashboardPage::kDevice), QStringLiteral("2 GPUs (CUDA), data parallel"));
     }
 
+    // An NVIDIA GPU without the CUDA core: the dashboard says what to
+    // install, and says nothing once the status has no advice.
+    void theDashboardSaysHowToAddTheCudaCore()
+    {
+        FakeLink link;
+        DashboardPage page(link);
+        page.reload();
+        control::Value status = control::Value::map();
+        status.set("state", "training").set("project", "demo").set("device", "auto").set("device_in_use", "cpu");
+        status.set("core", "cpu")
+            .set("core_advice",
+                "This computer has an NVIDIA GPU, but Crowdtrain's CUDA core is not installed, so it trains on the "
+                "CPU. "
+                "Add it with: sudo apt install crowdtrain-core-cuda");
+        QVERIFY(link.answer(QStringLiteral("status"), status));
+        QVERIFY(page.coreAdvice().contains(QStringLiteral("sudo apt install crowdtrain-core-cuda")));
+        QCOMPARE(page.tileText(DashboardPage::kDevice), QStringLiteral("CPU"));
+        page.reload();
+        status.set("core_advice", "");
+        QVERIFY(link.answer(QStringLiteral("status"), status));
+        QVERIFY(page.coreAdvice().isEmpty());
+    }
+
     void theDashboardShowsStatusAndAddsOnlyNewRounds()
     {
         FakeLink link;

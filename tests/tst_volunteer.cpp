@@ -5,12 +5,12 @@
 #include "core/file_io.h"
 #include "engine/diloco/flat_params.h"
 #include "engine/token_shard.h"
+#include "net/core_service/inner_trainer.h"
 #include "net/transport/curve_socket.h"
 #include "net/transport/zap_authenticator.h"
 #include "net/volunteer/agent.h"
 #include "net/volunteer/backoff.h"
 #include "net/volunteer/connection.h"
-#include "net/volunteer/inner_trainer.h"
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/range_source.h"
 #include "net/volunteer/theta_update.h"
@@ -457,12 +457,12 @@ private slots:
         ShardLibrary library(dirOf(dir));
         engine::GptConfig model{1, 2, 16, 8, 16, 0.0};
         net::InnerSettings inner{3, 2, 8, 1e-2, 1e-3, 2, 0, 0.9, 0.95, 0.1, 1.0};
-        const auto manifest = InnerTrainer::wireManifestOf(model);
+        const auto manifest = coreservice::InnerTrainer::wireManifestOf(model);
         QVERIFY(!manifest.empty());
         QVERIFY(manifest.front().name.find("wte") != std::string::npos);
         QCOMPARE(manifest.front().shape, (std::vector<uint64_t>{16, 16}));
 
-        InnerTrainer trainer(model, inner, "cpu", 1);
+        coreservice::InnerTrainer trainer(model, inner, "cpu", 1);
         QVERIFY(trainer.sameSettings(model, inner));
         torch::manual_seed(1);
         engine::Gpt reference(model);
@@ -519,19 +519,20 @@ private slots:
         inner.warmupIters = 10;
         // No horizon: warmup over this volunteer's own steps, then constant,
         // however old the project is.
-        QCOMPARE(InnerTrainer::learningRate(inner, 0, 5000), 1e-3 / 11);
-        QCOMPARE(InnerTrainer::learningRate(inner, 9, 0), 1e-3 * 10 / 11);
-        QCOMPARE(InnerTrainer::learningRate(inner, 10, 0), 1e-3);
-        QCOMPARE(InnerTrainer::learningRate(inner, 500, 1'000'000), 1e-3);
+        QCOMPARE(coreservice::InnerTrainer::learningRate(inner, 0, 5000), 1e-3 / 11);
+        QCOMPARE(coreservice::InnerTrainer::learningRate(inner, 9, 0), 1e-3 * 10 / 11);
+        QCOMPARE(coreservice::InnerTrainer::learningRate(inner, 10, 0), 1e-3);
+        QCOMPARE(coreservice::InnerTrainer::learningRate(inner, 500, 1'000'000), 1e-3);
         // A horizon: the cosine of the global step (version * H + i), the
         // same for every volunteer in a round; the warmup still caps it.
         inner.lrDecayIters = 2000;
-        QCOMPARE(InnerTrainer::learningRate(inner, 500, 0), 1e-3);
-        QVERIFY(qAbs(InnerTrainer::learningRate(inner, 500, 1000) - 5.5e-4) < 1e-12);
-        QCOMPARE(InnerTrainer::learningRate(inner, 500, 2000), 1e-4);
-        QCOMPARE(InnerTrainer::learningRate(inner, 500, 9000), 1e-4);
-        QCOMPARE(InnerTrainer::learningRate(inner, 0, 1990), 1e-3 / 11); // a new volunteer late in the project
-        QVERIFY(InnerTrainer::learningRate(inner, 5, 1990) > 1e-4); // the floor, not the ramp
+        QCOMPARE(coreservice::InnerTrainer::learningRate(inner, 500, 0), 1e-3);
+        QVERIFY(qAbs(coreservice::InnerTrainer::learningRate(inner, 500, 1000) - 5.5e-4) < 1e-12);
+        QCOMPARE(coreservice::InnerTrainer::learningRate(inner, 500, 2000), 1e-4);
+        QCOMPARE(coreservice::InnerTrainer::learningRate(inner, 500, 9000), 1e-4);
+        QCOMPARE(
+            coreservice::InnerTrainer::learningRate(inner, 0, 1990), 1e-3 / 11); // a new volunteer late in the project
+        QVERIFY(coreservice::InnerTrainer::learningRate(inner, 5, 1990) > 1e-4); // the floor, not the ramp
     }
 
     void connectionCountsBytes()

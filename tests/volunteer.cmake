@@ -1,3 +1,9 @@
 # Volunteer agent pieces that need no coordinator: task windows, local state,
 # key handling, update application, backoff, the inner trainer, byte counting.
-crowdtrain_test(tst_volunteer SOURCES tst_volunteer.cpp LIBS crowdtrain::volunteer)
+crowdtrain_test(tst_volunteer SOURCES tst_volunteer.cpp LIBS crowdtrain::volunteer crowdtrain::core_service)
+
+# The training core as its own process: frames, the windows file, a real
+# crowdtrain-core trained, killed, hung and garbled (docs/protocol.md §13).
+crowdtrain_test(tst_core SOURCES tst_core.cpp coordinator_process.h LIBS crowdtrain::volunteer crowdtrain::core_service
+    Qt6::Core nlohmann_json::nlohmann_json)
+add_dependencies(tst_core crowdtrain-server crowdtrain-prepare)

@@ -40,8 +40,15 @@ DashboardPage::DashboardPage(Link& link, QWidget* parent)
     m_detail = new QLabel(this);
     m_detail->setWordWrap(true);
     m_detail->setAccessibleName(tr("Worker details"));
+    // What this machine's GPU needs installed (status' core_advice).
+    m_coreAdvice = new QLabel(this);
+    m_coreAdvice->setWordWrap(true);
+    m_coreAdvice->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_coreAdvice->setAccessibleName(tr("GPU core advice"));
+    m_coreAdvice->hide();
     words->addWidget(m_state);
     words->addWidget(m_detail);
+    words->addWidget(m_coreAdvice);
     head->addLayout(words, 1);
     m_pause = new QPushButton(tr("Pause"), this);
     m_pause->setAccessibleName(tr("Pause or resume training"));
@@ -286,6 +293,9 @@ void DashboardPage::showStatus(const control::Value& status)
     if (project.isEmpty())
         detail << tr("Join a project on the Projects page to start.");
     m_detail->setText(detail.join(QStringLiteral(" · ")));
+    const QString advice = text(status["core_advice"]);
+    m_coreAdvice->setText(advice);
+    m_coreAdvice->setVisible(!advice.isEmpty());
     showTiles(status);
     const QString empty
         = project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first round");
@@ -293,6 +303,11 @@ void DashboardPage::showStatus(const control::Value& status)
     m_volunteers->setEmptyText(empty);
     m_machine->setEmptyText(
         project.isEmpty() ? tr("No points yet: join a project") : tr("No points yet: waiting for the first step"));
+}
+
+QString DashboardPage::coreAdvice() const
+{
+    return m_coreAdvice->isHidden() ? QString() : m_coreAdvice->text();
 }
 
 void DashboardPage::showTiles(const control::Value& status)

@@ -33,6 +33,8 @@ public:
     QString stateText() const;
     QString detailText() const;
     QString tileText(Tile tile) const;
+    // The advice shown when the machine's GPU lacks its core ("" when hidden).
+    QString coreAdvice() const;
     QPushButton* pauseButton() const { return m_pause; }
 
 protected:
@@ -48,6 +50,7 @@ private:
     void flush();
 
     QLabel* m_state;
+    QLabel* m_coreAdvice = nullptr;
     QLabel* m_detail;
     QLabel* m_tiles[kTiles];
     QPushButton* m_pause;

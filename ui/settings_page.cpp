@@ -82,6 +82,7 @@ void SettingsPage::load()
         if (status.ok) {
             const control::Value& gpu = status.body["limits"]["gpu"];
             m_gpuUnavailable = gpu["available"].toBool() ? QString() : text(gpu["why"]);
+            m_coreAdvice = text(status.body["core_advice"]);
         }
         fetch(qname(control::request::kSettingsGet), control::Value::map(), [this](const DaemonReply& reply) {
             if (reply.ok)
@@ -129,7 +130,8 @@ void SettingsPage::showSettings(const control::Value& described)
 
 bool SettingsPage::sameForm(const control::Value& described) const
 {
-    if (m_gpuUnavailable != m_builtGpuUnavailable || described.size() != m_keys.size())
+    if (m_gpuUnavailable != m_builtGpuUnavailable || m_coreAdvice != m_builtCoreAdvice
+        || described.size() != m_keys.size())
         return false;
     for (std::size_t i = 0; i < m_keys.size(); ++i)
         if (described.at(i)["key"].toString() != m_keys[i])
@@ -144,6 +146,7 @@ void SettingsPage::build(const control::Value& described)
     m_editors.clear();
     m_keys.clear();
     m_builtGpuUnavailable = m_gpuUnavailable;
+    m_builtCoreAdvice = m_coreAdvice;
     for (const control::Value& spec : described.items()) {
         addSection(spec["key"].toString());
         addSetting(spec);
@@ -166,6 +169,14 @@ void SettingsPage::addSection(const std::string& key)
     bold.setBold(true);
     heading->setFont(bold);
     m_form->addRow(heading);
+    if (key == control::setting::kGpuMemoryLimitMib.name && !m_coreAdvice.isEmpty()) {
+        // A GPU without its core: the one command that adds it.
+        auto* advice = new QLabel(m_coreAdvice, m_formHost);
+        advice->setWordWrap(true);
+        advice->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        advice->setAccessibleName(tr("GPU core advice"));
+        m_form->addRow(advice);
+    }
     if (key == control::setting::kGpuMemoryLimitMib.name && !m_gpuUnavailable.isEmpty()) {
         // Said once, in words, above the greyed GPU limits.
         auto* why = new QLabel(sentence(m_gpuUnavailable) + QLatin1Char('.'), m_formHost);

@@ -49,6 +49,8 @@ private:
     std::map<QString, QWidget*> m_editors;
     std::vector<std::string> m_keys; // the form's settings, in order
     QString m_gpuUnavailable; // why the GPU limits do nothing here ("" with NVML)
+    QString m_coreAdvice; // a GPU without its CUDA core: what to install ("" otherwise)
+    QString m_builtCoreAdvice;
     QString m_builtGpuUnavailable; // the same, as the form shows it
 };
 

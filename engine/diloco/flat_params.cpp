@@ -19,35 +19,6 @@ Manifest manifestOf(engine::Gpt& model)
     return manifest;
 }
 
-bool sameLayout(const Manifest& a, const Manifest& b)
-{
-    return a.totalElements == b.totalElements && a.entries == b.entries;
-}
-
-std::string manifestFingerprint(const Manifest& manifest)
-{
-    uint64_t hash = 0xcbf29ce484222325ull;
-    auto mix = [&hash](std::string_view text) {
-        for (unsigned char c : text) {
-            hash ^= c;
-            hash *= 0x100000001b3ull;
-        }
-    };
-    for (const ManifestEntry& entry : manifest.entries) {
-        mix(entry.name);
-        mix(":");
-        for (std::size_t i = 0; i < entry.shape.size(); ++i) {
-            if (i > 0)
-                mix(",");
-            mix(std::to_string(entry.shape[i]));
-        }
-        mix(";");
-    }
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-    return hex;
-}
-
 engine::Gpt seededModel(const engine::GptConfig& config, uint64_t seed)
 {
     torch::manual_seed(seed);
@@ -95,14 +66,6 @@ Status assign(engine::Gpt& model, const float* flat, int64_t n)
         offset += param.numel();
     }
     return Status::success();
-}
-
-std::vector<float> pseudoGradient(const float* global, const float* local, int64_t n)
-{
-    std::vector<float> delta(static_cast<std::size_t>(std::max<int64_t>(n, 0)));
-    for (int64_t i = 0; i < n; ++i)
-        delta[static_cast<std::size_t>(i)] = global[i] - local[i];
-    return delta;
 }
 
 } // namespace crowdtrain::diloco

@@ -7,6 +7,7 @@
 // model. Thread-safe for distinct models.
 
 #include "core/result.h"
+#include "engine/diloco/manifest.h"
 #include "engine/gpt.h"
 
 #include <cstdint>
@@ -15,28 +16,7 @@
 
 namespace crowdtrain::diloco {
 
-struct ManifestEntry {
-    std::string name;
-    std::vector<int64_t> shape;
-    int64_t offset = 0; // first element in the flat vector
-    int64_t numel = 0;
-
-    bool operator==(const ManifestEntry&) const = default;
-};
-
-struct Manifest {
-    std::vector<ManifestEntry> entries;
-    int64_t totalElements = 0;
-};
-
 Manifest manifestOf(engine::Gpt& model);
-
-// Same names, shapes and offsets in the same order.
-bool sameLayout(const Manifest& a, const Manifest& b);
-
-// 16 lower-case hex digits: FNV-1a 64 over "name:d0,d1,...;" for each entry
-// in order. Stable across machines and versions; not a security hash.
-std::string manifestFingerprint(const Manifest& manifest);
 
 // The model a project starts from when its spec gives init.seed: libtorch's
 // generator seeded with `seed`, then the engine's initialisation, on the
@@ -53,8 +33,5 @@ std::vector<float> flatten(engine::Gpt& model);
 // Copies a flat vector into the model's parameters (any device and dtype).
 // "bad_size" unless n equals the parameter count; nothing changes then.
 Status assign(engine::Gpt& model, const float* flat, int64_t n);
-
-// The DiLoCo pseudo-gradient: global - local, element by element.
-std::vector<float> pseudoGradient(const float* global, const float* local, int64_t n);
 
 } // namespace crowdtrain::diloco

@@ -2,7 +2,7 @@
 // feedback, and the coordinator's int8 or int4 update.
 #include "engine/diloco/sparse_codec.h"
 
-#include "engine/diloco/flat_params.h"
+#include "engine/diloco/manifest.h"
 #include "engine/diloco/sparse_bits.h"
 #include "engine/error_codes.h"
 

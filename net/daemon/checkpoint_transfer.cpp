@@ -1,9 +1,6 @@
 #include "net/daemon/checkpoint_transfer.h"
 
-#include "core/utf8.h"
-#include "engine/generate.h"
-#include "engine/model_io.h"
-#include "engine/tokenizer.h"
+#include "net/core_link/core_process.h"
 #include "net/daemon/checkpoint_swarm.h"
 #include "net/transfer/download.h"
 #include "net/transfer/socket_source.h"
@@ -186,46 +183,63 @@ void generateText(
         body.set("text", text).set("done", done).set("error", error);
         hooks.emit(body);
     };
-    auto tokenizer = engine::loadTokenizer(folder / "tokenizer");
-    if (!tokenizer)
-        return emit("", true, "no tokenizer with this checkpoint: " + tokenizer.error().message);
-    auto model = engine::loadModel(folder);
-    if (!model)
-        return emit("", true, model.error().message);
-    const auto promptIds = (*tokenizer)->encode(request.prompt);
-    if (promptIds.empty())
-        return emit("", true, "the prompt encodes to no tokens");
+    // Sampling runs in a training core of its own (docs/protocol.md §13.4),
+    // ended when the text is done or no longer wanted: a fault in it never
+    // reaches the daemon.
+    auto core = corelink::CoreProcess::start({.binary = hooks.coreBinary});
+    if (!core)
+        return emit("", true, core.error().message);
+    corelink::GenerateRequest ask;
+    ask.folder = folder.string();
+    ask.prompt = request.prompt;
+    ask.maxTokens = uint64_t(std::clamp<int64_t>(request.maxTokens, 1, 4096));
+    ask.temperature = request.temperature;
+    ask.topK = uint64_t(std::max<int64_t>(0, request.topK));
+    ask.seed = request.seed;
+    corelink::CoreChannel& channel = (*core)->channel();
+    if (Status sent = channel.send(ask.encode()); !sent)
+        return emit("", true, "the training core " + (*core)->ended());
     if (hooks.generating)
         hooks.generating(true);
-    engine::SampleOptions options;
-    options.maxNewTokens = std::clamp<int64_t>(request.maxTokens, 1, 4096);
-    options.temperature = request.temperature;
-    options.topK = request.topK;
-    options.seed = request.seed;
-    core::Utf8Stream text;
     std::string pending;
+    std::string error;
     auto lastSent = std::chrono::steady_clock::now();
-    try {
-        engine::generate(*model, std::vector<int64_t>(promptIds.begin(), promptIds.end()), options, [&](int64_t token) {
-            const int32_t one = int32_t(token);
-            pending += text.push((*tokenizer)->decode(std::span<const int32_t>(&one, 1)));
-            const auto now = std::chrono::steady_clock::now();
-            if (!pending.empty() && now - lastSent > std::chrono::milliseconds(50)) {
-                emit(pending, false, "");
-                pending.clear();
-                lastSent = now;
-            }
-            return hooks.keepGoing();
-        });
-    } catch (const std::exception& e) {
-        if (hooks.generating)
-            hooks.generating(false);
-        return emit(pending, true, std::string("generation failed: ") + e.what());
+    while (true) {
+        if (hooks.keepGoing && !hooks.keepGoing()) {
+            (*core)->kill();
+            break;
+        }
+        auto frame = channel.receive(200);
+        if (!frame && frame.error().code == net::errc::kTimeout)
+            continue;
+        if (!frame) {
+            error = "generation failed: the training core " + (*core)->ended() + " (" + frame.error().message + ")";
+            break;
+        }
+        if (frame->type == corelink::type::kGenerated)
+            break;
+        if (frame->type == corelink::type::kError) {
+            const Error failed = corelink::decodeError(*frame);
+            error = failed.message;
+            break;
+        }
+        auto piece = corelink::decodeText(*frame);
+        if (!piece) {
+            (*core)->kill();
+            error = "generation failed: " + piece.error().message;
+            break;
+        }
+        pending += *piece;
+        const auto now = std::chrono::steady_clock::now();
+        if (!pending.empty() && now - lastSent > std::chrono::milliseconds(50)) {
+            emit(pending, false, "");
+            pending.clear();
+            lastSent = now;
+        }
     }
-    pending += text.finish();
     if (hooks.generating)
         hooks.generating(false);
-    emit(pending, true, "");
+    emit(pending, true, error);
 }
 
 } // namespace crowdtrain::daemon

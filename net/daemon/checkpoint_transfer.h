@@ -79,6 +79,7 @@ struct GenerateHooks {
     std::function<void(bool generating)> generating;
     // False stops the generation at the next token.
     std::function<bool()> keepGoing;
+    std::filesystem::path coreBinary; // crowdtrain-core; empty: the default
 };
 
 // Generates from the checkpoint in `folder` (its model and tokenizer/),

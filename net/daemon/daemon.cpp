@@ -85,6 +85,7 @@ Status Daemon::initialise()
     DemoOptions demo;
     demo.dataDir = m_options.dataDir;
     demo.serverBinary = m_options.serverBinary;
+    demo.prepareBinary = m_options.prepareBinary;
     demo.corpusDir = m_options.demoCorpusDir;
     demo.log = [this](const std::string& line) {
         if (m_options.log)

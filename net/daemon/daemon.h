@@ -55,6 +55,7 @@ struct DaemonOptions {
     std::filesystem::path configDir; // settings.json
     std::filesystem::path controlDir; // the control API's sockets
     std::filesystem::path serverBinary; // crowdtrain-server, for the demo hub
+    std::filesystem::path prepareBinary; // crowdtrain-prepare, for the demo hub's corpus
     std::filesystem::path demoCorpusDir = "/usr/share/games/fortunes";
     std::function<void(const std::string&)> log; // also sent as "log" events
     int pollMs = 500; // status events and the runner's health

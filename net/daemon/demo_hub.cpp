@@ -1,8 +1,6 @@
 #include "net/daemon/demo_hub.h"
 
 #include "core/file_io.h"
-#include "engine/data_prepare.h"
-#include "engine/tokenizer.h"
 #include "net/control/control_names.h"
 #include "net/wire/error_codes.h"
 
@@ -75,6 +73,53 @@ Result<std::string> readLine(int fd, int timeoutMs)
     return line.substr(0, line.find('\n'));
 }
 
+// crowdtrain-prepare FILES... --out DATA --tokenizer char: the daemon does
+// not tokenize corpora itself (it links no engine code).
+Status runPrepare(const std::filesystem::path& program, const std::vector<std::filesystem::path>& files,
+    const std::filesystem::path& data)
+{
+    std::vector<std::string> args{program.string()};
+    for (const auto& file : files)
+        args.push_back(file.string());
+    for (const char* option : {"--out", "", "--tokenizer", "char", "--val-fraction", "0.05", "--name", "fortunes"})
+        args.push_back(option);
+    args[files.size() + 2] = data.string();
+    std::vector<char*> argv;
+    for (std::string& arg : args)
+        argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0)
+        return Error::make(net::errc::kIoError, std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+        const int quiet = ::open("/dev/null", O_WRONLY);
+        if (quiet >= 0)
+            ::dup2(quiet, STDOUT_FILENO);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) { }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return Error::make(control::errc::kDemoFailed,
+            "preparing the demo corpus failed (" + program.string() + " exited with status "
+                + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) + ")");
+    return Status::success();
+}
+
+// The vocabulary size crowdtrain-prepare recorded in DATA/meta.json.
+Result<int64_t> vocabSizeOf(const std::filesystem::path& data)
+{
+    auto text = core::readFile(data / "meta.json", 1 << 20);
+    if (!text)
+        return text.error();
+    const auto meta = nlohmann::json::parse(*text, nullptr, false);
+    if (meta.is_discarded() || !meta.contains("tokenizer") || !meta["tokenizer"].contains("vocab_size")
+        || !meta["tokenizer"]["vocab_size"].is_number_integer())
+        return Error::make(control::errc::kDemoFailed, (data / "meta.json").string() + " has no vocabulary size");
+    return meta["tokenizer"]["vocab_size"].get<int64_t>();
+}
+
 } // namespace
 
 std::vector<std::filesystem::path> demoCorpusFiles(const std::filesystem::path& corpusDir)
@@ -110,23 +155,16 @@ Result<std::unique_ptr<DemoHub>> DemoHub::start(const DemoOptions& options)
                     + " has no text (install Debian's fortunes package: apt install fortunes)");
         std::filesystem::remove_all(data, ec);
         std::filesystem::create_directories(root, ec);
-        engine::PrepareOptions prepare;
-        prepare.inputs = files;
-        prepare.outDir = data;
-        prepare.tokenizer = "char";
-        prepare.valFraction = 0.05;
-        prepare.name = "fortunes";
         log("preparing the demo corpus (" + std::to_string(files.size()) + " files of " + options.corpusDir.string()
             + ")");
-        auto prepared = engine::prepareDataSet(prepare);
-        if (!prepared)
+        if (Status prepared = runPrepare(options.prepareBinary, files, data); !prepared)
             return prepared.error();
     }
-    auto tokenizer = engine::loadTokenizer(data / "tokenizer");
-    if (!tokenizer)
-        return tokenizer.error();
+    auto vocabSize = vocabSizeOf(data);
+    if (!vocabSize)
+        return vocabSize.error();
     const std::filesystem::path spec = root / (std::string(kDemoProject) + ".project.json");
-    if (Status written = core::writeFileAtomic(spec, specText((*tokenizer)->vocabSize())); !written)
+    if (Status written = core::writeFileAtomic(spec, specText(*vocabSize)); !written)
         return written.error();
 
     int out[2];

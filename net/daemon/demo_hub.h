@@ -27,6 +27,7 @@ inline constexpr const char* kDemoLabel = control::kDemoHub.data();
 struct DemoOptions {
     std::filesystem::path dataDir; // the daemon's data folder
     std::filesystem::path serverBinary; // crowdtrain-server
+    std::filesystem::path prepareBinary; // crowdtrain-prepare (tokenizes the corpus once)
     std::filesystem::path corpusDir = "/usr/share/games/fortunes";
     std::function<void(const std::string&)> log;
 };

@@ -1,5 +1,7 @@
 #include "net/daemon/joined_project.h"
 
+#include "net/core_link/core_process.h"
+
 #include "net/daemon/request_fields.h"
 
 namespace crowdtrain::daemon {
@@ -86,6 +88,8 @@ Status JoinedProject::startRunnerLocked(const std::string& hubText, const HubLin
     options.network = m_parts.limits.throttle();
     if (device != setting::kDeviceCpu)
         std::tie(options.gpuMemoryTotalBytes, options.gpuMemoryBudgetBytes) = m_parts.limits.gpuMemory(settings);
+    // The CUDA core when the settings allow a GPU and NVML sees one.
+    options.tryCudaCore = device != setting::kDeviceCpu && m_parts.limits.gpuTemperatureC().has_value();
     options.log = [this](const std::string& line) { m_parts.log.log(line); };
     options.swarm = m_parts.swarm;
     options.swarmSeeding = m_parts.swarmSeeding;
@@ -98,8 +102,28 @@ Status JoinedProject::startRunnerLocked(const std::string& hubText, const HubLin
 void JoinedProject::refreshPausedLocked()
 {
     const limits::Decision& limit = m_parts.limits.decision();
+    const int64_t now = unixNowMs();
+    const bool snoozed = m_snoozeUntilMs > now;
+    const bool paused = m_userPaused || snoozed || m_generating || !limit.run;
     m_gate.setBusyTarget(limit.run ? limit.busyTarget : 1.0);
-    m_gate.setPaused(m_userPaused || m_snoozeUntilMs > unixNowMs() || m_generating || !limit.run);
+    m_gate.setPaused(paused);
+    m_pausedSinceMs = !paused ? 0 : m_pausedSinceMs ? m_pausedSinceMs : now;
+    if (!m_runner)
+        return;
+    // The training core gives its device back (it exits) when the pause is
+    // for something that wants the GPU's memory, or has lasted a while.
+    std::string why;
+    if (snoozed)
+        why = "snoozed";
+    else if (m_generating)
+        why = "generating text";
+    else if (!limit.run
+        && (limit.code == control::LimitCode::Schedule || limit.code == control::LimitCode::GpuBusy
+            || limit.code == control::LimitCode::Program))
+        why = limit.limit;
+    else if (paused && now - m_pausedSinceMs >= kReleaseDeviceAfterPauseMs)
+        why = "paused for " + std::to_string(kReleaseDeviceAfterPauseMs / 1000) + " s";
+    m_runner->releaseDevice(!why.empty(), why);
 }
 
 Status JoinedProject::join(const std::string& hubText, const std::string& project)
@@ -273,6 +297,13 @@ StatusInputs JoinedProject::inputsLocked() const
     in.decision = m_parts.limits.decision();
     in.gpuTemperatureC = m_parts.limits.gpuTemperatureC();
     in.measuredBusy = m_gate.measuredBusy();
+    // An NVIDIA GPU and no CUDA core: training runs on the CPU until the
+    // volunteer adds it.
+    std::error_code ec;
+    if (in.gpuTemperatureC && !std::filesystem::exists(corelink::defaultCudaCoreBinary(), ec))
+        in.coreAdvice = std::string("This computer has an NVIDIA GPU, but Crowdtrain's CUDA core is not installed, "
+                                    "so it trains on the CPU. Add it with: ")
+            + corelink::kCudaCoreInstall;
     if (m_runner) {
         in.summary = m_runner->summary();
         in.runnerStopped = !m_runner->running();

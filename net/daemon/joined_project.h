@@ -73,6 +73,9 @@ public:
     StatusInputs inputs() const;
     Joined joined() const;
 
+    // A pause this long gives the device back (the training core exits).
+    static constexpr int64_t kReleaseDeviceAfterPauseMs = 60 * 1000;
+
 private:
     // With m_mutex held.
     SavedState savedLocked() const;
@@ -91,6 +94,7 @@ private:
     bool m_userPaused = false;
     bool m_generating = false;
     int64_t m_snoozeUntilMs = 0;
+    int64_t m_pausedSinceMs = 0; // when the current pause began (0: running)
 };
 
 } // namespace crowdtrain::daemon

@@ -88,8 +88,9 @@ ProjectRunner::ProjectRunner(Target target, volunteer::AgentOptions options, Pau
     , m_agent([&] {
         auto o = withTarget(std::move(options), m_target);
         o.betweenSteps = [this](double stepMs, const std::atomic<bool>& abort) {
-            m_gate.afterStep(stepMs, [&] { return abort.load() || m_agent.stopRequested(); });
+            m_gate.afterStep(stepMs, [&] { return abort.load() || m_agent.stopRequested() || m_release.load(); });
         };
+        o.releaseDevice = [this] { return m_release.load(); };
         o.beforeTask = [this] { m_gate.wait([&] { return m_agent.stopRequested(); }); };
         return o;
     }())
@@ -108,6 +109,18 @@ ProjectRunner::~ProjectRunner()
     m_agent.stop();
     m_gate.wake();
     m_thread.join();
+}
+
+void ProjectRunner::releaseDevice(bool release, const std::string& why)
+{
+    if (m_release.exchange(release) == release)
+        return;
+    if (release) {
+        // An idle core exits now; one in a task wraps the task up (the
+        // pause lets go of its step) and exits when it is submitted.
+        m_agent.releaseCore(why);
+        m_gate.wake();
+    }
 }
 
 bool ProjectRunner::running() const

@@ -15,6 +15,7 @@
 #include "net/limits/governor.h"
 #include "net/volunteer/agent.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -63,6 +64,11 @@ public:
     ProjectRunner& operator=(const ProjectRunner&) = delete;
 
     const Target& target() const { return m_target; }
+    // While set, the device is given back: the training core exits (the
+    // task in hand wraps up first) and starts again once cleared and the
+    // gate opens. Any thread.
+    void releaseDevice(bool release, const std::string& why);
+    bool coreRunning() const { return m_agent.coreRunning(); }
     volunteer::AgentSummary summary() const { return m_agent.summary(); }
     bool running() const;
     // The error the agent stopped with (a bad key, an unknown project, ...).
@@ -71,6 +77,7 @@ public:
 private:
     Target m_target;
     PauseGate& m_gate;
+    std::atomic<bool> m_release{false}; // the device is to be given back
     volunteer::VolunteerAgent m_agent;
     mutable std::mutex m_mutex;
     bool m_running = true;

@@ -87,7 +87,15 @@ Value statusValue(const StatusInputs& in, const std::string& publicKey, Value no
             v.set("device_in_use", summary->deviceName);
         if (!summary->parallelMode.empty())
             v.set("parallel_mode", summary->parallelMode);
+        // The training core: its family ("cpu", "cuda") once one has
+        // started, and whether one runs now (none while the device is given back).
+        if (!summary->coreFamily.empty())
+            v.set("core", summary->coreFamily).set("core_runtime", summary->coreRuntime);
+        v.set("core_running", summary->coreRunning);
+        if (!summary->cudaRefusal.empty())
+            v.set("cuda_refusal", summary->cudaRefusal);
     }
+    v.set("core_advice", in.coreAdvice);
     v.set("notices", std::move(notices));
     return v;
 }

@@ -29,6 +29,7 @@ struct StatusInputs {
     std::optional<volunteer::AgentSummary> summary; // with a runner
     bool runnerStopped = false; // the agent gave up
     std::optional<Error> failure; // why
+    std::string coreAdvice; // what to install for this machine's GPU ("" when nothing)
 };
 
 // The state, and `why` in plain words ("" when nothing to add).

@@ -36,6 +36,7 @@
 namespace crowdtrain::volunteer {
 
 struct AgentSummary;
+class CoreHost;
 
 struct AgentOptions {
     std::string endpoint; // "tcp://host:port"
@@ -88,6 +89,19 @@ struct AgentOptions {
     // limits and counts its traffic.
     std::function<swarm::SwarmSession*()> swarm;
     std::function<bool()> swarmSeeding; // whether to seed it now; null: yes
+    // The training core (crowdtrain-core, docs/protocol.md §13); empty:
+    // corelink::defaultCoreBinary(). A step the core does not report within
+    // coreStepTimeoutMs (or 10 times its slowest step) counts as a hang.
+    std::filesystem::path coreBinary;
+    std::filesystem::path cudaCoreBinary; // empty: corelink::defaultCudaCoreBinary()
+    // Try the CUDA core first (the daemon sets it when the settings allow a
+    // GPU and NVML sees one); see CoreHost.
+    bool tryCudaCore = false;
+    int coreStepTimeoutMs = 120000;
+    // Read between steps and between tasks: true when the device should be
+    // given back (a long pause, a snooze, the schedule, a game on the GPU):
+    // the task in hand wraps up with the steps done and the core exits.
+    std::function<bool()> releaseDevice;
     // For adversarial benchmarks only (bench/hostile_worker.cpp): changes the
     // pseudo-gradient before it is encoded, as a hostile volunteer would.
     std::function<void(std::vector<float>& delta)> alterPseudoGradient;
@@ -129,6 +143,10 @@ struct AgentSummary {
     int64_t microBatch = 0; // sequences per forward/backward pass (0 before the first task)
     std::string deviceName; // where training runs ("cpu", "cuda:0", "cuda:0,cuda:1"); "" before the first task
     std::string parallelMode; // across several devices: "data_parallel", "sharded" (ZeRO-3); else ""
+    std::string coreFamily; // the training core's: "cpu", "cuda"; "" before one started
+    std::string coreRuntime; // e.g. "libtorch 1.13.1"
+    std::string cudaRefusal; // why the CUDA core is not used ("" when it is or was not tried)
+    bool coreRunning = false; // a core runs now (none while the device is given back)
 
     // computeMs / wallMs
     double utilisation() const { return wallMs > 0 ? computeMs / wallMs : 0.0; }
@@ -154,6 +172,12 @@ public:
     void stop() { m_stop.store(true); }
     bool stopRequested() const { return m_stop.load(); }
     AgentSummary summary() const;
+    // Ends the training core now if it is idle, else once its task ends,
+    // freeing its device memory; the next task starts a new one. Any thread.
+    void releaseCore(const std::string& why);
+    // Whether a training core runs now, and how many were started.
+    bool coreRunning() const;
+    uint64_t coreStarts() const;
 
 private:
     friend class AgentLoop;
@@ -161,6 +185,7 @@ private:
     void publish(const AgentSummary& summary);
 
     AgentOptions m_options;
+    std::unique_ptr<CoreHost> m_core;
     std::atomic<bool> m_stop{false};
     mutable std::mutex m_summaryMutex;
     AgentSummary m_summary;

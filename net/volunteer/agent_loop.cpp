@@ -1,6 +1,7 @@
 #include "net/volunteer/agent_loop.h"
 
 #include "crowdtrain/version.h"
+#include "net/volunteer/core_host.h"
 #include "net/volunteer/theta_update.h"
 #include "net/wire/error_codes.h"
 
@@ -60,9 +61,28 @@ std::string AgentSummary::toJson() const
 
 VolunteerAgent::VolunteerAgent(AgentOptions options)
     : m_options(std::move(options))
+    , m_core(std::make_unique<CoreHost>(
+          CoreHostOptions{
+              .cpuCore = m_options.coreBinary, .cudaCore = m_options.cudaCoreBinary, .tryCuda = m_options.tryCudaCore},
+          m_options.log))
 { }
 
 VolunteerAgent::~VolunteerAgent() = default;
+
+void VolunteerAgent::releaseCore(const std::string& why)
+{
+    m_core->release(why);
+}
+
+bool VolunteerAgent::coreRunning() const
+{
+    return m_core->running();
+}
+
+uint64_t VolunteerAgent::coreStarts() const
+{
+    return m_core->starts();
+}
 
 Status VolunteerAgent::run()
 {
@@ -88,6 +108,7 @@ void VolunteerAgent::publish(const AgentSummary& summary)
 
 AgentLoop::AgentLoop(VolunteerAgent& agent, const AgentOptions& options)
     : m_options(options)
+    , m_core(*agent.m_core)
     , m_stop(agent.m_stop)
     , m_reporter(agent, options.log)
     , m_context(1)
@@ -154,8 +175,9 @@ Status AgentLoop::prepare()
     stateSwarm.session = m_options.swarm;
     stateSwarm.seeding = m_options.swarmSeeding;
     m_stateSwarm = std::make_unique<StateSwarm>(*m_session, *m_folder, m_reporter, std::move(stateSwarm));
-    m_theta = std::make_unique<ThetaSync>(*m_session, *m_folder, m_reporter, m_stop, m_stateSwarm.get());
-    m_runner = std::make_unique<TaskRunner>(m_options, *m_session, m_reporter, m_stop);
+    m_theta = std::make_unique<ThetaSync>(*m_session, *m_folder, m_reporter, m_stop, m_stateSwarm.get(), &m_core);
+    m_runner
+        = std::make_unique<TaskRunner>(m_options, m_core, m_folder->dir() / "core", *m_session, m_reporter, m_stop);
     m_uploader = std::make_unique<Uploader>(*m_session, *m_folder, m_reporter, m_stop, m_options.alterPseudoGradient);
     m_reporter.setFill([this](AgentSummary& summary) {
         summary.wallMs = std::chrono::duration<double, std::milli>(Clock::now() - m_started).count();
@@ -165,6 +187,11 @@ Status AgentLoop::prepare()
         summary.reconnects = m_session->reconnects();
         summary.requests = m_session->traffic().requests;
         summary.heartbeats = m_session->traffic().heartbeats;
+        const corelink::CoreHello core = m_core.hello();
+        summary.coreFamily = core.family;
+        summary.coreRuntime = core.runtime;
+        summary.coreRunning = m_core.running();
+        summary.cudaRefusal = m_core.cudaRefusal();
         if (auto* pieces = dynamic_cast<PieceLibrary*>(m_shards.get())) {
             summary.pieceFetches = pieces->fetched();
             summary.dataRequests = pieces->requests();
@@ -231,11 +258,14 @@ Status AgentLoop::run()
             m_session->forget();
             continue;
         }
-        // The server said no to something unexpected: log it, wait, carry on.
+        // The server said no to something unexpected, or the training core
+        // failed: log it, wait, carry on (a core fault keeps the session: the
+        // next task starts a new core).
         const uint64_t delayMs = m_session->backoff().nextDelayMs();
         m_reporter.summary().lastError = error.message;
         m_reporter.log("%s (%s); retrying in %.1f s", error.message.c_str(), error.code.c_str(), double(delayMs) / 1e3);
-        m_session->forget();
+        if (error.code != net::errc::kCoreFailed && error.code != net::errc::kCoreHung)
+            m_session->forget();
         sleepUntil(Clock::now() + std::chrono::milliseconds(delayMs));
     }
     // A task trained before a limit was reached still goes in.
@@ -265,9 +295,8 @@ Status AgentLoop::checkJoin(const net::JoinReply& reply)
         return Error::make(
             net::errc::kBadOptions, "the project's inner settings are not usable (steps, batch, block size)");
     if (m_checkedManifest.empty() || !(model == m_model)) {
-        // Building the model once tells whether this worker lays the
-        // parameters out as the coordinator does.
-        m_checkedManifest = InnerTrainer::wireManifestOf(model);
+        // The layout this worker's core builds, against the coordinator's.
+        m_checkedManifest = wireManifestOf(model);
     }
     if (m_checkedManifest != reply.manifest)
         return Error::make(net::errc::kManifestMismatch,

@@ -14,6 +14,7 @@
 
 #include "core/file_io.h"
 #include "net/volunteer/agent.h"
+#include "net/volunteer/core_host.h"
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/piece_library.h"
 #include "net/volunteer/reporter.h"
@@ -55,6 +56,7 @@ private:
     void sleepUntil(Clock::time_point until);
 
     const AgentOptions& m_options;
+    CoreHost& m_core;
     const std::atomic<bool>& m_stop;
     Reporter m_reporter;
     // Declared before every socket's owner: destroyed after them.

@@ -1,5 +1,7 @@
 #include "net/volunteer/session.h"
 
+#include <future>
+
 #include "net/wire/error_codes.h"
 
 namespace crowdtrain::volunteer {
@@ -172,6 +174,14 @@ void Session::listenForEvents()
         return;
     }
     m_events.emplace(std::move(*listener));
+}
+
+Status Session::whileAlive(const std::function<Status()>& work, uint64_t heldVersion)
+{
+    auto done = std::async(std::launch::async, work);
+    while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+        keepAlive(heldVersion);
+    return done.get();
 }
 
 } // namespace crowdtrain::volunteer

@@ -70,6 +70,9 @@ public:
     // re-joins on the backoff schedule when the session was lost. Returns a
     // heartbeat's reply when one came.
     std::optional<net::HeartbeatReply> keepAlive(uint64_t heldVersion);
+    // Runs `work` on a thread of its own and keeps the session alive until
+    // it returns (starting a training core takes seconds: libtorch, CUDA).
+    Status whileAlive(const std::function<Status()>& work, uint64_t heldVersion);
 
     // Drops the connection (it is reopened by the next join).
     void disconnect(const std::string& why);

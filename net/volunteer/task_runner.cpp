@@ -1,14 +1,8 @@
 #include "net/volunteer/task_runner.h"
 
+#include "engine/diloco/manifest.h"
 #include "net/limits/memory.h"
 #include "net/wire/error_codes.h"
-
-#if __has_include(<c10/cuda/CUDACachingAllocator.h>) && __has_include(<cuda_runtime_api.h>)
-#include <c10/cuda/CUDACachingAllocator.h>
-#define CROWDTRAIN_HAS_CUDA_ALLOCATOR 1
-#else
-#define CROWDTRAIN_HAS_CUDA_ALLOCATOR 0
-#endif
 
 #include <algorithm>
 #include <condition_variable>
@@ -82,34 +76,51 @@ private:
 
 } // namespace
 
-Result<TrainingDevices> trainingDevicesFor(
-    const AgentOptions& options, const engine::GptConfig& model, const net::InnerSettings& inner)
+namespace {
+
+// "cuda" and "auto" name GPU 0; "cuda:N" GPU N; "cpu" the CPU; else "".
+std::string canonicalDevice(const std::string& name)
+{
+    if (name == "cpu")
+        return name;
+    if (name == "cuda" || name == "auto")
+        return "cuda:0";
+    if (name.starts_with("cuda:") && name.size() > 5 && name.find_first_not_of("0123456789", 5) == std::string::npos)
+        return "cuda:" + std::to_string(std::stoul(name.substr(5)));
+    return {};
+}
+
+} // namespace
+
+std::vector<net::TensorSpec> wireManifestOf(const engine::GptConfig& model)
+{
+    std::vector<net::TensorSpec> specs;
+    for (const auto& entry : diloco::manifestOf(model).entries)
+        specs.push_back({entry.name, std::vector<uint64_t>(entry.shape.begin(), entry.shape.end())});
+    return specs;
+}
+
+Result<TrainingDevices> trainingDevicesFor(const AgentOptions& options, const engine::GptConfig& model,
+    const net::InnerSettings& inner, const std::vector<std::string>& coreDevices)
 {
     TrainingDevices chosen;
     chosen.device = options.device;
-    // Devices this libtorch can reach, each GPU once (NCCL takes one rank a
-    // GPU); CPU "devices" may repeat (they are threads).
+    // Devices the core reports, each GPU once (NCCL takes one rank a GPU);
+    // CPU "devices" may repeat (they are threads).
     std::vector<std::string> usable;
     for (const std::string& name : options.devices) {
-        const auto device = engine::resolveDevice(name);
-        if (!device)
+        const std::string canonical = canonicalDevice(name);
+        if (canonical.empty() || std::find(coreDevices.begin(), coreDevices.end(), canonical) == coreDevices.end())
             continue;
-        if (device->is_cuda()) {
-            const int index = device->has_index() ? device->index() : 0;
-            const std::string canonical = "cuda:" + std::to_string(index);
-            if (index >= int(torch::cuda::device_count())
-                || std::find(usable.begin(), usable.end(), canonical) != usable.end())
-                continue;
-            usable.push_back(canonical);
-        } else {
-            usable.push_back(device->str());
-        }
+        if (canonical != "cpu" && std::find(usable.begin(), usable.end(), canonical) != usable.end())
+            continue;
+        usable.push_back(canonical);
     }
     const int64_t batch = int64_t(inner.batchSize);
     const bool onCpu = options.device == "cpu" && usable.empty();
     const uint64_t budget = onCpu ? 0 : options.gpuMemoryBudgetBytes;
     limits::ModelShape shape{model.nLayer, model.nHead, model.nEmbd, model.blockSize, model.vocabSize,
-        int64_t(net::manifestElements(InnerTrainer::wireManifestOf(model)))};
+        int64_t(net::manifestElements(wireManifestOf(model)))};
     std::string why;
     const auto plan = limits::planDevices(shape, batch, usable.size() >= 2 ? int(usable.size()) : 1, budget, why);
     if (!plan)
@@ -120,32 +131,26 @@ Result<TrainingDevices> trainingDevicesFor(
         chosen.activationCheckpointing = plan->activationCheckpointing;
     }
     chosen.microBatch = plan->microBatch;
-#if CROWDTRAIN_HAS_CUDA_ALLOCATOR
-    if (options.gpuMemoryTotalBytes > 0 && budget > 0) {
-        const double fraction = std::min(1.0, double(budget) / double(options.gpuMemoryTotalBytes));
-        const std::vector<std::string> devices = chosen.team.empty() ? std::vector{chosen.device} : chosen.team;
-        for (const std::string& d : devices) {
-            const auto colon = d.find(':');
-            const int index = colon == std::string::npos ? 0 : std::stoi(d.substr(colon + 1));
-            if (d != "cpu") // "auto" and "cuda" are GPU 0
-                c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, c10::DeviceIndex(index));
-        }
-    }
-#endif
     return chosen;
 }
 
-TaskRunner::TaskRunner(const AgentOptions& options, Session& session, Reporter& reporter, const std::atomic<bool>& stop)
+TaskRunner::TaskRunner(const AgentOptions& options, CoreHost& core, const std::filesystem::path& scratchDir,
+    Session& session, Reporter& reporter, const std::atomic<bool>& stop)
     : m_options(options)
+    , m_core(core)
     , m_session(session)
     , m_reporter(reporter)
     , m_stop(stop)
+    , m_trainer(std::make_shared<CoreTrainer>(core,
+          CoreTrainerOptions{.scratchDir = scratchDir,
+              .stepTimeoutMs = options.coreStepTimeoutMs,
+              .loadTimeoutMs = std::max(options.coreStepTimeoutMs, 600000)}))
 { }
 
 void TaskRunner::configure(const engine::GptConfig& model, const net::InnerSettings& inner)
 {
-    if (m_trainer && !m_trainer->sameSettings(model, inner))
-        m_trainer.reset();
+    if (!(model == m_model) || !(inner == m_inner))
+        ++m_generation;
     m_model = model;
     m_inner = inner;
 }
@@ -154,30 +159,44 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
     std::unique_ptr<engine::BatchSource> source, const RunHooks& hooks)
 {
     const uint64_t steps = task.innerSteps > 0 ? task.innerSteps : m_inner.steps;
-    if (!m_trainer) {
-        auto devices = trainingDevicesFor(m_options, m_model, m_inner);
-        if (!devices)
-            return devices.error();
-        if (!devices->team.empty())
-            m_reporter.log("training each task across %zu devices (%s first), %s%s, %lld sequences a pass on each",
-                devices->team.size(), devices->team.front().c_str(),
-                devices->zeroStage == 3 ? "sharded (ZeRO-3)" : "data parallel",
-                devices->activationCheckpointing ? " with activation checkpointing" : "",
-                static_cast<long long>(devices->microBatch));
-        m_trainer = std::make_shared<InnerTrainer>(m_model, m_inner, std::move(*devices), m_options.threads);
-    }
-    // This task's trainer: a re-join below may reset m_trainer (the project
-    // came back with another model or inner settings), never this share.
-    const std::shared_ptr<InnerTrainer> trainer = m_trainer;
-    m_reporter.summary().microBatch = trainer->microBatch();
-    const uint64_t firstStep = uint64_t(trainer->innerStepsTaken());
-    const uint64_t firstGlobalStep = task.version * m_inner.steps;
+    // The core's devices come from its hello: start it first, heartbeating
+    // meanwhile.
+    const bool aheadOfTheta = theta->version < task.version;
+    if (Status started = m_session.whileAlive(
+            [this] {
+                auto lease = m_core.lease();
+                return lease ? Status::success() : Status(lease.error());
+            },
+            aheadOfTheta ? theta->version : task.version);
+        !started)
+        return started.error();
+    auto devices = trainingDevicesFor(m_options, m_model, m_inner, m_core.hello().devices);
+    if (!devices)
+        return devices.error();
+    if (!devices->team.empty() && m_lastTeam != devices->team)
+        m_reporter.log("training each task across %zu devices (%s first), %s%s, %lld sequences a pass on each",
+            devices->team.size(), devices->team.front().c_str(),
+            devices->zeroStage == 3 ? "sharded (ZeRO-3)" : "data parallel",
+            devices->activationCheckpointing ? " with activation checkpointing" : "",
+            static_cast<long long>(devices->microBatch));
+    m_lastTeam = devices->team;
+    CoreTaskRequest request;
+    request.taskId = task.taskId;
+    request.model = net::ModelConfig{uint64_t(m_model.nLayer), uint64_t(m_model.nHead), uint64_t(m_model.nEmbd),
+        uint64_t(m_model.blockSize), uint64_t(m_model.vocabSize)};
+    request.inner = m_inner;
+    request.devices = std::move(*devices);
+    request.threads = uint64_t(std::max(0, m_options.threads));
+    request.steps = steps;
+    request.firstGlobalStep = task.version * m_inner.steps;
+    request.memoryBudgetBytes
+        = request.devices.device == "cpu" && request.devices.team.empty() ? 0 : m_options.gpuMemoryBudgetBytes;
+    request.memoryTotalBytes = m_options.gpuMemoryTotalBytes;
+    const uint64_t generation = m_generation;
+    const std::shared_ptr<CoreTrainer> trainer = m_trainer;
 
     auto run = std::make_shared<TrainingRun>();
-    auto done = [&] {
-        const uint64_t now = run->steps.load();
-        return now >= firstStep ? now - firstStep : 0;
-    };
+    auto done = [&] { return run->steps.load(); };
     AgentSummary& summary = m_reporter.summary();
     summary.round = task.round;
     summary.taskId = task.taskId;
@@ -191,11 +210,11 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
     // The thread's own shares: a re-join below may replace the trainer or
     // theta_v of the agent, never these.
     TrainingThread thread(run,
-        [run, trainer, theta = std::move(theta), source = std::move(source), steps, firstGlobalStep,
-            betweenSteps = m_options.betweenSteps]() mutable {
-            return trainer->run(theta->values, std::move(source), steps, firstGlobalStep, run->abort, run->wrapUp,
-                [&](const engine::StepReport& report) {
-                    run->steps.store(uint64_t(report.step));
+        [run, trainer, request, theta = std::move(theta), source = std::move(source),
+            betweenSteps = m_options.betweenSteps, release = m_options.releaseDevice]() mutable {
+            return trainer->run(request, theta->values, theta->sha256, *source, run->abort, run->wrapUp, release,
+                [&](const corelink::StepDone& report) {
+                    run->steps.store(report.step);
                     run->lastLoss.store(report.loss);
                     run->tokensPerSecond.store(report.tokensPerSecond);
                     if (betweenSteps)
@@ -254,7 +273,7 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
                 static_cast<unsigned long long>(steps), run->lastLoss.load(), run->tokensPerSecond.load());
         }
         auto beat = m_session.keepAlive(ahead && !baseAsked ? heldVersion : task.version);
-        if (m_trainer != trainer && !run->abort.load()) {
+        if (m_generation != generation && !run->abort.load()) {
             m_reporter.log("the project's model or inner settings changed while training task %llu; dropping it",
                 static_cast<unsigned long long>(task.taskId));
             run->abort.store(true);
@@ -273,9 +292,10 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
         }
     }
     auto outcome = thread.join();
-    summary.deviceName = trainer->deviceName();
-    summary.parallelMode = trainer->parallelMode();
-    if (m_trainer != trainer)
+    summary.deviceName = trainer->started().deviceName;
+    summary.parallelMode = trainer->started().parallelMode;
+    summary.microBatch = int64_t(trainer->started().microBatch);
+    if (m_generation != generation)
         return Error::make(net::errc::kCancelled, "the project changed its model or inner settings during the task");
     return outcome;
 }

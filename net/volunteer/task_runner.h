@@ -9,27 +9,33 @@
 //
 // One owner (AgentLoop), used on run()'s thread only.
 
+#include "engine/gpt_config.h"
 #include "net/volunteer/agent.h"
-#include "net/volunteer/inner_trainer.h"
+#include "net/volunteer/core_trainer.h"
 #include "net/volunteer/range_source.h"
 #include "net/volunteer/reporter.h"
 #include "net/volunteer/session.h"
 #include "net/volunteer/theta_sync.h"
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 
 namespace crowdtrain::volunteer {
 
 // Where and how the task's batch trains: the devices (options.devices when
-// it lists two or more that this libtorch can use, else options.device),
-// data parallel or ZeRO-3 between them, and the micro-batch, all under the
-// GPU memory budget of each device (net/limits/memory.h: no budget, or the
-// CPU: the whole share at once); holds libtorch's CUDA caching allocator to
-// the budget where libtorch has CUDA. Error "bad_options" when not even one
-// sequence fits.
-Result<TrainingDevices> trainingDevicesFor(
-    const AgentOptions& options, const engine::GptConfig& model, const net::InnerSettings& inner);
+// it lists two or more that the training core reports, `coreDevices` from
+// its hello, else options.device), data parallel or ZeRO-3 between them,
+// and the micro-batch, all under the GPU memory budget of each device
+// (net/limits/memory.h: no budget, or the CPU: the whole share at once); the
+// core holds its allocator to the budget. Error "bad_options" when not even
+// one sequence fits.
+Result<TrainingDevices> trainingDevicesFor(const AgentOptions& options, const engine::GptConfig& model,
+    const net::InnerSettings& inner, const std::vector<std::string>& coreDevices);
+
+// The wire manifest of engine::Gpt(model) (names and shapes in flat-vector
+// order), to compare with the coordinator's; computed, never built.
+std::vector<net::TensorSpec> wireManifestOf(const engine::GptConfig& model);
 
 // What the caller does on its own thread while a task trains.
 struct RunHooks {
@@ -43,10 +49,11 @@ struct RunHooks {
 
 class TaskRunner {
 public:
-    TaskRunner(const AgentOptions& options, Session& session, Reporter& reporter, const std::atomic<bool>& stop);
+    TaskRunner(const AgentOptions& options, CoreHost& core, const std::filesystem::path& scratchDir, Session& session,
+        Reporter& reporter, const std::atomic<bool>& stop);
 
-    // Forgets the trainer (and its optimizer state) when the project's model
-    // or inner settings are not the ones it was built for.
+    // The project's model and inner settings (the core builds a new trainer,
+    // its optimizer state empty, when they change).
     void configure(const engine::GptConfig& model, const net::InnerSettings& inner);
 
     // Trains `task` from `theta` on `source`; theta may be one version
@@ -59,12 +66,15 @@ public:
 
 private:
     const AgentOptions& m_options;
+    CoreHost& m_core;
     Session& m_session;
     Reporter& m_reporter;
     const std::atomic<bool>& m_stop;
     engine::GptConfig m_model;
     net::InnerSettings m_inner;
-    std::shared_ptr<InnerTrainer> m_trainer;
+    uint64_t m_generation = 0; // counts changes of model or inner settings
+    std::shared_ptr<CoreTrainer> m_trainer;
+    std::vector<std::string> m_lastTeam;
 };
 
 } // namespace crowdtrain::volunteer

@@ -1,19 +1,20 @@
 #include "net/volunteer/theta_sync.h"
 
 #include "core/file_io.h"
-#include "engine/diloco/flat_params.h"
+#include "net/core_link/core_messages.h"
 #include "net/volunteer/theta_update.h"
 #include "net/wire/error_codes.h"
 
 namespace crowdtrain::volunteer {
 
 ThetaSync::ThetaSync(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop,
-    StateSwarm* stateSwarm)
+    StateSwarm* stateSwarm, CoreHost* core)
     : m_session(session)
     , m_folder(folder)
     , m_reporter(reporter)
     , m_stop(stop)
     , m_stateSwarm(stateSwarm)
+    , m_core(core)
 { }
 
 void ThetaSync::loadLocalState()
@@ -36,14 +37,24 @@ void ThetaSync::loadLocalState()
 void ThetaSync::buildFromSeed()
 {
     const std::optional<net::SeedInit>& init = m_session.joinReply().init;
-    if (!init || !m_model || m_seedTried)
+    if (!init || !m_model || m_seedTried || !m_core)
         return;
     m_seedTried = true; // once per model: a mismatch stays one
-    engine::Gpt model = diloco::seededModel(*m_model, init->seed);
-    std::vector<float> values = diloco::flatten(model);
-    if (values.size() != m_elements)
+    Result<std::vector<float>> values = Error::make(net::errc::kCancelled, "not built");
+    if (Status built = m_session.whileAlive(
+            [&] {
+                values = seededTheta(*init);
+                return Status::success();
+            },
+            0);
+        !built)
         return;
-    std::string sha = floatsSha256(values);
+    if (!values) {
+        m_reporter.log("version 0 could not be built from the project's seed (%s); downloading instead",
+            values.error().message.c_str());
+        return;
+    }
+    std::string sha = floatsSha256(*values);
     if (sha != init->sha256) {
         // Another libtorch may draw other numbers from the same seed.
         m_reporter.log("version 0 built from the project's seed differs from the coordinator's; downloading instead");
@@ -51,7 +62,39 @@ void ThetaSync::buildFromSeed()
     }
     m_reporter.log(
         "version 0 built from the project's seed %llu, SHA-256 verified", static_cast<unsigned long long>(init->seed));
-    m_theta = std::make_shared<const Theta>(Theta{0, std::move(sha), std::move(values)});
+    m_theta = std::make_shared<const Theta>(Theta{0, std::move(sha), std::move(*values)});
+}
+
+// The core builds the model from the seed and writes its flat weights.
+Result<std::vector<float>> ThetaSync::seededTheta(const net::SeedInit& init)
+{
+    const std::filesystem::path file = m_folder.dir() / "core" / "seeded.f32";
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    corelink::InitRequest request;
+    request.model = net::ModelConfig{uint64_t(m_model->nLayer), uint64_t(m_model->nHead), uint64_t(m_model->nEmbd),
+        uint64_t(m_model->blockSize), uint64_t(m_model->vocabSize)};
+    request.seed = init.seed;
+    request.outFile = file.string();
+    auto lease = m_core->lease();
+    if (!lease)
+        return lease.error();
+    corelink::CoreChannel& channel = lease->core().channel();
+    if (Status sent = channel.send(request.encode()); !sent)
+        return Error::make(net::errc::kCoreFailed, "the training core " + lease->discard(false));
+    auto reply = channel.receive(600000);
+    if (!reply)
+        return Error::make(
+            net::errc::kCoreFailed, "the training core " + lease->discard(reply.error().code == net::errc::kTimeout));
+    if (reply->type == corelink::type::kError)
+        return corelink::decodeError(*reply);
+    if (reply->type != corelink::type::kInitialized)
+        return Error::make(net::errc::kCoreFailed, "the training core answered init with '" + reply->type + "'");
+    auto bytes = core::readFile(file, std::size_t(m_elements) * 4 + 1);
+    std::filesystem::remove(file, ec);
+    if (!bytes)
+        return bytes.error();
+    return floatsFromBytes(*bytes, m_elements);
 }
 
 Status ThetaSync::sync()

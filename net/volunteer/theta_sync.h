@@ -12,6 +12,7 @@
 // One owner (AgentLoop), used on run()'s thread only.
 
 #include "engine/gpt_config.h"
+#include "net/volunteer/core_host.h"
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/reporter.h"
 #include "net/volunteer/session.h"
@@ -33,8 +34,9 @@ class ThetaSync {
 public:
     // `stateSwarm` (may be null) fetches the full state through the
     // project's swarm when the hub offers it; chunks are the fallback.
+    // `core` (may be null: no seed build) makes theta_0 from the project's seed.
     ThetaSync(Session& session, const ProjectFolder& folder, Reporter& reporter, const std::atomic<bool>& stop,
-        StateSwarm* stateSwarm = nullptr);
+        StateSwarm* stateSwarm = nullptr, CoreHost* core = nullptr);
 
     // Brings theta to the session's server version. Errors: connection
     // errors, "not_joined", "cancelled", "io_error" (the local copy could not
@@ -62,6 +64,7 @@ public:
 private:
     void loadLocalState();
     void buildFromSeed();
+    Result<std::vector<float>> seededTheta(const net::SeedInit& init);
     Status applyOneUpdate();
     Status downloadFullState();
     Result<std::string> downloadResource(const std::string& resource, const std::string& expectedSha256);
@@ -71,6 +74,7 @@ private:
     Reporter& m_reporter;
     const std::atomic<bool>& m_stop;
     StateSwarm* m_stateSwarm;
+    CoreHost* m_core;
     std::optional<engine::GptConfig> m_model;
     uint64_t m_elements = 0;
     bool m_localStateLoaded = false;

@@ -1,6 +1,6 @@
 #include "net/volunteer/uploader.h"
 
-#include "engine/diloco/flat_params.h"
+#include "engine/diloco/manifest.h"
 #include "net/transfer/sha256.h"
 #include "net/volunteer/theta_sync.h"
 #include "net/wire/error_codes.h"

@@ -12,7 +12,7 @@
 
 #include "engine/diloco/codec.h"
 #include "engine/diloco/sparse_codec.h"
-#include "net/volunteer/inner_trainer.h"
+#include "net/volunteer/core_trainer.h"
 #include "net/volunteer/local_store.h"
 #include "net/volunteer/reporter.h"
 #include "net/volunteer/session.h"

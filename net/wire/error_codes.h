@@ -68,6 +68,10 @@ inline constexpr std::string_view kShardMismatch = "shard_mismatch";
 inline constexpr std::string_view kBadShardName = "bad_shard_name";
 inline constexpr std::string_view kBadRange = "bad_range";
 inline constexpr std::string_view kUploadStalled = "upload_stalled";
+// The training core (crowdtrain-core, docs/protocol.md §13) died, could not
+// start or sent what is not a frame; hung: it stopped reporting steps.
+inline constexpr std::string_view kCoreFailed = "core_failed";
+inline constexpr std::string_view kCoreHung = "core_hung";
 
 // (d) The coordinator's local codes (net/coordinator): faults on the
 // server's side, answered as kInternal with the code in the message.
@@ -162,6 +166,8 @@ inline constexpr ErrorCodeInfo kErrorCodes[] = {
     {.code = errc::kBadCodec, .fatalForVolunteer = true},
     {.code = errc::kBadSize},
     {.code = errc::kTrainingFailed},
+    {.code = errc::kCoreFailed},
+    {.code = errc::kCoreHung},
     // (d) the coordinator
     {.code = errc::kBadSpec},
     {.code = errc::kBadDataPlan},

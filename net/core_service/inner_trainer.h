@@ -1,6 +1,7 @@
 #pragma once
 
-// The inner loop of DiLoCo on a volunteer: from theta_v, H AdamW steps of the
+// The inner loop of DiLoCo on a volunteer, inside the training core
+// (crowdtrain-core, core_service.h): from theta_v, H AdamW steps of the
 // engine's Trainer over a task's windows, then the local weights. One
 // Trainer lives across tasks so that AdamW's moments carry over (as in
 // DiLoCo, where each worker keeps its inner optimizer); each task only loads
@@ -23,6 +24,7 @@
 #include "engine/batch_source.h"
 #include "engine/gpt_config.h"
 #include "engine/trainer.h"
+#include "net/core_link/core_messages.h"
 #include "net/wire/messages_common.h"
 
 #include <atomic>
@@ -35,25 +37,10 @@ namespace crowdtrain::engine::parallel {
 class DeviceTeam;
 }
 
-namespace crowdtrain::volunteer {
+namespace crowdtrain::coreservice {
 
-struct TaskOutcome {
-    std::vector<float> local; // theta after the inner steps, flat
-    uint64_t steps = 0;
-    uint64_t tokens = 0; // steps * batch * block
-    double meanLoss = 0;
-    double lastLoss = 0;
-    double computeMs = 0; // sum of the steps' times
-};
-
-// Where a task trains.
-struct TrainingDevices {
-    std::string device = "cpu"; // the one device, when `team` lists fewer than two
-    std::vector<std::string> team{}; // two or more: one rank each ("cuda:0", "cuda:1")
-    int zeroStage = 0; // the team's: 0 data parallel, 3 sharded
-    bool activationCheckpointing = false; // the team's, per block
-    int64_t microBatch = 0; // sequences per pass on each device (0 = its whole share)
-};
+using corelink::TaskOutcome;
+using corelink::TrainingDevices;
 
 class InnerTrainer {
 public:
@@ -114,4 +101,4 @@ private:
     std::unique_ptr<engine::parallel::DeviceTeam> m_team;
 };
 
-} // namespace crowdtrain::volunteer
+} // namespace crowdtrain::coreservice

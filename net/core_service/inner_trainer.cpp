@@ -1,4 +1,4 @@
-#include "net/volunteer/inner_trainer.h"
+#include "net/core_service/inner_trainer.h"
 
 #include "engine/diloco/flat_params.h"
 #include "engine/parallel/device_team.h"
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-namespace crowdtrain::volunteer {
+namespace crowdtrain::coreservice {
 
 InnerTrainer::InnerTrainer(
     engine::GptConfig model, net::InnerSettings inner, std::string device, int torchThreads, int64_t microBatch)
@@ -226,4 +226,4 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
     return outcome;
 }
 
-} // namespace crowdtrain::volunteer
+} // namespace crowdtrain::coreservice
