@@ -201,14 +201,15 @@ private slots:
     // Item 4: in a project nobody vouches for, two keys send updates six
     // times the honest norm beside one honest key; after the first round
     // they hold most of the trust and their norm is the reference, so the
-    // honest key is refused. They leave; the reference that refuses a key
-    // with history three times in a row is forgotten, and the honest key is
-    // accepted again and finishes the round.
+    // honest key is refused (also after a restart). They leave; the
+    // reference that refuses an established key three times in a row is
+    // forgotten, and the honest key is accepted again and finishes the round.
     void honestKeyIsAdmittedAgainWhenTheAttackersLeave()
     {
         ServerProcess server;
         startServer(server, "recover", SpecOptions{.tasksPerRound = 3, .deadlineSeconds = 600});
-        auto a = join(server, "a"), b = join(server, "b"), honest = join(server, "honest");
+        const auto honestKeys = *net::generateKeyPair();
+        auto a = join(server, "a"), b = join(server, "b"), honest = join(server, "honest", honestKeys);
         const int64_t n = elements(honest);
         const auto common = randomDelta(n, 6e-3f, 700);
         for (auto* s : {&a, &b}) {
@@ -221,6 +222,11 @@ private slots:
         auto first = uploadAndSubmit(honest, task(honest), int8Payload(randomDelta(n, 1e-3f, 3)), kTaskTokens);
         QVERIFY2(first, first ? "" : first.error().message.c_str());
         QVERIFY(waitFor([&] { return projectVersion(honest) == 1; }, 20000));
+        // The keys' trust and the statistics come back from the state file.
+        server.kill();
+        ServerProcess restarted;
+        QVERIFY(restarted.start(root() / "recover/tiny.project.json", root() / "recover/state", 1000));
+        honest = join(restarted, "honest", honestKeys);
 
         int refused = 0;
         for (int k = 0; k < 3; ++k) {
@@ -303,12 +309,14 @@ private slots:
     }
 
     // Item 5: another key's copy of an accepted payload, or a near-copy, is
-    // refused and earns nothing, in the same round and the next.
+    // refused and earns nothing, in the same round and, after a restart,
+    // in the next (the previous round's hashes are in the state file).
     void copiesEarnNothing()
     {
         ServerProcess server;
         startServer(server, "copies", SpecOptions{.tasksPerRound = 2});
-        auto worker = join(server, "worker"), copier = join(server, "copier");
+        const auto copierKeys = *net::generateKeyPair();
+        auto worker = join(server, "worker"), copier = join(server, "copier", copierKeys);
         const std::string payload = int8Payload(randomDelta(elements(worker), 1e-3f, 77));
         auto r = uploadAndSubmit(worker, task(worker), payload, kTaskTokens);
         QVERIFY2(r, r ? "" : r.error().message.c_str());
@@ -323,10 +331,15 @@ private slots:
         QCOMPARE(near.error().code, std::string("duplicate_payload"));
         QVERIFY2(near.error().message.find("near-copy") != std::string::npos, near.error().message.c_str());
         honestUntil(worker, 1, 300);
-        auto late = uploadAndSubmit(copier, task(copier), payload, kTaskTokens);
+
+        server.kill();
+        ServerProcess restarted;
+        QVERIFY(restarted.start(root() / "copies/tiny.project.json", root() / "copies/state", 1000));
+        auto back = join(restarted, "copier", copierKeys);
+        auto late = uploadAndSubmit(back, task(back), payload, kTaskTokens);
         QVERIFY(!late);
         QCOMPARE(late.error().code, std::string("duplicate_payload"));
-        auto stats = copier.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
+        auto stats = back.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
         QVERIFY(stats);
         QCOMPARE(stats->stats.tokens, uint64_t(0));
         QCOMPARE(stats->stats.roundsRejected, uint64_t(3));
