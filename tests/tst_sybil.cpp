@@ -175,6 +175,60 @@ private slots:
         QCOMPARE(mine->stats.roundsRejected, uint64_t(0));
     }
 
+    // Item 1 on the sparse codec: fresh keys with messages six times the
+    // honest norm are accepted in the first round (nothing says otherwise
+    // yet) and refused from the second, where the host's key sets the
+    // reference; the host's key is never refused.
+    void freshKeysCannotSetTheSparseReference()
+    {
+        const auto hostKeys = *net::generateKeyPair();
+        ServerProcess server;
+        startServer(server, "fresh-sparse",
+            SpecOptions{
+                .tasksPerRound = 8, .deadlineSeconds = 600, .codec = "sparse", .trustedKeys = {hostKeys.publicKey}});
+        auto honest = join(server, "host", hostKeys);
+        std::vector<ProtocolVolunteer> sybils;
+        for (int i = 0; i < 4; ++i)
+            sybils.push_back(join(server, "sybil" + std::to_string(i)));
+        std::vector<int64_t> sizes;
+        for (const net::TensorSpec& tensor : honest.joined.manifest)
+            sizes.push_back(int64_t(
+                std::accumulate(tensor.shape.begin(), tensor.shape.end(), uint64_t(1), std::multiplies<uint64_t>())));
+        auto layout = diloco::SparseLayout::make(sizes,
+            diloco::SparseOptions{int64_t(honest.joined.sparse->chunk), int64_t(honest.joined.sparse->k),
+                honest.joined.sparse->decay, int(honest.joined.sparse->updateBits)});
+        QVERIFY(layout);
+        const int64_t n = layout->elements();
+        auto message = [&](float scale, uint64_t seed) {
+            std::vector<float> buffer(std::size_t(n), 0.0f);
+            const auto delta = randomDelta(n, scale, seed);
+            return diloco::encodeSparse(*layout, delta.data(), buffer.data());
+        };
+        for (uint64_t version = 0; version < 2; ++version) {
+            for (std::size_t i = 0; i < sybils.size(); ++i) {
+                auto r
+                    = uploadAndSubmit(sybils[i], task(sybils[i]), message(6e-3f, 100 * version + 10 + i), kTaskTokens);
+                if (version == 0) {
+                    QVERIFY2(r, r ? "" : r.error().message.c_str());
+                } else {
+                    QVERIFY(!r);
+                    QCOMPARE(r.error().code, std::string("norm_out_of_bounds"));
+                }
+            }
+            for (uint64_t k = 0; k < 8 && projectVersion(honest) == version; ++k) {
+                auto t = askForTask(honest, version);
+                if (!t)
+                    break;
+                auto r = uploadAndSubmit(honest, *t, message(1e-3f, 100 * version + 50 + k), kTaskTokens);
+                QVERIFY2(r, r ? "" : r.error().message.c_str());
+            }
+            QVERIFY(waitFor([&] { return projectVersion(honest) == version + 1; }, 20000));
+        }
+        auto mine = honest.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
+        QVERIFY(mine);
+        QCOMPARE(mine->stats.roundsRejected, uint64_t(0));
+    }
+
     // Item 4: two keys get tasks accepted and stop; the third key hit its
     // rejection cap in the round. It gets work again (nobody else holds a
     // task), so the round ends.
