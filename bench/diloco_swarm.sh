@@ -13,9 +13,11 @@
 # seeds theta_0 (the spec's init.seed) and the synchronous run.
 # OVERLAP=1 runs the volunteers with --overlap (the next round's task trains
 # while the last uploads and the round closes).
-# HOSTILE=zeros|noise|flip adds one hostile volunteer (bench_hostile_worker)
-# beside the honest ones; the honest ones are stopped after STALL_SECONDS
-# (default 1200) if the project stalls. bench/attack_swarm.sh uses both.
+# HOSTILE=zeros|noise|flip|big|ramp|concentrated adds HOSTILE_KEYS (default
+# 1) hostile volunteers (bench_hostile_worker, each its own key; with
+# HOSTILE_AFTER=N their first N tasks are honest) beside the honest ones;
+# the honest ones are stopped after STALL_SECONDS (default 1200) if the
+# project stalls. bench/attack_swarm.sh uses both.
 # CHURN_SECONDS=N: every N seconds one volunteer (in turn) is SIGKILLed and,
 # CHURN_DOWN_SECONDS (default 5) later, started again on its data folder
 # (its theta on disk, its error-feedback buffer lost); each run of a
@@ -68,11 +70,13 @@ key=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['
 endpoint=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['requests'])" "$work/server.out")
 
 start=$(date +%s.%N)
-hostile_pid=
+hostile_pids=()
 if [ -n "${HOSTILE:-}" ]; then
-    "$build/bin/bench_hostile_worker" "$endpoint" bench "$key" "$work/data" "$work/hostile" "$HOSTILE" \
-        > "$work/hostile.json" 2> "$work/hostile.log" &
-    hostile_pid=$!
+    for k in $(seq "${HOSTILE_KEYS:-1}"); do
+        "$build/bin/bench_hostile_worker" "$endpoint" bench "$key" "$work/data" "$work/hostile$k" "$HOSTILE" \
+            > "$work/hostile$k.json" 2> "$work/hostile$k.log" &
+        hostile_pids+=($!)
+    done
 fi
 pids=()
 lives=()
@@ -120,9 +124,9 @@ for i in range(1, volunteers + 1):
     open(f"{work}/v{i}.json", "w").write(json.dumps(total) + "\n")
 PY
 [ "$kills" -gt 0 ] && echo "churn: $kills volunteers killed and restarted (every ${CHURN_SECONDS} s, down ${CHURN_DOWN_SECONDS:-5} s)" >&2
-if [ -n "$hostile_pid" ]; then
-    kill "$hostile_pid" 2>/dev/null; wait "$hostile_pid" 2>/dev/null || true
-    echo "hostile ($HOSTILE): $(tail -n 1 "$work/hostile.json")" >&2
+if [ "${#hostile_pids[@]}" -gt 0 ]; then
+    for pid in "${hostile_pids[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; done
+    echo "hostile ($HOSTILE x ${#hostile_pids[@]}): $(tail -n 1 "$work/hostile1.json")" >&2
     /usr/bin/python3 - "$work/state/bench/ledger.sqlite" <<'PY' >&2
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
@@ -130,6 +134,10 @@ for reason, count in db.execute(
         "SELECT substr(reason, 1, instr(reason || ':', ':') - 1), count(*) FROM contributions c "
         "JOIN volunteers v USING (public_key) WHERE v.display_name LIKE 'hostile-%' GROUP BY 1"):
     print(f"hostile submissions: {count} {'accepted' if not reason else reason}")
+accepted, total = db.execute(
+    "SELECT sum(accepted), count(*) FROM contributions c JOIN volunteers v USING (public_key) "
+    "WHERE v.display_name NOT LIKE 'hostile-%'").fetchone()
+print(f"honest submissions: {accepted} of {total} accepted")
 PY
 fi
 swarm_seconds=$(echo "$(date +%s.%N) - $start" | bc)

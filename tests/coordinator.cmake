@@ -27,3 +27,10 @@ add_dependencies(tst_swarm crowdtrain-server crowdtrain-worker crowdtrain-daemon
 crowdtrain_test(tst_hardening SOURCES tst_hardening.cpp coordinator_process.h protocol_client.h
     LIBS crowdtrain::coordinator Qt6::Core)
 add_dependencies(tst_hardening crowdtrain-server crowdtrain-prepare)
+
+# The coordinator against many free keys (issue "A public project survives
+# Sybils"): trust-weighted statistics, the new keys' share, per-element
+# bounds, copies, and no lock-out or stalled round.
+crowdtrain_test(tst_sybil SOURCES tst_sybil.cpp coordinator_fixtures.h coordinator_process.h protocol_client.h
+    LIBS crowdtrain::coordinator Qt6::Core)
+add_dependencies(tst_sybil crowdtrain-server crowdtrain-prepare)

@@ -84,6 +84,9 @@ struct SpecOptions {
     // theta_0 imported from this Hugging Face GPT-2 folder instead of built
     // from a seed (joiners then download the state).
     std::filesystem::path importDir = {};
+    // "trust": the keys the host vouches for, and the new keys' share (< 0: the default).
+    std::vector<std::string> trustedKeys = {};
+    double newKeyShare = -1;
 };
 
 // A small model (2 layers, 32 wide, block 32) so that rounds take seconds.
@@ -107,6 +110,11 @@ inline std::filesystem::path writeSpec(
     if (!o.importDir.empty())
         spec["init"] = {{"import", o.importDir.string()}};
     spec["checkpoint_access"] = o.checkpointAccess;
+    if (!o.trustedKeys.empty() || o.newKeyShare >= 0) {
+        spec["trust"] = {{"keys", o.trustedKeys}};
+        if (o.newKeyShare >= 0)
+            spec["trust"]["new_key_share"] = o.newKeyShare;
+    }
     std::filesystem::create_directories(dir);
     const auto file = dir / "tiny.project.json";
     std::ofstream(file) << spec.dump(2);

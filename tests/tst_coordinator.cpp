@@ -301,7 +301,9 @@ private slots:
             a2.joined.codec, uint64_t(n), payload.size(), 1, net::sha256Hex(payload)};
         auto accepted = a2.client->request<net::SubmitReply>(s, 20000);
         QVERIFY2(accepted, accepted ? "" : accepted.error().message.c_str());
-        auto acceptedB = submit(b2, tb, payload, tokens);
+        // Its own payload: a copy of a's would be refused (duplicate_payload).
+        const auto deltaB = randomDelta(n, 1e-3f, 6);
+        auto acceptedB = submit(b2, tb, diloco::encode(diloco::Codec::Int8, deltaB.data(), n), tokens);
         QVERIFY2(acceptedB, acceptedB ? "" : acceptedB.error().message.c_str());
         // The restored tasks' data is not handed out again.
         Volunteer c = join("c", &restarted);

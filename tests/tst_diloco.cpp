@@ -640,6 +640,32 @@ private slots:
         QCOMPARE(*restored.reference(), 2.5);
         QVERIFY(adamNormCeiling(124439808, 500, 6e-4) > 3000.0);
     }
+
+    // Keys weigh what the caller says (the coordinator: their trust): many
+    // light keys do not move the reference a heavy one sets; equal weights
+    // give the ordinary median; the previous round's cosines can be left out.
+    void normGateWeightsKeys()
+    {
+        NormGate gate;
+        gate.accept(1.0, 0.5, "host", 20.0);
+        for (int i = 0; i < 30; ++i)
+            gate.accept(45.0, -0.5, "sybil" + std::to_string(i), 0.04);
+        QCOMPARE(*gate.reference(), 1.0);
+        QCOMPARE(*gate.directionReference(), 0.5);
+        QVERIFY(gate.check(45.0)->starts_with("norm_too_large:"));
+        gate.accept(2.0, std::nullopt, "zero weight", 0.0); // not recorded
+        QCOMPARE(gate.state().currentRound.size(), std::size_t(31));
+
+        NormGate even;
+        even.accept(1.0, std::nullopt, "a", 2.0);
+        even.accept(3.0, std::nullopt, "b", 2.0);
+        QCOMPARE(*even.reference(), 2.0);
+        even.closeRound();
+        even.accept(1.0, 0.9, "a", 2.0);
+        QCOMPARE(*even.directionReference(false), 0.9);
+        even.forgetPreviousNorms();
+        QCOMPARE(*even.reference(), 1.0);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestDiloco)

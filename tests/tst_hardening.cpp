@@ -191,11 +191,11 @@ private slots:
         } stopAndJoin{**server, loop};
 
         auto v = joinProject(m_context, (*server)->requestEndpoint(), (*server)->keys().publicKey, "tiny", "v");
-        const auto delta = randomDelta(elements(v), 1e-3f, 1);
         for (uint64_t version = 0; version < 2; ++version) {
             auto t = askForTask(v, version);
             QVERIFY(t);
-            auto r = uploadAndSubmit(v, *t, int8Payload(delta), kTaskTokens);
+            // A new payload each round: the same one again is a copy (duplicate_payload).
+            auto r = uploadAndSubmit(v, *t, int8Payload(randomDelta(elements(v), 1e-3f, 1 + version)), kTaskTokens);
             QVERIFY2(r, r ? "" : r.error().message.c_str());
             QVERIFY(waitFor([&] { return projectVersion(v) == version + 1; }, 20000));
         }

@@ -157,6 +157,25 @@ private slots:
         row("validation batch", R"({"validation": {"batch_size": -1}})", "validation.batch_size: must be in");
         row("section not object", R"({"outer": 3})", "outer: must be an object");
         row("unknown top field", R"({"optimizer": {}})", "optimizer: unknown field");
+        row("trusted key too short", R"({"trust": {"keys": ["abc"]}})", "trust.keys: each key must be a Z85");
+        row("trusted key not Z85", R"({"trust": {"keys": ["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa,,"]}})",
+            "trust.keys: each key must be a Z85");
+        row("new key share above 1", R"({"trust": {"new_key_share": 1.5}})", "trust.new_key_share: must be in");
+        row("trust unknown field", R"({"trust": {"vouch": []}})", "trust.vouch: unknown field");
+    }
+
+    void trustedKeys()
+    {
+        json spec = goodSpec();
+        spec["trust"] = {{"keys", {"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"}}, {"new_key_share", 0.1}};
+        auto parsed = loadProjectSpec(writeSpec(spec, "trust.json"));
+        QVERIFY2(parsed, parsed ? "" : parsed.error().message.c_str());
+        QCOMPARE(parsed->trust.keys, std::vector<std::string>{"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"});
+        QCOMPARE(parsed->trust.newKeyShare, 0.1);
+        auto plain = loadProjectSpec(writeSpec(goodSpec(), "plain.json"));
+        QVERIFY(plain);
+        QVERIFY(plain->trust.keys.empty());
+        QCOMPARE(plain->trust.newKeyShare, 0.25);
     }
 
     void badField()

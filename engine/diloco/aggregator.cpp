@@ -157,23 +157,59 @@ double median(std::vector<double> values)
 
 } // namespace
 
-std::optional<double> NormGate::medianOverKeys(const std::function<std::optional<double>(const Sample&)>& value) const
+namespace {
+
+// The weighted median: the smallest value with at least half the weight at
+// or below it, or the mean of the two values either side of an exact half
+// (so that equal weights give the ordinary median).
+double weightedMedian(std::vector<std::pair<double, double>> valueWeights)
 {
-    std::map<std::string, std::vector<double>> byKey;
-    std::vector<double> perKey;
-    for (const std::vector<Sample>* round : {&m_previous, &m_current})
+    std::sort(valueWeights.begin(), valueWeights.end());
+    double total = 0;
+    for (const auto& [value, weight] : valueWeights)
+        total += weight;
+    double below = 0;
+    for (std::size_t i = 0; i < valueWeights.size(); ++i) {
+        below += valueWeights[i].second;
+        if (std::abs(below - total / 2) <= 1e-12 * total && i + 1 < valueWeights.size())
+            return (valueWeights[i].first + valueWeights[i + 1].first) / 2.0;
+        if (below > total / 2)
+            return valueWeights[i].first;
+    }
+    return valueWeights.back().first;
+}
+
+} // namespace
+
+std::optional<double> NormGate::medianOverKeys(
+    const std::function<std::optional<double>(const Sample&)>& value, bool previousRound) const
+{
+    struct Group {
+        std::vector<double> values;
+        double weight = 0;
+    };
+    std::map<std::string, Group> byKey;
+    std::vector<std::pair<double, double>> perKey;
+    for (const std::vector<Sample>* round : {&m_previous, &m_current}) {
+        if (round == &m_previous && !previousRound)
+            continue;
         for (const Sample& sample : *round)
             if (std::optional<double> v = value(sample)) {
-                if (sample.who.empty())
-                    perKey.push_back(*v);
-                else
-                    byKey[sample.who].push_back(*v);
+                const double weight = sample.weight > 0 && std::isfinite(sample.weight) ? sample.weight : 1.0;
+                if (sample.who.empty()) {
+                    perKey.emplace_back(*v, weight);
+                } else {
+                    Group& group = byKey[sample.who];
+                    group.values.push_back(*v);
+                    group.weight = std::max(group.weight, weight);
+                }
             }
-    for (auto& [who, values] : byKey)
-        perKey.push_back(median(std::move(values)));
+    }
+    for (auto& [who, group] : byKey)
+        perKey.emplace_back(median(std::move(group.values)), group.weight);
     if (perKey.empty() || perKey.size() < m_options.minReference)
         return std::nullopt;
-    return median(std::move(perKey));
+    return weightedMedian(std::move(perKey));
 }
 
 std::optional<double> NormGate::reference() const
@@ -181,12 +217,12 @@ std::optional<double> NormGate::reference() const
     return medianOverKeys([](const Sample& s) { return std::optional<double>(s.norm); });
 }
 
-std::optional<double> NormGate::directionReference() const
+std::optional<double> NormGate::directionReference(bool previousRound) const
 {
-    return medianOverKeys([](const Sample& s) { return s.cosine; });
+    return medianOverKeys([](const Sample& s) { return s.cosine; }, previousRound);
 }
 
-std::optional<std::string> NormGate::check(double norm, std::optional<double> cosine) const
+std::optional<std::string> NormGate::check(double norm, std::optional<double> cosine, bool previousDirections) const
 {
     if (!std::isfinite(norm))
         return reasonPrefix(engine::errc::kNonFinite) + "norm " + number(norm);
@@ -208,7 +244,7 @@ std::optional<std::string> NormGate::check(double norm, std::optional<double> co
         return std::nullopt;
     if (!std::isfinite(*cosine))
         return reasonPrefix(engine::errc::kNonFinite) + "cosine " + number(*cosine);
-    const std::optional<double> typical = directionReference();
+    const std::optional<double> typical = directionReference(previousDirections);
     // Honest updates scatter around the typical cosine, down to about zero
     // (a fresh optimizer state, a short task). Refused: an update against
     // the momentum (a sign-flipped one sits near minus the typical), and a
@@ -229,21 +265,27 @@ std::optional<std::string> NormGate::check(double norm, std::optional<double> co
     return std::nullopt;
 }
 
-void NormGate::accept(double norm, std::optional<double> cosine, const std::string& who)
+void NormGate::accept(double norm, std::optional<double> cosine, const std::string& who, double weight)
 {
     // Bounded: a round has far fewer submissions; beyond this the median
     // of the first ones is representative.
     constexpr std::size_t kMaxNormsPerRound = 100000;
     if (cosine && !std::isfinite(*cosine))
         cosine.reset();
-    if (std::isfinite(norm) && norm > m_options.absoluteMin && m_current.size() < kMaxNormsPerRound)
-        m_current.push_back({who, norm, cosine});
+    if (std::isfinite(norm) && norm > m_options.absoluteMin && m_current.size() < kMaxNormsPerRound
+        && std::isfinite(weight) && weight > 0)
+        m_current.push_back({who, norm, cosine, weight});
 }
 
 void NormGate::forgetPreviousDirections()
 {
     for (Sample& sample : m_previous)
         sample.cosine.reset();
+}
+
+void NormGate::forgetPreviousNorms()
+{
+    m_previous.clear();
 }
 
 void NormGate::closeRound()

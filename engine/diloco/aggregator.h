@@ -70,8 +70,10 @@ private:
 //    a cosine near zero and an ordinary norm pass.
 // The references are medians over *keys* (each key's own median over this
 // round and the previous one), so one key's many submissions count once,
-// and only accepted submissions enter them. Until minReference keys are
-// known only the absolute bounds apply.
+// and only accepted submissions enter them; each key counts with its
+// samples' weight (1 unless the caller says: the coordinator passes the
+// key's earned trust, and records nothing of keys without any). Until
+// minReference keys are known only the absolute bounds apply.
 class NormGate {
 public:
     struct Options {
@@ -97,6 +99,7 @@ public:
         std::string who;
         double norm = 0;
         std::optional<double> cosine;
+        double weight = 1.0; // of the key in the weighted medians (> 0)
     };
 
     NormGate();
@@ -105,17 +108,25 @@ public:
     // Why the submission is rejected ("non_finite: ...", "norm_too_large:
     // ...", "norm_too_small: ...", "direction: ..."; the token before ':' is
     // stable), or nothing. `cosine`: with the round's reference direction.
-    std::optional<std::string> check(double norm, std::optional<double> cosine = std::nullopt) const;
-    // Records an accepted submission.
-    void accept(double norm, std::optional<double> cosine = std::nullopt, const std::string& who = {});
+    // `previousDirections`: whether the previous round's cosines count in
+    // the direction reference (they were measured against another
+    // momentum, so the coordinator leaves them out for keys with history).
+    std::optional<std::string> check(
+        double norm, std::optional<double> cosine = std::nullopt, bool previousDirections = true) const;
+    // Records an accepted submission (weight > 0).
+    void accept(
+        double norm, std::optional<double> cosine = std::nullopt, const std::string& who = {}, double weight = 1.0);
     // The current round becomes the previous one.
     void closeRound();
     // The previous round's cosines no longer count: the direction reference
     // then comes from this round's accepted submissions alone (or none).
     void forgetPreviousDirections();
+    // The previous round's norms no longer count (they refuse every key
+    // with history while nothing of this round is accepted).
+    void forgetPreviousNorms();
 
     std::optional<double> reference() const; // the norm reference, when there are enough keys
-    std::optional<double> directionReference() const; // the cosine reference, likewise
+    std::optional<double> directionReference(bool previousRound = true) const; // the cosine reference, likewise
 
     // For checkpoints.
     struct State {
@@ -128,9 +139,11 @@ public:
     const Options& options() const { return m_options; }
 
 private:
-    // Median over groups of each group's median of `value` (samples without
-    // one are skipped), when at least minReference groups have one.
-    std::optional<double> medianOverKeys(const std::function<std::optional<double>(const Sample&)>& value) const;
+    // Median over groups, each with its weight, of each group's median of
+    // `value` (samples without one are skipped), when at least minReference
+    // groups have one.
+    std::optional<double> medianOverKeys(
+        const std::function<std::optional<double>(const Sample&)>& value, bool previousRound = true) const;
 
     Options m_options;
     std::vector<Sample> m_previous;

@@ -354,6 +354,33 @@ std::optional<Error> parseTerms(const FieldReader& top, const json& root, Projec
     return std::nullopt;
 }
 
+// "trust": {"keys": [Z85 public keys], "new_key_share": s in [0, 1]}.
+std::optional<Error> parseTrust(const FieldReader& top, const json& root, ProjectSpec& spec)
+{
+    const json* o = nullptr;
+    CT_TRY(top.object(root, "trust", o));
+    if (!o)
+        return std::nullopt;
+    const FieldReader r = top.nested("trust");
+    CT_TRY(r.checkKeys(*o, {"keys", "new_key_share"}));
+    CT_TRY(r.number(*o, "new_key_share", spec.trust.newKeyShare, 0.0, 1.0));
+    if (!o->contains("keys"))
+        return std::nullopt;
+    const json& keys = (*o)["keys"];
+    if (!keys.is_array() || keys.size() > TrustSpec::kMaxKeys)
+        return r.error("keys", "must be a list of at most " + std::to_string(TrustSpec::kMaxKeys) + " public keys");
+    static constexpr std::string_view kZ85
+        = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+    for (const json& key : keys) {
+        const bool z85 = key.is_string() && key.get<std::string>().size() == 40
+            && key.get<std::string>().find_first_not_of(kZ85) == std::string::npos;
+        if (!z85)
+            return r.error("keys", "each key must be a Z85 public key of 40 characters, got " + key.dump());
+        spec.trust.keys.push_back(key.get<std::string>());
+    }
+    return std::nullopt;
+}
+
 } // namespace
 
 Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesystem::path& specFile)
@@ -372,7 +399,7 @@ Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesyste
     const FieldReader top(fileName, "");
     CT_TRY(top.checkKeys(root,
         {"name", "description", "model", "data", "init", "inner", "outer", "round", "codec", "sparse", "checkpoints",
-            "validation", "token_goal", "license", "checkpoint_access", "prompts"}));
+            "validation", "token_goal", "license", "checkpoint_access", "prompts", "trust"}));
 
     if (!root.contains("name") || !root["name"].is_string())
         return top.error("name", "is required (a string)");
@@ -385,6 +412,7 @@ Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesyste
         spec.description = root["description"].get<std::string>();
     }
     CT_TRY(parseTerms(top, root, spec));
+    CT_TRY(parseTrust(top, root, spec));
     CT_TRY(parseModel(top, root, spec));
     if (!root.contains("data") || !root["data"].is_string() || root["data"].get<std::string>().empty())
         return top.error("data", "is required (the path of a folder written by crowdtrain-prepare)");

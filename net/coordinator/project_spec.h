@@ -82,6 +82,19 @@ struct RoundSpec {
     bool wrapUp = true;
 };
 
+// Who the submission gate trusts before any work (docs/architecture.md
+// "Trust and Sybils").
+struct TrustSpec {
+    // Volunteer public keys (Z85, 40 characters: the "public" line of a
+    // worker's key file) the host vouches for, its own workers say: they
+    // set the gate's statistics from the first round on.
+    std::vector<std::string> keys;
+    // The most of a round's weight new keys (without earned trust) take
+    // together, when keys with trust have work in it.
+    double newKeyShare = 0.25;
+    static constexpr std::size_t kMaxKeys = 1024;
+};
+
 struct CheckpointSpec {
     int64_t everyRounds = 10; // publish every N rounds
     int64_t keepLast = 5; // the last K published checkpoints are kept
@@ -113,6 +126,7 @@ struct ProjectSpec {
     InnerSpec inner;
     OuterSpec outer;
     RoundSpec round;
+    TrustSpec trust;
     Codec codec = Codec::Int8;
     diloco::SparseOptions sparse; // with Codec::Sparse
     // Entries per chunk of the round's update (the coordinator's top-k of

@@ -89,13 +89,14 @@ bool RoundPolicy::capped(const std::string& key) const
     return it != m_rejections.end() && it->second >= kMaxRejectionsPerKeyPerRound;
 }
 
+// Only open tasks count: submissions already accepted from other keys do
+// not bring the round any nearer its close, so a capped key waiting on them
+// would wait for good once their senders are gone (an attack that got two
+// tasks accepted, then stopped).
 bool RoundPolicy::othersAreWorking(const std::string& key) const
 {
     for (const auto& [id, task] : m_tasks.tasks())
         if (task.lease.publicKey != key && !capped(task.lease.publicKey))
-            return true;
-    for (const AcceptedSubmission& accepted : m_round.accepted())
-        if (accepted.record.publicKey != key && !capped(accepted.record.publicKey))
             return true;
     return false;
 }

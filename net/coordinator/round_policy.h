@@ -13,7 +13,7 @@
 // reconnect backoff to come back (they cannot hear of a wrap-up before).
 // A key whose
 // submissions were rejected on their payload kMaxRejectionsPerKeyPerRound
-// times gets no other task in the round while another key works in it.
+// times gets no other task in the round while another key holds one.
 // Tasks "ahead" (for the round after the open one) are leased while the
 // open round closes.
 //
@@ -77,8 +77,8 @@ private:
     bool workHandedOut() const;
     bool delivered(const std::string& key) const;
     bool capped(const std::string& key) const;
-    // Another key, not itself at the cap, has an accepted submission or an
-    // open task in this round (so the cap can never shut every key out).
+    // Another key, not itself at the cap, holds an open task in this round
+    // (so the cap can never shut every key out, nor hold a round open).
     bool othersAreWorking(const std::string& key) const;
     Result<const OpenTask*> handOutAhead(const std::string& key, int64_t nowMs);
     void dropSilentHolders(int64_t nowMs);

@@ -14,9 +14,12 @@ RoundState::RoundState(
     , m_outer(std::make_unique<diloco::OuterNesterov>(sparse && spec.outer.momentum == 0.0 ? 0 : parameters,
           diloco::OuterOptions{spec.outer.lr, spec.outer.momentum, spec.outer.nesterov}))
     , m_aggregator(sparse ? 0 : parameters)
+    , m_freshAggregator(sparse ? 0 : parameters)
 {
-    if (sparse)
+    if (sparse) {
+        m_freshSparse.emplace(*sparse);
         m_sparse.emplace(std::move(*sparse));
+    }
 }
 
 Status RoundState::createVersionZero(std::vector<float> params, std::optional<double> valLoss, int64_t nowMs)
@@ -63,19 +66,20 @@ int64_t RoundState::target() const
 
 Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec)
 {
-    const double weight = double(accepted.record.tokens);
-    if (m_sparse) { // a few MB at most: read whole
+    if (m_sparse) { // a few MB at most: read whole; scaled to one norm at the close, not clipped
         auto bytes = engine::readWholeFile(payload);
         if (!bytes)
             return bytes.error();
-        if (Status s = m_sparse->add(*bytes, weight); !s)
+        diloco::SparseAggregator& sum = accepted.fresh ? *m_freshSparse : *m_sparse;
+        if (Status s = sum.add(*bytes, double(accepted.record.tokens)); !s)
             return s;
     } else {
-        if (Status s = m_aggregator.begin(codec, weight); !s)
+        diloco::RoundAggregator& sum = accepted.fresh ? m_freshAggregator : m_aggregator;
+        if (Status s = sum.begin(codec, double(accepted.record.tokens) * accepted.clip); !s)
             return s;
-        if (Status s = forEachSlice(payload, [&](std::string_view slice) { return m_aggregator.feed(slice); }); !s)
+        if (Status s = forEachSlice(payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
             return s;
-        if (Status s = m_aggregator.commit(); !s)
+        if (Status s = sum.commit(); !s)
             return s;
     }
     m_acceptedTokens += accepted.record.tokens;
@@ -128,7 +132,7 @@ Status RoundState::commit(const std::vector<float>& average, Closed& closed, std
 // in the residual for later rounds.
 Status RoundState::sparseUpdate(std::string& update)
 {
-    auto average = m_sparse->average();
+    auto average = sparseAverage();
     if (!average)
         return average.error();
     std::vector<float> u;
@@ -145,13 +149,66 @@ Status RoundState::sparseUpdate(std::string& update)
     return Status::success();
 }
 
+// The established keys' average and the new keys', the latter weighing
+// at most its capped part: (W_e avg_e + lambda W_n avg_n) / (W_e + lambda W_n).
+Result<std::vector<float>> RoundState::average() const
+{
+    if (m_freshAggregator.submissions() == 0)
+        return m_aggregator.average();
+    if (m_aggregator.submissions() == 0)
+        return m_freshAggregator.average();
+    auto established = m_aggregator.average();
+    if (!established)
+        return established.error();
+    auto fresh = m_freshAggregator.average();
+    if (!fresh)
+        return fresh.error();
+    const double we = m_aggregator.totalWeight(), wn = m_freshAggregator.totalWeight();
+    const double lambda = m_freshScale ? m_freshScale(we, wn) : 1.0;
+    const double total = we + lambda * wn;
+    const double a = we / total, b = lambda * wn / total;
+    std::vector<float>& avg = *established;
+    for (std::size_t i = 0; i < avg.size(); ++i)
+        avg[i] = float(a * double(avg[i]) + b * double((*fresh)[i]));
+    return std::move(*established);
+}
+
+// Each message scaled to one norm M (the median of the established keys'
+// messages, else of the new keys'): each aggregator's average is
+// M_own x S / W, so S = avg W / M_own, and the round's average is
+// M (S_e + lambda S_n) / (W_e + lambda W_n).
+Result<std::vector<float>> RoundState::sparseAverage() const
+{
+    const diloco::SparseAggregator& e = *m_sparse;
+    const diloco::SparseAggregator& n = *m_freshSparse;
+    if (n.submissions() == 0)
+        return e.average();
+    if (e.submissions() == 0)
+        return n.average();
+    const double we = e.totalWeight(), wn = n.totalWeight();
+    const double lambda = m_freshScale ? m_freshScale(we, wn) : 1.0;
+    const double total = we + lambda * wn;
+    auto established = e.average();
+    if (!established)
+        return established.error();
+    auto fresh = n.average();
+    if (!fresh)
+        return fresh.error();
+    // avg_e already carries M / W_e: (W_e avg_e + lambda W_n avg_n M / M_n) / total.
+    const double a = we / total, b = lambda * wn / total * e.medianNorm() / n.medianNorm();
+    std::vector<float>& avg = *established;
+    for (std::size_t i = 0; i < avg.size(); ++i)
+        avg[i] = float(a * double(avg[i]) + b * double((*fresh)[i]));
+    return std::move(*established);
+}
+
 Result<RoundState::Closed> RoundState::close(
     int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
 {
-    auto average = m_sparse ? Result<std::vector<float>>(std::vector<float>()) : m_aggregator.average();
+    auto average = m_sparse ? Result<std::vector<float>>(std::vector<float>()) : this->average();
     if (!average)
         return average.error();
-    if (m_sparse && m_sparse->submissions() == 0)
+    if (m_sparse && m_sparse->submissions() + m_freshSparse->submissions() == 0)
         return Error::make(engine::errc::kEmpty, "no submissions to average");
     std::vector<float> savedMomentum = m_outer->momentum();
     std::vector<float> savedResidual = m_residual;
@@ -178,8 +235,11 @@ Result<RoundState::Closed> RoundState::close(
     m_paramsSha = parametersSha256Hex(m_params);
     m_totalTokens += m_acceptedTokens;
     m_aggregator.reset();
-    if (m_sparse)
+    m_freshAggregator.reset();
+    if (m_sparse) {
         m_sparse->reset();
+        m_freshSparse->reset();
+    }
     m_accepted.clear();
     m_acceptedTokens = 0;
     return closed;

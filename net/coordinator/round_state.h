@@ -9,7 +9,10 @@
 // sparse codec the round is a diloco::SparseAggregator instead (median-norm
 // scaling; outer SGD, with momentum if the project asks; a sparse update:
 // the residual on the messages' union, or its top down_k of each chunk):
-// (ProjectStore::commit). Until that commit nothing here changes: a
+// (ProjectStore::commit). New keys' submissions are summed apart and
+// enter the average with their part capped (KeyTrust::freshScale); a
+// sparse round scales all its messages to the median norm of the
+// established keys' messages when it has any. Until that commit nothing here changes: a
 // failure, an error or an exception, leaves the round open as it was.
 //
 // Used from one thread (the server's loop); params() may be copied for the
@@ -23,6 +26,7 @@
 #include "net/coordinator/state_store.h"
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -38,6 +42,12 @@ struct AcceptedSubmission {
     ContributionRecord record;
     uint32_t range = 0;
     GateStats gate;
+    // Its key had no earned trust when it was accepted: the new keys' part
+    // of the round is capped (KeyTrust::freshScale).
+    bool fresh = false;
+    // Its weight is tokens x clip (int8: a norm above the clipping bound is
+    // scaled down to it).
+    double clip = 1.0;
 };
 
 class RoundState {
@@ -65,6 +75,10 @@ public:
     // Adds an accepted submission whose payload is in `payload`.
     Status add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec);
     const std::vector<AcceptedSubmission>& accepted() const { return m_accepted; }
+    // The new keys' factor in the average: a function of (established
+    // weight, new weight), KeyTrust::freshScale.
+    void setFreshScale(std::function<double(double, double)> scale) { m_freshScale = std::move(scale); }
+
     int64_t acceptedTokens() const { return m_acceptedTokens; }
 
     struct Closed {
@@ -78,6 +92,8 @@ public:
 
 private:
     Status sparseUpdate(std::string& update);
+    Result<std::vector<float>> average() const;
+    Result<std::vector<float>> sparseAverage() const;
     Status commit(const std::vector<float>& average, Closed& closed, std::vector<float>& next, int64_t nowMs,
         uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);
 
@@ -92,7 +108,10 @@ private:
     std::optional<double> m_lastValLoss;
     int64_t m_totalTokens = 0;
     diloco::RoundAggregator m_aggregator;
+    diloco::RoundAggregator m_freshAggregator; // the new keys'
     std::optional<diloco::SparseAggregator> m_sparse;
+    std::optional<diloco::SparseAggregator> m_freshSparse;
+    std::function<double(double, double)> m_freshScale;
     std::vector<AcceptedSubmission> m_accepted;
     int64_t m_acceptedTokens = 0;
 };

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <unistd.h>
 
 namespace crowdtrain::coordinator {
@@ -69,66 +70,26 @@ Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t p
     gate.absoluteMax = diloco::adamNormCeiling(parameters, spec.inner.steps, spec.inner.learningRate);
     gate.absoluteMin = gate.absoluteMax * 1e-6;
     m_gate = diloco::NormGate(gate);
+    m_trust = KeyTrust(spec.trust.keys, spec.trust.newKeyShare);
+    m_round.setFreshScale([this](double established, double fresh) { return m_trust.freshScale(established, fresh); });
+    // An AdamW step moves a weight by about lr at most: H steps by H * lr;
+    // twice that is the ceiling, as for the norm. A sparse message is the
+    // top k of an error-feedback buffer that keeps decay x what was not
+    // sent: an element can gather up to 1 / (1 - decay) times that.
+    const double perElement = 2.0 * double(spec.inner.steps) * spec.inner.learningRate;
+    if (!sparse)
+        m_elementCeiling = perElement;
+    else if (spec.sparse.decay < 1.0)
+        m_elementCeiling = perElement / (1.0 - spec.sparse.decay);
+    // Positions a copier cannot know: drawn anew at each start (the open
+    // round's sketches are made again when its submissions are replayed).
+    if (!sparse)
+        m_sketchPositions = PayloadSketch::positions(parameters, std::random_device{}());
 }
 
 std::filesystem::path Submissions::pendingDir() const
 {
     return m_store.dir() / "pending";
-}
-
-Status Submissions::open(const std::string& record)
-{
-    std::filesystem::create_directories(pendingDir());
-    takeDirection();
-    if (record.empty()) // version 0, or written before the norms were kept
-        return Status::success();
-    const auto json = nlohmann::json::parse(record, nullptr, false);
-    if (!json.is_object() || !json.contains("accepted_norms") || !json["accepted_norms"].is_array())
-        return Error::make(net::errc::kStateCorrupt, "the state file's service bytes are not a norm record");
-    const auto& norms = json["accepted_norms"];
-    const auto keys = json.value("accepted_keys", nlohmann::json::array());
-    const auto cosines = json.value("accepted_cosines", nlohmann::json::array());
-    if (!keys.is_array() || !cosines.is_array() || (!keys.empty() && keys.size() != norms.size())
-        || (!cosines.empty() && cosines.size() != norms.size()))
-        return Error::make(net::errc::kStateCorrupt, "the state file's gate record has arrays of different lengths");
-    std::vector<diloco::NormGate::Sample> samples;
-    for (std::size_t i = 0; i < norms.size(); ++i) {
-        const auto& norm = norms[i];
-        if (!norm.is_number() || !std::isfinite(norm.get<double>()) || norm.get<double>() < 0)
-            return Error::make(net::errc::kStateCorrupt, "the state file's accepted norms hold " + norm.dump());
-        diloco::NormGate::Sample sample{"", norm.get<double>(), std::nullopt};
-        if (!keys.empty() && keys[i].is_string())
-            sample.who = keys[i].get<std::string>();
-        if (!cosines.empty() && cosines[i].is_number())
-            sample.cosine = cosines[i].get<double>();
-        samples.push_back(std::move(sample));
-    }
-    m_gate.restore({std::move(samples), {}});
-    return Status::success();
-}
-
-// The state file's service bytes: what the gate measured of the accepted
-// submissions of the round it closes, which the gate compares the next
-// round's submissions with (keys, norms, cosines: parallel arrays).
-std::string Submissions::gateRecord() const
-{
-    nlohmann::json norms = nlohmann::json::array(), keys = nlohmann::json::array(), cosines = nlohmann::json::array();
-    for (const AcceptedSubmission& a : m_round.accepted()) {
-        norms.push_back(a.gate.norm);
-        keys.push_back(a.record.publicKey);
-        cosines.push_back(a.gate.cosine ? nlohmann::json(*a.gate.cosine) : nlohmann::json());
-    }
-    return nlohmann::json{{"accepted_norms", norms}, {"accepted_keys", keys}, {"accepted_cosines", cosines}}.dump();
-}
-
-void Submissions::roundClosed()
-{
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(pendingDir(), ec))
-        std::filesystem::remove(entry.path(), ec);
-    m_gate.closeRound();
-    m_directionRejections = 0;
-    takeDirection();
 }
 
 void Submissions::takeDirection()
@@ -259,11 +220,16 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     const std::string sha = net::Sha256(task.checks->sha).finishHex();
     if (sha != request.sha256)
         return refuse(Error::make(net::errc::kChecksumMismatch, "the uploaded payload's SHA-256 is " + sha));
-    auto stats = inspectUpload(task);
+    PayloadSketch sketch;
+    auto stats = inspectUpload(task, sketch);
     if (!stats)
         return refuse(stats.error());
     if (!stats->finite)
         return refuse(Error::make(net::errc::kNonFinite, "the pseudo-gradient holds NaN or infinite values"));
+    if (auto why = checkElements(*stats))
+        return refuse(*why);
+    if (auto why = checkCopy(sha, sketch))
+        return refuse(*why);
     // A task cut short by a wrap-up moved the weights less: the gate compares
     // norms scaled to a whole task, by sqrt (Adam steps add up between
     // sqrt(k) for noise and k for a steady direction), so that neither a
@@ -276,8 +242,25 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     std::optional<double> cosine;
     if (direction() && stats->l2Norm > 0)
         cosine = stats->dot / (stats->l2Norm * m_directionNorm);
-    if (auto why = m_gate.check(gateNorm, cosine)) {
+    // Established keys are held to this round's direction only: the
+    // previous round's cosines were measured against another momentum, and
+    // an outer step that overshoots turns honest updates against it.
+    if (auto why = m_gate.check(gateNorm, cosine, !m_trust.established(key))) {
         const bool direction = why->starts_with("direction");
+        // Statistics that refuse established keys again and again, with
+        // nothing accepted between, came from keys that are gone (they set
+        // them while they had trust, then left): forgotten, so that the next
+        // submission is judged by the absolute bounds and sets them again.
+        // New keys' refusals never count: a swarm of them would reset it.
+        if (!direction && m_trust.established(key) && why->find(" x median ") != std::string::npos
+            && ++m_referenceRejections >= kStaleReferenceRejections) {
+            m_gate.restore({});
+            m_referenceRejections = 0;
+            std::fprintf(stderr,
+                "%s: round %lld: %d refusals of established keys on the norm reference in a row; the reference "
+                "is forgotten\n",
+                m_spec.name.c_str(), static_cast<long long>(m_round.openRound()), kStaleReferenceRejections);
+        }
         // A reference carried over from the previous round that refuses
         // every update of this one (volunteers whose fresh optimizer states
         // align less with the momentum, say) would stall the project: after
@@ -292,7 +275,7 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
         }
         return refuse(Error::make(direction ? net::errc::kDirectionOutOfBounds : net::errc::kNormOutOfBounds, *why));
     }
-    if (Status s = acceptDurably(key, task, request, {gateNorm, cosine}, nowMs); !s)
+    if (Status s = acceptDurably(key, task, request, {gateNorm, cosine}, std::move(sketch), nowMs); !s)
         return s.error();
     return net::SubmitReply{request.taskId, request.round, request.version};
 }
@@ -300,17 +283,24 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
 // The decoded payload's norms: from the chunks' inspector, or for a sparse
 // payload (a few MB) from the whole file, where an index outside its chunk
 // or repeated is bad_shape.
-Result<diloco::PayloadStats> Submissions::inspectUpload(const OpenTask& task) const
+Result<diloco::PayloadStats> Submissions::inspectUpload(const OpenTask& task, PayloadSketch& sketch) const
 {
     if (!m_sparse) {
         if (!task.checks->inspected)
             return task.checks->inspected.error();
+        auto sketched = PayloadSketch::ofDense(m_codec, task.uploadFile, m_sketchPositions);
+        if (!sketched)
+            return sketched.error();
+        sketch = std::move(*sketched);
         return diloco::StreamInspector(task.checks->inspector).finish();
     }
     auto bytes = engine::readWholeFile(task.uploadFile);
     if (!bytes)
         return bytes.error();
-    auto stats = diloco::inspectSparse(*m_sparse, *bytes, direction());
+    diloco::SparseEntries entries;
+    auto stats = diloco::inspectSparse(*m_sparse, *bytes, direction(), &entries);
+    if (stats)
+        sketch = PayloadSketch::ofSparse(entries);
     if (!stats && stats.error().code != net::errc::kNonFinite)
         return Error::make(net::errc::kBadShape, stats.error().code + ": " + stats.error().message);
     return stats;
@@ -341,6 +331,7 @@ Status Submissions::reject(
     record.trainLoss = request.trainLoss;
     record.accepted = false;
     record.reason = why.code + ": " + why.message;
+    ++m_refusals[why.code];
     record.submittedAtMs = nowMs;
     return m_store.ledger().recordRejection(record);
 }
@@ -357,8 +348,8 @@ int64_t Submissions::creditedComputeMs(const OpenTask& task, const net::SubmitRe
 
 // Payload first (fsynced, renamed), then its record: a record on disk always
 // has its payload. Only then is the submission added and acknowledged.
-Status Submissions::acceptDurably(
-    const std::string& key, const OpenTask& task, const net::SubmitRequest& request, GateStats gate, int64_t nowMs)
+Status Submissions::acceptDurably(const std::string& key, const OpenTask& task, const net::SubmitRequest& request,
+    GateStats gate, PayloadSketch sketch, int64_t nowMs)
 {
     // Task ids are never reused, so the stem is new; never overwrite an
     // accepted submission all the same.
@@ -375,9 +366,12 @@ Status Submissions::acceptDurably(
     if (ec)
         return Error::make(net::errc::kIoError, "cannot move " + task.uploadFile.string() + ": " + ec.message());
     const int64_t computeMs = creditedComputeMs(task, request, nowMs);
+    const bool fresh = !m_trust.established(key);
+    const double clip = clipOf(gate.norm);
     nlohmann::json record = {{"round", m_round.openRound()}, {"version", m_round.version()}, {"task", task.lease.id},
         {"range", task.lease.range}, {"key", key}, {"tokens", request.tokens}, {"compute_ms", computeMs},
-        {"train_loss", request.trainLoss}, {"norm", gate.norm}, {"submitted_at_ms", nowMs}, {"sha256", request.sha256}};
+        {"train_loss", request.trainLoss}, {"norm", gate.norm}, {"submitted_at_ms", nowMs}, {"sha256", request.sha256},
+        {"fresh", fresh}, {"clip", clip}};
     if (gate.cosine)
         record["cosine"] = *gate.cosine;
     if (Status s = engine::writeFileAtomically(pendingDir() / (stem + ".json"), record.dump()); !s)
@@ -386,12 +380,13 @@ Status Submissions::acceptDurably(
         true, "", nowMs, task.lease.id, request.sha256};
     if (Status s = m_store.ledger().recordContribution(contribution); !s)
         return s;
-    if (Status s = m_round.add({contribution, task.lease.range, gate}, payload, m_codec); !s)
+    const AcceptedSubmission accepted{contribution, task.lease.range, gate, fresh, clip};
+    if (Status s = m_round.add(accepted, payload, m_codec); !s)
         return s;
     if (Status s = m_plan.complete(task.lease.id); !s)
         return s;
     m_tasks.forget(task.lease.id);
-    m_gate.accept(gate.norm, gate.cosine, key);
+    this->accepted(accepted, std::move(sketch));
     return Status::success();
 }
 
@@ -422,12 +417,15 @@ Status Submissions::replayPending()
         GateStats gate{record.at("norm").get<double>(), std::nullopt};
         if (record.contains("cosine"))
             gate.cosine = record.at("cosine").get<double>();
-        m_gate.accept(gate.norm, gate.cosine, record.at("key").get<std::string>());
-        ContributionRecord contribution{m_round.openRound(), record.at("key").get<std::string>(), int64_t(tokens),
+        const std::string key = record.at("key").get<std::string>();
+        ContributionRecord contribution{m_round.openRound(), key, int64_t(tokens),
             record.at("compute_ms").get<int64_t>(), record.at("train_loss").get<double>(), true, "", at,
             record.at("task").get<uint64_t>(), record.value("sha256", std::string())};
-        if (Status s = m_round.add({contribution, range, gate}, payload, m_codec); !s)
+        const AcceptedSubmission accepted{
+            contribution, range, gate, record.value("fresh", !m_trust.established(key)), record.value("clip", 1.0)};
+        if (Status s = m_round.add(accepted, payload, m_codec); !s)
             return Error::make(s.error().code, "replaying " + payload.string() + ": " + s.error().message);
+        this->accepted(accepted, sketchOf(payload));
         (void)m_plan.completeRange(range);
     }
     return Status::success();

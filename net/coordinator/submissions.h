@@ -10,20 +10,28 @@
 // restart.
 //
 // The gate (diloco::NormGate, docs/architecture.md "The submission gate"):
-// norm floor and ceiling, within [1/4, 4] x the median over keys, and a
-// cosine with the outer momentum at least 1/4 of the keys' median once that
-// says something. Its statistics of the closed round go into the state file
-// (gateRecord()), so a restart keeps it as strict.
+// norm floor and ceiling, no element above the per-element ceiling, within
+// [1/4, 4] x the trust-weighted median over keys with earned trust
+// (KeyTrust: new keys never set it), a cosine with the outer momentum at
+// least 1/4 of the keys' median once that says something, and no payload
+// accepted before (the same SHA-256 in this round or the previous one).
+// Its statistics of the closed round, the keys' trust and the accepted
+// payloads' hashes go into the state file (gateRecord()), so a restart
+// keeps it as strict.
 //
 // Used from one thread (the server's loop).
 
 #include "engine/diloco/aggregator.h"
+#include "net/coordinator/key_trust.h"
+#include "net/coordinator/payload_sketch.h"
 #include "net/coordinator/round_state.h"
 #include "net/coordinator/task_board.h"
 #include "net/wire/messages.h"
 
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <set>
 
 namespace crowdtrain::coordinator {
 
@@ -51,20 +59,38 @@ public:
 
     // The gate's statistics of the round being closed (for the state file).
     std::string gateRecord() const;
-    // The round closed and was committed: pending/ is emptied, the gate and
-    // the direction move on.
+    // The round closed and was committed: pending/ is emptied, the keys'
+    // trust, the gate and the direction move on.
     void roundClosed();
+
+    const KeyTrust& trust() const { return m_trust; }
+    // Norms above the reference are scaled down to kClipFactor x it in the
+    // int8 average (the gate refuses them above 4 x).
+    static constexpr double kClipFactor = 2.0;
+    // No element of a payload may exceed this share of the reference norm.
+    static constexpr double kMaxElementShare = 0.25;
+    // After this many refusals of established keys on the reference in a row
+    // (nothing accepted between them), the gate forgets its statistics:
+    // they came from keys that are gone (docs/architecture.md).
+    static constexpr int kStaleReferenceRejections = 3;
 
 private:
     Error aheadTooEarly(const OpenTask& task) const;
     Status reject(const std::string& key, const OpenTask& task, const net::SubmitRequest& request, const Error& why,
         int64_t nowMs);
     Result<net::SubmitReply> resubmission(const std::string& key, const net::SubmitRequest& request);
-    Result<diloco::PayloadStats> inspectUpload(const OpenTask& task) const;
+    Result<diloco::PayloadStats> inspectUpload(const OpenTask& task, PayloadSketch& sketch) const;
     int64_t creditedComputeMs(const OpenTask& task, const net::SubmitRequest& request, int64_t nowMs) const;
-    Status acceptDurably(
-        const std::string& key, const OpenTask& task, const net::SubmitRequest& request, GateStats gate, int64_t nowMs);
+    Status acceptDurably(const std::string& key, const OpenTask& task, const net::SubmitRequest& request,
+        GateStats gate, PayloadSketch sketch, int64_t nowMs);
+    PayloadSketch sketchOf(const std::filesystem::path& payload) const;
+    std::optional<Error> checkElements(const diloco::PayloadStats& stats) const;
+    std::optional<Error> checkCopy(const std::string& sha, const PayloadSketch& sketch) const;
+    // What the gate measured of an accepted submission, and its trust class.
+    void accepted(const AcceptedSubmission& a, PayloadSketch sketch);
+    double clipOf(double gateNorm) const;
     void takeDirection(); // the round's reference direction from the outer momentum
+    void logClosedRound() const;
     const float* direction() const { return m_directionNorm > 0 ? m_direction.data() : nullptr; }
     std::filesystem::path pendingDir() const;
 
@@ -79,8 +105,17 @@ private:
     RoundState& m_round;
     std::function<void(uint64_t)> m_endTask;
     diloco::NormGate m_gate;
+    KeyTrust m_trust;
+    double m_elementCeiling = 0; // no honest element moves further (0: unchecked)
     static constexpr int kStaleDirectionRejections = 8;
     int m_directionRejections = 0; // in the open round, while nothing is accepted
+    int m_referenceRejections = 0; // of established keys, since the last acceptance
+    std::vector<AcceptedSubmission> m_roundAccepted; // the open round's, as the gate saw them
+    std::set<std::string> m_previousShas; // the payloads accepted in the previous round
+    std::vector<int64_t> m_sketchPositions; // dense codecs: drawn at each start
+    std::vector<PayloadSketch> m_roundSketches; // of m_roundAccepted
+    std::vector<PayloadSketch> m_previousSketches; // of the previous round's (since this start)
+    std::map<std::string, int> m_refusals; // the open round's, by code (for the log)
     // The outer momentum as the round opened (norm 0 before the first outer step).
     std::vector<float> m_direction;
     double m_directionNorm = 0;

@@ -39,6 +39,8 @@ inline constexpr std::string_view kBadTokens = "bad_tokens";
 inline constexpr std::string_view kChecksumMismatch = "checksum_mismatch";
 inline constexpr std::string_view kNormOutOfBounds = "norm_out_of_bounds";
 inline constexpr std::string_view kDirectionOutOfBounds = "direction_out_of_bounds";
+// The payload was accepted before, from this key or another (no credit twice).
+inline constexpr std::string_view kDuplicatePayload = "duplicate_payload";
 inline constexpr std::string_view kBadIndex = "bad_index";
 inline constexpr std::string_view kUnavailable = "unavailable";
 inline constexpr std::string_view kForbidden = "forbidden"; // the project's terms refuse this key
@@ -132,6 +134,7 @@ inline constexpr ErrorCodeInfo kErrorCodes[] = {
     {.code = errc::kNonFinite, .protocol = true},
     {.code = errc::kNormOutOfBounds, .protocol = true},
     {.code = errc::kDirectionOutOfBounds, .protocol = true},
+    {.code = errc::kDuplicatePayload, .protocol = true},
     {.code = errc::kNotFound, .protocol = true, .finalForDownload = true},
     {.code = errc::kBadIndex, .protocol = true, .finalForDownload = true},
     {.code = errc::kUnavailable, .protocol = true},
