@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 namespace crowdtrain::page {
 namespace {
@@ -78,6 +79,15 @@ private:
 };
 
 } // namespace
+
+// cpp-httplib streams a content provider (a checkpoint download) only while
+// its listening socket is valid; this router listens on nothing (stop() and
+// listen() are never called), so it holds a placeholder that is not a
+// descriptor.
+PageRouter::PageRouter()
+{
+    svr_sock_ = std::numeric_limits<int>::max();
+}
 
 void PageRouter::answer(ReadyRequest request, int writeTimeoutMs)
 {

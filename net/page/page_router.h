@@ -14,6 +14,8 @@ namespace crowdtrain::page {
 
 class PageRouter : public httplib::Server {
 public:
+    PageRouter();
+
     // One request, then the socket closes; `writeTimeoutMs` bounds each
     // wait for a slow reader.
     void answer(ReadyRequest request, int writeTimeoutMs);
