@@ -35,9 +35,7 @@ std::string swarmAddressOf(const std::string& bindEndpoint)
     return host && crowdtrain::swarm::isIpAddress(*host) ? *host : "0.0.0.0";
 }
 
-} // namespace
-
-int main(int argc, char** argv)
+int serve(int argc, char** argv)
 {
     using namespace crowdtrain;
     engine::prepareCpuRuntime(argv);
@@ -177,7 +175,26 @@ int main(int argc, char** argv)
     std::cerr << "crowdtrain-server: sent " << (*server)->swarmBytesSent() << " bytes to the swarm, "
               << (*server)->checkpointChunkBytesSent() << " of checkpoints and " << (*server)->stateChunkBytesSent()
               << " of states in fetch replies\n";
+    if (const uint64_t dropped = (*server)->droppedReplies())
+        std::cerr << "crowdtrain-server: " << dropped
+                  << " repl(ies) dropped, not sent: the client's queue was full or it had gone\n";
     if (const uint64_t failed = (*server)->failedTicks())
         std::cerr << "crowdtrain-server: " << failed << " tick(s) failed and were retried (see above)\n";
     return 0;
+}
+
+} // namespace
+
+// Whatever escapes is said and the process ends with status 1, never with
+// an unexplained abort (a damaged file is set aside where it is read).
+int main(int argc, char** argv)
+{
+    try {
+        return serve(argc, argv);
+    } catch (const std::exception& e) {
+        std::cerr << "crowdtrain-server: internal error: " << e.what() << "\n";
+    } catch (...) {
+        std::cerr << "crowdtrain-server: internal error\n";
+    }
+    return 1;
 }

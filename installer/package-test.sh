@@ -29,6 +29,7 @@ tgz=$(ls "$work"/out/crowdtrain_*_amd64.tar.gz)
 dpkg-deb -c "$deb" | awk '{print $6}' > "$work/contents"
 for path in ./usr/bin/crowdtrain ./usr/bin/crowdtrain-worker ./usr/bin/crowdtrain-server \
     ./usr/bin/crowdtrain-prepare ./usr/bin/crowdtrain-train ./usr/libexec/crowdtrain/crowdtrain-daemon \
+    ./usr/libexec/crowdtrain/crowdtrain-core \
     ./usr/share/applications/io.github.crowdtrain.Crowdtrain.desktop \
     ./usr/share/metainfo/io.github.crowdtrain.Crowdtrain.metainfo.xml \
     ./usr/share/icons/hicolor/scalable/apps/io.github.crowdtrain.Crowdtrain.svg \

@@ -488,6 +488,86 @@ private slots:
         QCOMPARE(dropped["id"], Value(1001));
     }
 
+    // A client that keeps kReplyQueueLength requests in flight (a new one
+    // for each reply it reads) gets every reply, however fast they come.
+    void aFullWindowLosesNoReply()
+    {
+        const fs::path dir = freshDir();
+        ServerThread server(dir, [](const Request& request) -> Result<Value> { return request.body; });
+        RawClient raw(dir);
+        constexpr uint64_t kRequests = 2000;
+        uint64_t sent = 0;
+        for (; sent < uint64_t(kReplyQueueLength); ++sent)
+            raw.send({encodeRequest("echo", sent + 1, Value::map().set("n", int64_t(sent + 1)))});
+        std::vector<bool> answered(kRequests + 1, false);
+        for (uint64_t received = 0; received < kRequests; ++received) {
+            const Value reply = raw.receive(5s);
+            QVERIFY2(!reply.isNil(),
+                ("reply " + std::to_string(received + 1) + " of " + std::to_string(kRequests) + " never came").c_str());
+            QCOMPARE(reply["ok"], Value(true));
+            const uint64_t id = reply["id"].toUInt();
+            QVERIFY(id >= 1 && id <= kRequests && !answered[id]);
+            QCOMPARE(reply["body"]["n"].toUInt(), id);
+            answered[id] = true;
+            if (sent < kRequests) {
+                ++sent;
+                raw.send({encodeRequest("echo", sent, Value::map().set("n", int64_t(sent)))});
+            }
+        }
+    }
+
+    // One client with kReplyQueueLength requests waiting for answers: one
+    // more is "busy" at once, and the waiting ones are all answered.
+    void aClientsWaitingRequestsAreBounded()
+    {
+        const fs::path dir = freshDir();
+        std::mutex heldMutex;
+        std::vector<Responder> held;
+        ServerThread server(dir, [&](const Request&, Responder respond) {
+            std::lock_guard lock(heldMutex);
+            held.push_back(std::move(respond));
+        });
+        RawClient raw(dir);
+        for (int i = 1; i <= kReplyQueueLength; ++i)
+            raw.send({encodeRequest("hold", uint64_t(i), Value::map())});
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                std::lock_guard lock(heldMutex);
+                return held.size() == std::size_t(kReplyQueueLength);
+            }(),
+            10000);
+        raw.send({encodeRequest("hold", 100, Value::map())});
+        const Value refused = raw.receive(5s);
+        QCOMPARE(refused["id"], Value(100));
+        QCOMPARE(refused["error"]["code"], Value("busy"));
+        // Another client is not held back by this one.
+        RawClient other(dir);
+        other.send({encodeRequest("hold", 1, Value::map())});
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                std::lock_guard lock(heldMutex);
+                return held.size() == std::size_t(kReplyQueueLength) + 1;
+            }(),
+            10000);
+        {
+            std::lock_guard lock(heldMutex);
+            for (Responder& r : held)
+                r(Value::map());
+            held.clear();
+        }
+        for (int i = 0; i < kReplyQueueLength; ++i)
+            QCOMPARE(raw.receive(5s)["ok"], Value(true));
+        QCOMPARE(other.receive(5s)["ok"], Value(true));
+        // Answered, the client may send as many again.
+        raw.send({encodeRequest("hold", 200, Value::map())});
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                std::lock_guard lock(heldMutex);
+                return held.size() == 1;
+            }(),
+            10000);
+    }
+
     // Clients that never read hold at most the bound of replies, all
     // together: past it a reply is replaced by "busy"; once they leave,
     // their share is free again.

@@ -313,6 +313,57 @@ private slots:
         restarted.kill();
     }
 
+    // A damaged record of an accepted submission (pending/*.json) is set
+    // aside with a notice at start-up; the server starts and the open
+    // round goes on with the records that are sound.
+    void aDamagedPendingRecordIsSetAside()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const auto spec = writeSpec(root / "damaged", root / "data", SpecOptions{.tasksPerRound = 3});
+        std::filesystem::path pending;
+        const uint64_t tokens = 20 * 8 * 32;
+        {
+            ServerProcess server;
+            QVERIFY(server.start(spec, root / "damaged/state"));
+            Volunteer a = join("a", &server), b = join("b", &server);
+            const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
+            for (auto* v : {&a, &b}) {
+                const auto delta = randomDelta(n, 1e-3f, v == &a ? 31 : 32);
+                auto r = submit(*v, task(*v), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens);
+                QVERIFY2(r, r ? "" : r.error().message.c_str());
+            }
+            server.kill();
+        }
+        for (const auto& entry : std::filesystem::recursive_directory_iterator(root / "damaged/state"))
+            if (entry.is_directory() && entry.path().filename() == "pending")
+                pending = entry.path();
+        QVERIFY(!pending.empty());
+        std::vector<std::filesystem::path> records;
+        for (const auto& entry : std::filesystem::directory_iterator(pending))
+            if (entry.path().extension() == ".json")
+                records.push_back(entry.path());
+        QCOMPARE(records.size(), std::size_t(2));
+        std::sort(records.begin(), records.end());
+        // The first keeps its round but loses the type of a field.
+        auto record = nlohmann::json::parse(readAll(records[0]));
+        record["tokens"] = "many";
+        std::ofstream(records[0], std::ios::trunc) << record.dump();
+
+        ServerProcess restarted;
+        QVERIFY(restarted.start(spec, root / "damaged/state"));
+        Volunteer c = join("c", &restarted);
+        QVERIFY(task(c).taskId != 0); // it serves
+        restarted.terminate();
+        const QString said = QString::fromUtf8(restarted.stderrText());
+        QVERIFY2(said.contains(QStringLiteral("could not be replayed")), qPrintable(said));
+        QVERIFY(!std::filesystem::exists(records[0]));
+        QVERIFY(std::filesystem::exists(records[1]));
+        int setAside = 0;
+        for (const auto& entry : std::filesystem::directory_iterator(pending))
+            setAside += entry.path().filename().string().find(".bad-") != std::string::npos;
+        QCOMPARE(setAside, 2); // the record and its payload, kept for a person
+    }
+
     // The norm gate compares a round's submissions with the last round's
     // accepted norms; those are kept with the committed state, so a restart
     // does not open the gate to an outsized first submission.
@@ -493,6 +544,16 @@ private slots:
         }
         // A stale version.
         expectRejected(task(bad), goodPayload, "stale_version", [](net::SubmitRequest& s) { s.version += 1; });
+        // The right version with a wrong round: the message names both rounds.
+        {
+            const net::Task t = task(bad);
+            auto r = submit(bad, t, goodPayload, tokens, [](net::SubmitRequest& s) { s.round += 1; });
+            QVERIFY(!r);
+            QCOMPARE(r.error().code, std::string("stale_version"));
+            const std::string expected = "the submission is for round " + std::to_string(t.round + 1) + " from version "
+                + std::to_string(t.version) + "; the open round is " + std::to_string(t.round);
+            QVERIFY2(r.error().message.starts_with(expected), r.error().message.c_str());
+        }
         // A payload that does not match its checksum.
         expectRejected(task(bad), goodPayload, "checksum_mismatch",
             [](net::SubmitRequest& s) { s.sha256 = std::string(64, '0'); });
@@ -507,7 +568,7 @@ private slots:
         auto stats = bad.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
         QVERIFY(stats);
         // The short payload was refused at upload, before a submission existed.
-        QCOMPARE(stats->stats.roundsRejected, uint64_t(4));
+        QCOMPARE(stats->stats.roundsRejected, uint64_t(5));
         QCOMPARE(stats->stats.tokens, uint64_t(0));
 
         // A second honest submission closes the round (2 tasks' tokens).

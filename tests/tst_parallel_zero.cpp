@@ -2,8 +2,10 @@
 // one process training the same global batch: losses, per-parameter
 // gradients and weights after a few steps; the training-state bytes each
 // rank holds against the ZeRO paper's formula; a checkpoint written under
-// ZeRO-3 resumed under ZeRO-1 on another rank count; the Hugging Face export.
+// ZeRO-3 resumed under ZeRO-1 on another rank count; the Hugging Face export;
+// a team of in-process ranks (device_team.h) whose rank throws.
 #include "engine/hf_gpt2.h"
+#include "engine/parallel/device_team.h"
 #include "parallel_fixtures.h"
 
 #include <QTemporaryDir>
@@ -39,6 +41,25 @@ int64_t predictedPeak(int stage, int64_t n, int64_t layers)
         return 16 * shard + 8 * (root + block);
     }
 }
+
+// Tiny Shakespeare until its draw number `failAt`, which throws (once).
+class FailingSource : public ShakespeareSource {
+public:
+    FailingSource(int64_t blockSize, uint64_t failAt)
+        : ShakespeareSource(blockSize, 1)
+        , m_failAt(failAt)
+    { }
+    void next(int64_t batch, int64_t* x, int64_t* y) override
+    {
+        if (m_draws++ == m_failAt)
+            throw std::runtime_error("the data source failed");
+        ShakespeareSource::next(batch, x, y);
+    }
+
+private:
+    uint64_t m_failAt;
+    uint64_t m_draws = 0;
+};
 
 } // namespace
 
@@ -156,6 +177,38 @@ private slots:
         file.close();
         RunResult run;
         QVERIFY(!runRanks(1, {QStringLiteral("resume=") + bogus}, m_dir.filePath(QStringLiteral("bad")), run));
+    }
+
+    // A rank of an in-process team (Gloo) that throws leaves no peer
+    // waiting in a collective for it (the team's timeout is far longer
+    // than this test may run): the step rethrows its error, the team is
+    // broken and says so at once on the next call, and it is destroyed.
+    void aFailingRankBreaksTheTeam()
+    {
+        TrainOptions options = tinyModel({});
+        options.batchSize = 4;
+        DeviceTeamOptions teamOptions{.devices = {"cpu", "cpu"}, .timeout = std::chrono::minutes(30)};
+        auto team
+            = DeviceTeam::create(options, teamOptions, std::make_unique<FailingSource>(options.model.blockSize, 1));
+        QVERIFY2(team, team ? "" : team.error().message.c_str());
+        (*team)->step(1e-3); // draw 0: both ranks train it
+        QVERIFY(!(*team)->broken());
+        std::string failure;
+        try {
+            (*team)->step(1e-3); // draw 1 throws on one rank; the other reaches the gradients' all-reduce
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        QCOMPARE(failure, std::string("the data source failed"));
+        QVERIFY((*team)->broken());
+        bool refused = false;
+        try {
+            (*team)->step(1e-3);
+        } catch (const TeamBroken&) {
+            refused = true;
+        }
+        QVERIFY(refused);
+        team->reset();
     }
 
 private:

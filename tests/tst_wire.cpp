@@ -1,4 +1,5 @@
 // Bounded decoding of untrusted msgpack bytes.
+#include "net/wire/envelope.h"
 #include "net/wire/unpack.h"
 
 #include <QTest>
@@ -50,6 +51,36 @@ private slots:
         auto decoded = unpackUntrusted(bytes.constData(), std::size_t(bytes.size()));
         QVERIFY(!decoded.ok());
         QCOMPARE(QString::fromStdString(decoded.error().code), code);
+    }
+
+    // An ext is refused wherever it is, as too_large (section 2), also where
+    // a field of another type is expected: as the body, or a timestamp
+    // (ext -1) as a field's value.
+    void anExtIsTooLargeEvenAsAField_data()
+    {
+        QTest::addColumn<QByteArray>("bytes");
+        // {"v":1,"type":"list_projects","id":5,"body": ...}
+        const QByteArray head = QByteArray("\x84\xa1v\x01\xa4type\xadlist_projects\xa2id\x05\xa4"
+                                           "body",
+            32);
+        QTest::newRow("fixext 4 as the body") << head + QByteArray("\xd6\x01\x00\x00\x00\x00", 6);
+        QTest::newRow("ext 8 of 0 bytes as the body") << head + QByteArray("\xc7\x00\x05", 3);
+        QTest::newRow("timestamp 32 in a field") << head + QByteArray("\x81\xa7project\xd6\xff\x00\x00\x00\x01", 15);
+        QTest::newRow("timestamp 96 under an unknown key")
+            << head + QByteArray("\x81\xa1x\xc7\x0c\xff", 6) + QByteArray(12, '\0');
+    }
+
+    void anExtIsTooLargeEvenAsAField()
+    {
+        QFETCH(QByteArray, bytes);
+        auto envelope
+            = decodeEnvelope(std::string_view(bytes.constData(), std::size_t(bytes.size())), EnvelopeKind::Request);
+        QVERIFY(!envelope.ok());
+        QCOMPARE(envelope.error().code, std::string("too_large"));
+        // Without the ext the same request decodes.
+        const QByteArray head = bytes.left(32);
+        auto sound = decodeEnvelope(std::string(head.constData(), 32) + "\x80", EnvelopeKind::Request);
+        QVERIFY2(sound.ok(), sound ? "" : sound.error().message.c_str());
     }
 
     void capsNesting()

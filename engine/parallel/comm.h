@@ -7,8 +7,16 @@
 // keeping this rank's slice (2(n-1)/n of the bytes instead of (n-1)/n), and
 // the flat all-gather is the list all-gather over views of the output.
 // A group of one rank does no communication. Used from one thread.
+//
+// The ranks of a team may share a "broken" flag (MeshOptions::broken): once
+// a rank has failed it is set, every later collective throws TeamBroken at
+// once, and a CPU (Gloo) rank waiting inside one stops waiting within a
+// millisecond or so, so no rank waits for a peer that is gone.
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <stdexcept>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -21,11 +29,21 @@ using GroupPtr = c10::intrusive_ptr<c10d::Backend>;
 using GroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
 #endif
 
+using BrokenFlag = std::shared_ptr<std::atomic<bool>>;
+
+// What a collective throws once a rank of its team has failed.
+struct TeamBroken : std::runtime_error {
+    TeamBroken()
+        : std::runtime_error("another rank of the team failed; this collective is abandoned")
+    { }
+};
+
 class Comm {
 public:
     // group may be null when size is 1. device: where the group's tensors
-    // live (the CPU for Gloo, the rank's GPU for NCCL).
-    Comm(GroupPtr group, int rank, int size, torch::Device device = torch::kCPU);
+    // live (the CPU for Gloo, the rank's GPU for NCCL). broken: the team's
+    // flag, or null.
+    Comm(GroupPtr group, int rank, int size, torch::Device device = torch::kCPU, BrokenFlag broken = {});
 
     int rank() const { return m_rank; }
     int size() const { return m_size; }
@@ -53,7 +71,13 @@ public:
     int64_t bytesSent() const { return m_bytesSent; }
 
 private:
+    // Throws TeamBroken when the team's flag is set.
+    void checkTeam() const;
+    // Waits for `work`; on the CPU gives up when the team breaks meanwhile.
+    void finish(const c10::intrusive_ptr<c10d::Work>& work) const;
+
     GroupPtr m_group;
+    BrokenFlag m_broken;
     int m_rank;
     int m_size;
     torch::Device m_device;

@@ -143,6 +143,7 @@ Result<std::unique_ptr<DeviceTeam>> DeviceTeam::create(
         mesh.device = torch::Device(team.devices[std::size_t(rank)]);
         mesh.timeout = team.timeout;
         mesh.store = store;
+        mesh.broken = made->m_broken;
         auto joined = Mesh::create(mesh);
         if (!joined) {
             failures[std::size_t(rank)] = joined.error();
@@ -177,14 +178,28 @@ DeviceTeam::DeviceTeam(DeviceTeamOptions options, int64_t parameters)
 
 DeviceTeam::~DeviceTeam()
 {
-    // Each rank's trainer and process group go on its own thread.
+    // Each rank's trainer and process group go on its own thread, broken or not.
     if (m_threads)
-        onEveryRank([this](int rank) { m_trainers[std::size_t(rank)].reset(); });
+        m_threads->run([this](int rank) { m_trainers[std::size_t(rank)].reset(); });
 }
 
 void DeviceTeam::onEveryRank(const std::function<void(int rank)>& work)
 {
-    m_threads->run(work);
+    if (m_broken->load())
+        throw TeamBroken();
+    m_threads->run([&](int rank) {
+        try {
+            work(rank);
+        } catch (...) {
+            m_broken->store(true); // the peers stop waiting for this rank
+            throw;
+        }
+    });
+}
+
+bool DeviceTeam::broken() const
+{
+    return m_broken->load();
 }
 
 void DeviceTeam::setSource(std::unique_ptr<BatchSource> source)

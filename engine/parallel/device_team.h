@@ -11,13 +11,18 @@
 // batch up to the order of floating-point sums. Every call runs on all
 // ranks and waits for them, so their collectives always match.
 //
-// Used from one thread at a time. A rank that throws inside a collective
-// leaves the others waiting until the group's timeout (Gloo; NCCL waits).
+// Used from one thread at a time. A rank that throws breaks the team: its
+// peers leave the collectives they wait in (Gloo) or fail at their next one
+// and the call rethrows the first failure; every later call but the
+// destructor throws TeamBroken at once. NCCL gets the team's timeout, so a
+// peer stuck on the GPU is ended by NCCL's watchdog. Destroying a broken team
+// may wait up to the timeout for a Gloo collective left in flight.
 
 #include "core/result.h"
 #include "engine/batch_source.h"
 #include "engine/trainer.h"
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -66,6 +71,8 @@ public:
     int64_t stepCount() const;
     // The largest peak of the ranks' tracked model state, in bytes.
     int64_t peakStateBytes() const;
+    // Whether a rank has failed: the team is of no more use.
+    bool broken() const;
 
 private:
     DeviceTeam(DeviceTeamOptions options, int64_t parameters);
@@ -77,6 +84,7 @@ private:
     std::unique_ptr<SharedBatches> m_batches;
     std::vector<std::unique_ptr<ParallelTrainer>> m_trainers;
     std::unique_ptr<ThreadTeam> m_threads;
+    std::shared_ptr<std::atomic<bool>> m_broken = std::make_shared<std::atomic<bool>>(false);
 };
 
 } // namespace crowdtrain::engine::parallel

@@ -17,9 +17,11 @@ namespace {
 GroupPtr makeGroup(const MeshOptions& options, const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
 {
 #ifdef CROWDTRAIN_WITH_NCCL
-    if (options.device.is_cuda())
-        return c10::make_intrusive<c10d::ProcessGroupNCCL>(
-            store, rank, size, c10d::ProcessGroupNCCL::Options::create());
+    if (options.device.is_cuda()) {
+        auto ncclOptions = c10d::ProcessGroupNCCL::Options::create();
+        ncclOptions->timeout = options.timeout; // the watchdog's and a blocking wait's limit
+        return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, ncclOptions);
+    }
 #endif
 #ifdef CROWDTRAIN_WITH_GLOO
     if (options.device.is_cpu()) {
@@ -77,12 +79,12 @@ Result<std::shared_ptr<Mesh>> Mesh::create(const MeshOptions& o)
         }
         auto group = [&](const std::string& name, int rank, int size) {
             if (size == 1)
-                return std::make_unique<Comm>(GroupPtr(), 0, 1, o.device);
+                return std::make_unique<Comm>(GroupPtr(), 0, 1, o.device, o.broken);
             auto store = c10::make_intrusive<c10d::PrefixStore>(name, mesh->m_store);
             auto made = makeGroup(o, store, rank, size);
             if (!made)
                 throw std::runtime_error("no process-group backend for " + o.device.str() + " in this build");
-            return std::make_unique<Comm>(made, rank, size, o.device);
+            return std::make_unique<Comm>(made, rank, size, o.device, o.broken);
         };
         mesh->m_world = group("world/", o.rank, o.worldSize);
         mesh->m_tp = group("tp/" + std::to_string(stage * dp + dpIndex) + "/", tpIndex, tp);

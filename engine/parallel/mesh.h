@@ -25,11 +25,14 @@ struct MeshOptions {
     std::string host = "127.0.0.1";
     uint16_t port = 29500;
     torch::Device device = torch::kCPU; // CUDA: NCCL, one GPU per rank
-    std::chrono::milliseconds timeout{120000};
+    std::chrono::milliseconds timeout{120000}; // a collective's longest wait, Gloo and NCCL alike
     // Ranks that are threads of one process (device_team.h) share a store
     // (a c10d::HashStore) instead of the TCP store at host:port; the Gloo
     // transport still runs over `host`.
     c10::intrusive_ptr<c10d::Store> store{};
+    // Shared by the ranks of one process (comm.h): set once a rank fails,
+    // so the others leave their collectives instead of waiting for it.
+    BrokenFlag broken{};
 };
 
 class Mesh {

@@ -114,6 +114,8 @@ Status ParallelTrainer::loadState(const std::filesystem::path& file)
         = [&](const std::string& what) { return Error::make(errc::kBadCheckpoint, file.string() + ": " + what); };
     std::map<std::string, torch::Tensor> parts[3];
     nlohmann::json meta;
+    int64_t adamwSteps = 0, step = 0, tokensSeen = 0;
+    uint64_t trainAt = 0, trainEvalAt = 0, valAt = 0;
     try {
         torch::serialize::InputArchive archive;
         archive.load_from(file.string());
@@ -139,20 +141,26 @@ Status ParallelTrainer::loadState(const std::filesystem::path& file)
             }
             ++which;
         }
+        adamwSteps = meta.at("adamw_steps").get<int64_t>();
+        step = meta.at("step").get<int64_t>();
+        tokensSeen = meta.at("tokens_seen").get<int64_t>();
+        const auto& positions = meta.at("positions");
+        trainAt = positions.at("train").get<uint64_t>();
+        trainEvalAt = positions.at("train_eval").get<uint64_t>();
+        valAt = positions.at("val").get<uint64_t>();
     } catch (const c10::Error& e) {
         return corrupt(std::string("cannot read: ") + e.what_without_backtrace());
     } catch (const std::exception& e) {
         return corrupt(std::string("cannot read: ") + e.what());
     }
-    m_zero->load(parts[0], parts[1], parts[2], meta.at("adamw_steps").get<int64_t>());
-    m_step = meta.at("step").get<int64_t>();
-    m_tokensSeen = meta.at("tokens_seen").get<int64_t>();
-    const auto& positions = meta.at("positions");
-    m_data.train->setPosition(positions.at("train").get<uint64_t>());
+    m_zero->load(parts[0], parts[1], parts[2], adamwSteps);
+    m_step = step;
+    m_tokensSeen = tokensSeen;
+    m_data.train->setPosition(trainAt);
     if (m_data.trainEval)
-        m_data.trainEval->setPosition(positions.at("train_eval").get<uint64_t>());
+        m_data.trainEval->setPosition(trainEvalAt);
     if (m_data.val)
-        m_data.val->setPosition(positions.at("val").get<uint64_t>());
+        m_data.val->setPosition(valAt);
     return Status::success();
 }
 

@@ -39,20 +39,26 @@ inline constexpr std::size_t kMaxTypeBytes = 64; // request and event types: pri
 inline constexpr std::size_t kMaxErrorCodeBytes = 64;
 inline constexpr std::size_t kMaxErrorMessageBytes = 4096;
 
-// Socket queues, in messages. A reply to a client whose queue is full is
-// dropped (that client only sees its timeout), so a client that never
-// reads costs the daemon at most kReplyQueueLength replies; one that sends
-// without pause is read no faster than it is answered, with at most
-// kRequestQueueLength requests waiting. Events to a subscriber that is
-// kEventQueueLength events behind are dropped.
+// Socket queues, in messages. A client may have kReplyQueueLength requests
+// in flight (sent, reply not read yet) and loses no reply; one more waiting
+// for an answer while it has kReplyQueueLength waiting is answered "busy".
+// The ROUTER's send queue per client is kReplyPipeLength: libzmq learns
+// that replies left the queue only every kReplyPipeLength / 2 of them, so
+// a queue of exactly kReplyQueueLength would count up to that many phantom
+// replies and drop real ones. A reply to a client whose queue is full (one
+// that sends without reading) is dropped (that client only sees its
+// timeout). A client that sends without pause is read no faster than it is
+// answered, with at most kRequestQueueLength requests waiting. Events to a
+// subscriber that is kEventQueueLength events behind are dropped.
 inline constexpr int kReplyQueueLength = 16;
+inline constexpr int kReplyPipeLength = 64; // the ROUTER's ZMQ_SNDHWM
 inline constexpr int kRequestQueueLength = 16;
 inline constexpr int kEventQueueLength = 1000;
 // Requests read but not answered yet, over all clients (the daemon answers
 // slow ones late, off its serving thread); one more is answered "busy".
 inline constexpr std::size_t kMaxRequestsInFlight = 64;
 // Bytes of replies the daemon may hold for clients that have not read them,
-// all clients together: the last kReplyQueueLength replies sent to each
+// all clients together: the last kReplyPipeLength replies sent to each
 // connected client count (those are all a client's queue can hold) until it
 // disconnects. A reply that would pass the bound is replaced by a "busy"
 // error reply.

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <unordered_map>
 #include <zmq.hpp>
 
 namespace crowdtrain::control {
@@ -62,10 +63,28 @@ struct ControlServer::Outbox {
     std::deque<Reply> replies;
     std::function<void()> wake;
     std::atomic<std::size_t> inFlight{0};
+    std::unordered_map<std::string, int> waitingByRoute; // under the mutex
 
-    void post(Reply reply)
+    // One more request of `route` waits for its answer, unless
+    // kReplyQueueLength already do.
+    bool admit(const std::string& route)
     {
         std::lock_guard lock(mutex);
+        int& waiting = waitingByRoute[route];
+        if (waiting >= kReplyQueueLength)
+            return false;
+        ++waiting;
+        return true;
+    }
+
+    void post(Reply reply, bool admitted)
+    {
+        std::lock_guard lock(mutex);
+        if (admitted) {
+            auto it = waitingByRoute.find(reply.route);
+            if (it != waitingByRoute.end() && --it->second <= 0)
+                waitingByRoute.erase(it);
+        }
         if (!wake)
             return;
         replies.push_back(std::move(reply));
@@ -77,13 +96,14 @@ struct Responder::State {
     std::shared_ptr<ControlServer::Outbox> outbox;
     std::string route;
     RequestHeader header;
+    bool admitted = false; // counted in the client's waiting requests
     std::atomic<bool> answered{false};
 
     void answer(Result<Value> outcome)
     {
         if (answered.exchange(true))
             return;
-        outbox->post({route, header, encodeReply(header, std::move(outcome))});
+        outbox->post({route, header, encodeReply(header, std::move(outcome))}, admitted);
         outbox->inFlight.fetch_sub(1);
     }
     ~State() { answer(Error::make(errc::kInternal, "the daemon dropped the request \"" + header.type + "\"")); }
@@ -150,7 +170,7 @@ Status ControlServer::bind()
         m_context = std::make_unique<zmq::context_t>(1);
         m_router = std::make_unique<zmq::socket_t>(*m_context, zmq::socket_type::router);
         m_router->set(zmq::sockopt::linger, 0);
-        m_router->set(zmq::sockopt::sndhwm, kReplyQueueLength);
+        m_router->set(zmq::sockopt::sndhwm, kReplyPipeLength);
         m_router->set(zmq::sockopt::rcvhwm, kRequestQueueLength);
         // Replies to a client whose queue is full, or that is gone, are
         // dropped rather than blocking the loop or growing memory.
@@ -314,6 +334,11 @@ void ControlServer::serveOne()
     if (m_outbox->inFlight.load() > kMaxRequestsInFlight)
         return respond(Error::make(errc::kBusy,
             std::to_string(kMaxRequestsInFlight) + " requests are waiting for answers; try again shortly"));
+    state->admitted = m_outbox->admit(state->route);
+    if (!state->admitted)
+        return respond(Error::make(errc::kBusy,
+            "this client has " + std::to_string(kReplyQueueLength)
+                + " requests waiting for answers; read their replies first"));
     try {
         m_handler(*request, respond);
     } catch (const std::exception& e) {
@@ -333,11 +358,11 @@ void ControlServer::sendReplies()
     const std::size_t budget = m_heldBudget.load();
     for (Outbox::Reply& reply : replies) {
         // What this client's queue may hold once this reply is in it: its
-        // last kReplyQueueLength replies. Past the bound over all clients,
+        // last kReplyPipeLength replies. Past the bound over all clients,
         // a short "busy" replaces the reply.
         Held& held = m_held[reply.route];
         const std::size_t leaving
-            = held.sizes.size() >= std::size_t(kReplyQueueLength) ? held.sizes.front() : std::size_t(0);
+            = held.sizes.size() >= std::size_t(kReplyPipeLength) ? held.sizes.front() : std::size_t(0);
         if (m_heldBytes - leaving + reply.frame.size() > budget)
             reply.frame = encodeReply(reply.header,
                 Error::make(errc::kBusy,
@@ -354,7 +379,7 @@ void ControlServer::sendReplies()
         held.sizes.push_back(reply.frame.size());
         held.bytes += reply.frame.size();
         m_heldBytes += reply.frame.size();
-        if (held.sizes.size() > std::size_t(kReplyQueueLength)) {
+        if (held.sizes.size() > std::size_t(kReplyPipeLength)) {
             held.bytes -= held.sizes.front();
             m_heldBytes -= held.sizes.front();
             held.sizes.pop_front();

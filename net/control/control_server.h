@@ -118,7 +118,7 @@ private:
     std::unique_ptr<zmq::socket_t> m_router;
     std::unique_ptr<zmq::socket_t> m_monitor; // the ROUTER's disconnections
     // Replies possibly still queued for each client (run()'s thread only):
-    // the sizes of the last kReplyQueueLength sent, by routing id, and the
+    // the sizes of the last kReplyPipeLength sent, by routing id, and the
     // connection (fd) each routing id came on, so a disconnection frees them.
     struct Held {
         std::deque<std::size_t> sizes;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <utility>
 
 namespace crowdtrain::coordinator {
 
@@ -101,7 +102,14 @@ Status CoordinatorServer::run()
                 break;
             const std::string reply
                 = handle(request->payload, request->peerKey, core::unixNowMs(), request->peerAddress);
-            (void)net::sendReply(m_router, request->route, reply);
+            // Counted as sent only once the socket took them.
+            const auto [checkpointBytes, stateBytes] = std::exchange(m_replyChunkBytes, {});
+            if (net::sendReply(m_router, request->route, reply)) {
+                m_checkpointChunkBytes += checkpointBytes;
+                m_stateChunkBytes += stateBytes;
+            } else {
+                ++m_droppedReplies;
+            }
         }
         // A round to wrap up or close is not left for the next period.
         const auto now = std::chrono::steady_clock::now();
@@ -279,9 +287,9 @@ Result<std::string> CoordinatorServer::dispatch(
         if (!reply)
             return Error::make(net::errc::kUnknownType, "not a transfer request");
         if (type == FetchRequest::kType && name.starts_with("checkpoint/"))
-            m_checkpointChunkBytes += reply->size();
+            m_replyChunkBytes.first = reply->size();
         else if (type == FetchRequest::kType && name.starts_with("state-v"))
-            m_stateChunkBytes += reply->size();
+            m_replyChunkBytes.second = reply->size();
         return std::move(*reply);
     }
     return Error::make(net::errc::kUnknownType, "no request type \"" + type + "\" in protocol version 1");

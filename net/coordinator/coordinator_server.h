@@ -12,6 +12,7 @@
 #include "net/transport/zap_authenticator.h"
 
 #include <atomic>
+#include <utility>
 #include <zmq.hpp>
 
 namespace crowdtrain::coordinator {
@@ -53,12 +54,15 @@ public:
         std::string_view request, const std::string& peerKey, int64_t nowMs, const std::string& peerAddress = {});
 
     // The swarm's listening port (0 without a swarm), the payload bytes the
-    // hub sent through it (checkpoints and states), and the bytes of
-    // checkpoints and of states in `fetch` replies, since it started.
+    // hub sent through it (checkpoints and states), the bytes of
+    // checkpoints and of states in `fetch` replies the socket took, and the
+    // replies it dropped (the client's queue full, or the client gone),
+    // since it started.
     uint16_t swarmPort() const { return m_swarm ? m_swarm->listenPort() : 0; }
     uint64_t swarmBytesSent() const { return m_swarm ? m_swarm->totalUploaded() : 0; }
     uint64_t checkpointChunkBytesSent() const { return m_checkpointChunkBytes.load(); }
     uint64_t stateChunkBytesSent() const { return m_stateChunkBytes.load(); }
+    uint64_t droppedReplies() const { return m_droppedReplies.load(); }
 
     // Set before run(): called on the loop's thread after each project's
     // tick (the public page's feed reads the project's queries there).
@@ -87,6 +91,8 @@ private:
     std::map<std::string, std::unique_ptr<ProjectRuntime>, std::less<>> m_projects;
     std::atomic<uint64_t> m_checkpointChunkBytes{0};
     std::atomic<uint64_t> m_stateChunkBytes{0};
+    std::pair<uint64_t, uint64_t> m_replyChunkBytes; // of the reply being made: checkpoint, state
+    std::atomic<uint64_t> m_droppedReplies{0};
     std::atomic<bool> m_stop{false};
     std::atomic<uint64_t> m_failedTicks{0};
     std::function<void(ProjectRuntime&, int64_t nowMs)> m_tickObserver;

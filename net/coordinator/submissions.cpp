@@ -1,15 +1,18 @@
 #include "net/coordinator/submissions.h"
 
+#include "core/clock.h"
 #include "engine/atomic_file.h"
 #include "net/coordinator/file_slices.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <tuple>
 #include <unistd.h>
 
 namespace crowdtrain::coordinator {
@@ -194,8 +197,9 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     const int64_t version = m_round.version();
     if (int64_t(request.version) != version || int64_t(request.round) != version + 1)
         return refuse(Error::make(net::errc::kStaleVersion,
-            "the submission is for version " + std::to_string(request.version) + ", the round trains from version "
-                + std::to_string(version)));
+            "the submission is for round " + std::to_string(request.round) + " from version "
+                + std::to_string(request.version) + "; the open round is " + std::to_string(version + 1)
+                + ", from version " + std::to_string(version)));
     const uint64_t expected = m_payloadBytes;
     if (request.codec != diloco::codecName(m_codec) || int64_t(request.elements) != m_parameters
         || request.totalBytes != expected)
@@ -390,43 +394,88 @@ Status Submissions::acceptDurably(const std::string& key, const OpenTask& task, 
     return Status::success();
 }
 
+namespace {
+
+// A pending record that cannot be replayed: it and its payload are moved
+// aside (NAME.bad-MS), kept for a person, with a notice; the server starts.
+void setAsidePending(const std::filesystem::path& record, const std::string& why)
+{
+    const std::string suffix = ".bad-" + std::to_string(core::unixNowMs());
+    for (const auto& file : {record, std::filesystem::path(record).replace_extension(".bin")}) {
+        std::error_code ec;
+        if (std::filesystem::exists(file, ec))
+            std::filesystem::rename(file, file.string() + suffix, ec);
+    }
+    std::fprintf(stderr, "%s could not be replayed (%s); it was moved to %s%s\n", record.c_str(), why.c_str(),
+        record.c_str(), suffix.c_str());
+}
+
+} // namespace
+
 // After a restart: the accepted submissions of the open round, in the order
-// they were accepted; anything of another round is stale and removed.
+// they were accepted; anything of another round is stale and removed. A
+// damaged record is set aside (setAsidePending) and the rest go on.
 Status Submissions::replayPending()
 {
-    std::vector<std::pair<int64_t, std::filesystem::path>> records;
-    for (const auto& entry : std::filesystem::directory_iterator(pendingDir())) {
+    struct Pending {
+        std::filesystem::path path;
+        ContributionRecord contribution;
+        uint32_t range = 0;
+        GateStats gate;
+        bool fresh = false;
+        double clip = 1.0;
+    };
+    std::vector<Pending> records;
+    std::error_code listed;
+    for (const auto& entry : std::filesystem::directory_iterator(pendingDir(), listed)) {
         const auto path = entry.path();
         if (path.extension() != ".json" || path.filename().string().starts_with("."))
             continue;
         auto text = engine::readWholeFile(path);
-        nlohmann::json record = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-        if (record.is_discarded() || !record.contains("round") || record["round"] != m_round.openRound()) {
-            std::filesystem::remove(path);
-            std::filesystem::remove(std::filesystem::path(path).replace_extension(".bin"));
+        if (!text) {
+            setAsidePending(path, text.error().message);
             continue;
         }
-        records.emplace_back(record.value("submitted_at_ms", int64_t(0)), path);
+        const nlohmann::json record = nlohmann::json::parse(*text, nullptr, false);
+        if (record.is_discarded() || !record.is_object()) {
+            setAsidePending(path, "not a JSON object");
+            continue;
+        }
+        if (!record.contains("round") || record["round"] != m_round.openRound()) {
+            std::error_code ec; // stale: of a round that closed
+            std::filesystem::remove(path, ec);
+            std::filesystem::remove(std::filesystem::path(path).replace_extension(".bin"), ec);
+            continue;
+        }
+        try {
+            Pending p{path, {}, record.at("range").get<uint32_t>(), {record.at("norm").get<double>(), std::nullopt}};
+            if (record.contains("cosine"))
+                p.gate.cosine = record.at("cosine").get<double>();
+            p.contribution = ContributionRecord{m_round.openRound(), record.at("key").get<std::string>(),
+                int64_t(record.at("tokens").get<double>()), record.at("compute_ms").get<int64_t>(),
+                record.at("train_loss").get<double>(), true, "", record.value("submitted_at_ms", int64_t(0)),
+                record.at("task").get<uint64_t>(), record.value("sha256", std::string())};
+            p.fresh = record.value("fresh", !m_trust.established(p.contribution.publicKey));
+            p.clip = record.value("clip", 1.0);
+            records.push_back(std::move(p));
+        } catch (const nlohmann::json::exception& e) {
+            setAsidePending(path, e.what());
+        }
     }
-    std::sort(records.begin(), records.end());
-    for (const auto& [at, path] : records) {
-        const auto record = nlohmann::json::parse(*engine::readWholeFile(path));
-        const auto payload = std::filesystem::path(path).replace_extension(".bin");
-        const double tokens = record.at("tokens").get<double>();
-        const auto range = record.at("range").get<uint32_t>();
-        GateStats gate{record.at("norm").get<double>(), std::nullopt};
-        if (record.contains("cosine"))
-            gate.cosine = record.at("cosine").get<double>();
-        const std::string key = record.at("key").get<std::string>();
-        ContributionRecord contribution{m_round.openRound(), key, int64_t(tokens),
-            record.at("compute_ms").get<int64_t>(), record.at("train_loss").get<double>(), true, "", at,
-            record.at("task").get<uint64_t>(), record.value("sha256", std::string())};
-        const AcceptedSubmission accepted{
-            contribution, range, gate, record.value("fresh", !m_trust.established(key)), record.value("clip", 1.0)};
-        if (Status s = m_round.add(accepted, payload, m_codec); !s)
-            return Error::make(s.error().code, "replaying " + payload.string() + ": " + s.error().message);
+    if (listed)
+        return Error::make(net::errc::kIoError, "cannot list " + pendingDir().string() + ": " + listed.message());
+    std::sort(records.begin(), records.end(), [](const Pending& a, const Pending& b) {
+        return std::tie(a.contribution.submittedAtMs, a.path) < std::tie(b.contribution.submittedAtMs, b.path);
+    });
+    for (Pending& p : records) {
+        const auto payload = std::filesystem::path(p.path).replace_extension(".bin");
+        const AcceptedSubmission accepted{p.contribution, p.range, p.gate, p.fresh, p.clip};
+        if (Status s = m_round.add(accepted, payload, m_codec); !s) {
+            setAsidePending(p.path, s.error().message);
+            continue;
+        }
         this->accepted(accepted, sketchOf(payload));
-        (void)m_plan.completeRange(range);
+        (void)m_plan.completeRange(p.range);
     }
     return Status::success();
 }

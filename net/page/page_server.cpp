@@ -3,6 +3,7 @@
 #include "net/page/page_assets.h"
 #include "net/page/page_html.h"
 #include "net/page/page_json.h"
+#include "net/page/page_router.h"
 #include "net/page/rate_limiter.h"
 #include "net/wire/error_codes.h"
 
@@ -11,7 +12,6 @@
 #include <atomic>
 #include <charconv>
 #include <fstream>
-#include <thread>
 
 namespace crowdtrain::page {
 namespace {
@@ -54,10 +54,10 @@ std::string contentTypeOf(std::string_view file)
 struct PageServer::Impl {
     PageOptions options;
     std::shared_ptr<const PageFeed> feed;
-    httplib::Server http;
+    PageRouter http;
     RateLimiter limiter;
-    std::thread thread;
-    uint16_t port = 0;
+    std::unique_ptr<httplib::ThreadPool> pool;
+    std::unique_ptr<HttpFront> front; // hands whole requests to the pool
     std::atomic<int> downloads{0};
 
     // Rendered once per snapshot, not once per viewer.
@@ -235,47 +235,39 @@ PageServer::PageServer(std::unique_ptr<Impl> impl)
 
 PageServer::~PageServer()
 {
-    m_impl->http.stop();
-    if (m_impl->thread.joinable())
-        m_impl->thread.join();
+    m_impl->front->stop();
+    m_impl->pool->shutdown(); // answers what was handed on, then joins
 }
 
 Result<std::unique_ptr<PageServer>> PageServer::start(PageOptions options, std::shared_ptr<const PageFeed> feed)
 {
     auto impl = std::make_unique<Impl>(std::move(options), std::move(feed));
     Impl& s = *impl;
-    const int threads = std::max(1, s.options.threads);
-    s.http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    s.http.set_keep_alive_max_count(1);
-    s.http.set_read_timeout(5, 0);
-    s.http.set_write_timeout(10, 0);
     s.http.set_payload_max_length(4096);
     s.routes();
-    const std::string& host = s.options.address.host;
-    if (s.options.address.port == 0) {
-        const int port = s.http.bind_to_any_port(host);
-        if (port <= 0)
-            return Error::make(net::errc::kBadOptions, "--http: cannot listen on " + host + " (any port)");
-        s.port = uint16_t(port);
-    } else {
-        if (!s.http.bind_to_port(host, s.options.address.port))
-            return Error::make(net::errc::kBadOptions,
-                "--http: cannot listen on " + pageUrl(host, s.options.address.port)
-                    + " (in use, or not an address here)");
-        s.port = s.options.address.port;
-    }
-    s.thread = std::thread([&s] { s.http.listen_after_bind(); });
+    auto front = HttpFront::listen(s.options.address.host, s.options.address.port, s.options.front);
+    if (!front)
+        return front.error();
+    s.front = std::move(*front);
+    s.pool = std::make_unique<httplib::ThreadPool>(std::size_t(std::max(1, s.options.threads)));
+    s.front->start([&s](ReadyRequest request) {
+        s.pool->enqueue([&s, request = std::move(request)]() mutable {
+            const std::string address = request.address;
+            s.http.answer(std::move(request), s.options.writeTimeoutMs);
+            s.front->finished(address);
+        });
+    });
     return std::unique_ptr<PageServer>(new PageServer(std::move(impl)));
 }
 
 uint16_t PageServer::port() const
 {
-    return m_impl->port;
+    return m_impl->front->port();
 }
 
 std::string PageServer::url() const
 {
-    return pageUrl(m_impl->options.address.host, m_impl->port);
+    return pageUrl(m_impl->options.address.host, port());
 }
 
 } // namespace crowdtrain::page

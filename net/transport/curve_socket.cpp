@@ -38,8 +38,10 @@ Result<zmq::socket_t> makeCurveServerSocket(zmq::context_t& context, zmq::socket
             // What one peer can make the server hold: a reply to a full
             // queue is dropped (a peer that never reads loses its replies,
             // not the server its memory), and a peer whose requests queue
-            // up is read no faster than the server answers.
-            socket.set(zmq::sockopt::router_mandatory, false);
+            // up is read no faster than the server answers. Mandatory
+            // routing, so that sendReply reports a dropped reply (a full
+            // queue, a peer gone) instead of counting it as sent.
+            socket.set(zmq::sockopt::router_mandatory, true);
             socket.set(zmq::sockopt::sndhwm, int(kMaxQueuedRepliesPerPeer));
             socket.set(zmq::sockopt::rcvhwm, int(kMaxQueuedRequestsPerPeer));
         }
