@@ -130,10 +130,14 @@ int main(int argc, char** argv)
         return fail("computeClose", closed.error());
     row("average, outer step, theta + state + update written (worker)", seconds, closed->written.bytes);
     Status published;
+    store->setDeferPruning(true); // as the coordinator does
     seconds = time([&] { published = round.publishClose(*closed); });
     if (!published)
         return fail("publishClose", published.error());
     row("ledger commit, switch to v1 (loop)", seconds, 0);
+    const std::vector<std::filesystem::path> stale = store->takeUnreferenced();
+    seconds = time([&] { (void)coordinator::ProjectStore::removeFiles(stale); });
+    row("version 0's files removed (evaluation thread)", seconds, 0);
     net::ResourceTable table;
     seconds = time([&] { (void)table.addFile("state-v1", store->thetaFile(1)); });
     row("theta's file hashed into the resource table (worker)", seconds, 0);

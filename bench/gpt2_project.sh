@@ -10,6 +10,9 @@
 #
 #   bench/gpt2_project.sh [BUILD_DIR] [ROUNDS] [VOLUNTEERS]
 #
+# Needs the targets crowdtrain-server crowdtrain-worker crowdtrain-daemon
+# crowdtrain-prepare bench_close_prober built in BUILD_DIR (default build/ci).
+#
 # H (inner steps, default 4), BATCH (2), BLOCK (128), CODEC (sparse|int8,
 # default sparse), PRESET (gpt2), CHECKPOINT_EVERY (1), KEEP_LAST (3),
 # HEARTBEAT_MS (1000), PERIOD_MS (the prober's, 50), THREADS (per volunteer, 1),
@@ -27,7 +30,7 @@ gpt2=${CROWDTRAIN_GPT2_DIR:-$here/../../shared/data/gpt2}
 work=$(mktemp -d)
 pids=()
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null || true; done
     if [ -n "${KEEP_WORK:-}" ]; then echo "work: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -83,7 +86,8 @@ for _ in $(seq 120); do grep -q "round $rounds closed" "$work/server.err" && bre
 touch "$work/stop"; wait "$prober" || true
 for p in "${workers[@]}"; do wait "$p" 2>/dev/null || true; done
 seconds=$(( $(date +%s) - start ))
-kill -TERM "${pids[0]}" 2>/dev/null || true; wait "${pids[0]}" 2>/dev/null || true
+# pids[0] is /usr/bin/time: stop the server under it, then time prints its figures.
+pkill -TERM -P "${pids[0]}" 2>/dev/null || true; wait "${pids[0]}" 2>/dev/null || true
 
 echo "GPT-2 project: preset ${PRESET:-gpt2}, block $block, batch $batch, H $H, $codec, $volunteers volunteers, $rounds rounds, ${seconds} s"
 echo

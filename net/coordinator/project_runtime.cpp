@@ -59,6 +59,7 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     if (!store)
         return store.error();
     m_store = std::move(*store);
+    m_store->setDeferPruning(true); // the close's evaluation thread removes what a commit no longer keeps
     auto checkpoints = CheckpointStore::open(stateDir / "checkpoints", m_spec.checkpoints);
     if (!checkpoints)
         return checkpoints.error();

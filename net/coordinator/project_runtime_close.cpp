@@ -99,7 +99,11 @@ void ProjectRuntime::collectClose(bool wait, PublishedEvents& events)
     // Its validation loss, and the checkpoint that records it, follow from
     // the evaluation thread, so volunteers never wait for them.
     m_evaluation->start(round, m_round->totalTokens(), closed->params, event, m_checkpoints->isDue(round),
-        [this](Evaluation::Done& done) { exportCheckpoint(done); });
+        [this, stale = m_store->takeUnreferenced()](Evaluation::Done& done) {
+            if (Status s = ProjectStore::removeFiles(stale); !s) // only costs disk
+                std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
+            exportCheckpoint(done);
+        });
 }
 
 // A crash after a commit but before its evaluation ended leaves the last

@@ -6,10 +6,12 @@
 #include "engine/atomic_file.h"
 #include "engine/gpt_config.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <utility>
 
 namespace crowdtrain::coordinator {
 
@@ -71,16 +73,15 @@ Result<ProjectStore> ProjectStore::open(const ProjectSpec& spec, const std::file
     return store;
 }
 
-Status ProjectStore::removeUnreferencedFiles(std::vector<std::filesystem::path>* removed, bool atOpen)
+Result<std::vector<std::filesystem::path>> ProjectStore::unreferencedFiles(bool atOpen) const
 {
     std::set<std::string> keep;
     if (m_lastRound) {
         keep.insert(std::filesystem::path(m_lastRound->stateFile).filename().string());
         if (!m_lastRound->updateFile.empty())
             keep.insert(std::filesystem::path(m_lastRound->updateFile).filename().string());
-    }
-    if (m_lastRound)
         keep.insert(thetaFileName(m_lastRound->version));
+    }
     for (const int64_t held : m_heldThetas)
         keep.insert(thetaFileName(held));
     std::error_code ec;
@@ -100,14 +101,38 @@ Status ProjectStore::removeUnreferencedFiles(std::vector<std::filesystem::path>*
         return Error::make(net::errc::kIoError, "cannot list " + (m_dir / "state").string() + ": " + ec.message());
     if (atOpen && std::filesystem::exists(m_dir / "swarm")) // format 1 kept a copy of theta there
         gone.push_back(m_dir / "swarm");
-    for (const std::filesystem::path& path : gone) {
+    return gone;
+}
+
+Status ProjectStore::removeFiles(const std::vector<std::filesystem::path>& files)
+{
+    std::error_code ec;
+    std::set<std::filesystem::path> dirs;
+    for (const std::filesystem::path& path : files) {
         std::filesystem::remove_all(path, ec);
         if (ec)
             return Error::make(net::errc::kIoError, "cannot remove " + path.string() + ": " + ec.message());
-        if (removed)
-            removed->push_back(path);
+        dirs.insert(path.parent_path());
     }
-    return gone.empty() ? Status::success() : engine::syncDirectory(m_dir / "state");
+    for (const std::filesystem::path& dir : dirs)
+        if (Status s = engine::syncDirectory(dir); !s)
+            return s;
+    return Status::success();
+}
+
+Status ProjectStore::removeUnreferencedFiles(std::vector<std::filesystem::path>* removed, bool atOpen)
+{
+    auto gone = unreferencedFiles(atOpen);
+    if (!gone)
+        return gone.error();
+    if (removed)
+        *removed = *gone;
+    return removeFiles(*gone);
+}
+
+std::vector<std::filesystem::path> ProjectStore::takeUnreferenced()
+{
+    return std::exchange(m_unreferenced, {});
 }
 
 void ProjectStore::releaseTheta(int64_t version)
@@ -209,7 +234,13 @@ Status ProjectStore::commitWritten(RoundCommit commit, int64_t version, bool wit
         return last.error();
     m_lastRound = *last;
     // The round is durable; failing to prune old files only costs disk.
-    (void)removeUnreferencedFiles(nullptr, false);
+    if (!m_deferPruning) {
+        (void)removeUnreferencedFiles(nullptr, false);
+    } else if (auto gone = unreferencedFiles(false)) {
+        for (std::filesystem::path& path : *gone)
+            if (std::find(m_unreferenced.begin(), m_unreferenced.end(), path) == m_unreferenced.end())
+                m_unreferenced.push_back(std::move(path));
+    }
     return Status::success();
 }
 

@@ -138,6 +138,12 @@ public:
 
     static std::string stateFileName(int64_t version); // "state/global-<v>.bin"
     static std::string updateFileName(int64_t version); // "state/update-<v>.bin"
+    // With deferred pruning a commit only lists the files it no longer
+    // keeps; takeUnreferenced() hands them over, for removeFiles() on
+    // another thread than the loop (unlinking a GB-sized file takes time).
+    void setDeferPruning(bool defer) { m_deferPruning = defer; }
+    std::vector<std::filesystem::path> takeUnreferenced();
+    static Status removeFiles(const std::vector<std::filesystem::path>& files);
     // Downloads serves theta_version: its file stays past the next commits
     // until released (then it goes, unless it is the last).
     void holdTheta(int64_t version) { m_heldThetas.insert(version); }
@@ -150,6 +156,7 @@ private:
         uint32_t piecesPerTask, uint64_t dataSeed, int64_t leaseMs);
     Status checkNext(int64_t version, uint64_t parameters, bool withUpdate) const;
     // `atOpen`: the swarm/ folder of format 1 goes too.
+    Result<std::vector<std::filesystem::path>> unreferencedFiles(bool atOpen) const;
     Status removeUnreferencedFiles(std::vector<std::filesystem::path>* removed, bool atOpen);
 
     std::filesystem::path m_dir;
@@ -162,6 +169,8 @@ private:
     std::optional<RoundRecord> m_lastRound;
     std::vector<std::filesystem::path> m_removedAtOpen;
     std::set<int64_t> m_heldThetas;
+    bool m_deferPruning = false;
+    std::vector<std::filesystem::path> m_unreferenced;
 };
 
 } // namespace crowdtrain::coordinator
