@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace {
@@ -33,6 +34,36 @@ std::string swarmAddressOf(const std::string& bindEndpoint)
 {
     const std::optional<std::string> host = crowdtrain::net::endpointHost(bindEndpoint);
     return host && crowdtrain::swarm::isIpAddress(*host) ? *host : "0.0.0.0";
+}
+
+// One line on stderr per closed round, for the host.
+void logRound(const crowdtrain::coordinator::RoundReport& r)
+{
+    char valLoss[32] = "-";
+    if (r.valLoss)
+        std::snprintf(valLoss, sizeof valLoss, "%.4f", *r.valLoss);
+    std::fprintf(stderr,
+        "%s: round %lld closed: %lld tokens (%lld in all), %lld volunteers, val loss %s, close %lld ms (version "
+        "served after %lld ms), %llu bytes written%s\n",
+        r.project.c_str(), static_cast<long long>(r.round), static_cast<long long>(r.tokens),
+        static_cast<long long>(r.totalTokens), static_cast<long long>(r.volunteers), valLoss,
+        static_cast<long long>(r.closeMs), static_cast<long long>(r.publishedMs),
+        static_cast<unsigned long long>(r.bytesWritten), r.checkpoint ? " (with its checkpoint)" : "");
+    std::fflush(stderr);
+}
+
+// Tests only: CROWDTRAIN_TEST_CRASH_AT=<point> kills the server (SIGKILL)
+// when a round close reaches that point (RuntimeOptions::faultPoint), so
+// that the restart tests can crash it anywhere in a close.
+void crashAtTestPoint(std::string_view where, int64_t round)
+{
+    static const char* point = std::getenv("CROWDTRAIN_TEST_CRASH_AT");
+    if (point && where == point) {
+        std::fprintf(stderr, "crowdtrain-server: crashing at %s of round %lld (CROWDTRAIN_TEST_CRASH_AT)\n", point,
+            static_cast<long long>(round));
+        std::fflush(stderr);
+        std::raise(SIGKILL);
+    }
 }
 
 int serve(int argc, char** argv)
@@ -79,6 +110,9 @@ int serve(int argc, char** argv)
     options.stateDir = args.has("state") ? std::filesystem::path(args.value("state")) : defaultStateDir();
     options.runtime.heartbeatIntervalMs = uint64_t(std::max(100LL, args.integer("heartbeat-ms")));
     options.runtime.heartbeatLiveness = uint64_t(std::max(1LL, args.integer("liveness")));
+    options.runtime.roundReport = logRound;
+    if (std::getenv("CROWDTRAIN_TEST_CRASH_AT"))
+        options.runtime.faultPoint = crashAtTestPoint;
     std::error_code ec;
     std::filesystem::create_directories(options.stateDir, ec);
     const auto keyFile = args.has("keys") ? std::filesystem::path(args.value("keys")) : options.stateDir / "server.key";

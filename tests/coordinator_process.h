@@ -172,6 +172,18 @@ public:
             kill();
     }
     QByteArray stderrText() { return m_process.readAllStandardError(); }
+    // Before start(): one more variable in the server's environment.
+    void setEnvironment(const QString& name, const QString& value)
+    {
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(name, value);
+        m_process.setProcessEnvironment(environment);
+    }
+    // Whether the process has ended (or ends within timeoutMs).
+    bool waitForExit(int timeoutMs)
+    {
+        return m_process.state() == QProcess::NotRunning || m_process.waitForFinished(timeoutMs);
+    }
     // Resident memory of the server process (VmRSS), 0 when unknown.
     uint64_t residentBytes() const
     {

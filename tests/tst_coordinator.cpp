@@ -204,6 +204,7 @@ class TestCoordinator : public QObject {
 
     uint64_t m_elements = 0;
     std::filesystem::path m_specFile;
+    std::string m_closeReferenceSha; // theta_1 of aCrashAnywhereInTheCloseLosesNothingAccepted's reference
 
 private slots:
     void initTestCase()
@@ -402,6 +403,68 @@ private slots:
         restarted.kill();
     }
 
+    // A round's close runs off the loop (aggregate, files, hashes; then the
+    // ledger's commit; then evaluation and checkpoint). The server killed
+    // at any of those points, then restarted, makes the same next version
+    // as one never killed: every accepted submission is in it, bit for bit.
+    void aCrashAnywhereInTheCloseLosesNothingAccepted_data()
+    {
+        QTest::addColumn<QString>("point");
+        QTest::newRow("no crash (the reference)") << QString();
+        for (const char* point : {"close-begun", "close-written", "close-published", "evaluate"})
+            QTest::newRow(point) << QString::fromLatin1(point);
+    }
+
+    void aCrashAnywhereInTheCloseLosesNothingAccepted()
+    {
+        QFETCH(QString, point);
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const std::string name = point.isEmpty() ? std::string("reference") : point.toStdString();
+        const auto spec
+            = writeSpec(root / ("crash-" + name), root / "data", SpecOptions{.tasksPerRound = 2, .checkpointEvery = 1});
+        const auto state = root / ("crash-" + name) / "state";
+        const uint64_t tokens = 20 * 8 * 32;
+        {
+            ServerProcess server;
+            if (!point.isEmpty())
+                server.setEnvironment(QStringLiteral("CROWDTRAIN_TEST_CRASH_AT"), point);
+            QVERIFY(server.start(spec, state));
+            Volunteer a = join("a", &server), b = join("b", &server);
+            const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
+            for (auto* v : {&a, &b}) {
+                const auto delta = randomDelta(n, 1e-3f, v == &a ? 61 : 62);
+                auto r = submit(*v, task(*v), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens);
+                QVERIFY2(r, r ? "" : r.error().message.c_str());
+            }
+            if (point.isEmpty()) {
+                QVERIFY(QTest::qWaitFor([&] { return heartbeat(a, 0).version == 1; }, 20000));
+                m_closeReferenceSha = join("reader", &server).joined.stateSha256;
+                server.terminate();
+                return;
+            }
+            QVERIFY2(server.waitForExit(30000), "the server did not reach the crash point");
+            QVERIFY(server.stderrText().contains(QByteArray("crashing at ").append(point.toUtf8())));
+        }
+        QVERIFY2(!m_closeReferenceSha.empty(), "the reference row runs first");
+        ServerProcess restarted;
+        QVERIFY(restarted.start(spec, state));
+        Volunteer reader = join("reader", &restarted);
+        QVERIFY(QTest::qWaitFor([&] { return heartbeat(reader, 0).version == 1; }, 20000));
+        const Volunteer after = join("reader-2", &restarted);
+        QCOMPARE(after.joined.version, uint64_t(1));
+        QCOMPARE(after.joined.stateSha256, m_closeReferenceSha);
+        // The round's evaluation and checkpoint are made again when the
+        // crash lost them.
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                auto list = reader.client->request<net::ListCheckpointsReply>(net::ListCheckpointsRequest{"tiny"});
+                return list && !list->checkpoints.empty() && list->checkpoints.back().round == 1
+                    && list->checkpoints.back().valLoss;
+            },
+            30000));
+        restarted.terminate();
+    }
+
     // A volunteer some versions behind replays the kept updates, each to
     // the state the coordinator names, as long as they add up to no more
     // than one full state; past that it is sent to the state.
@@ -444,6 +507,37 @@ private slots:
         auto recent = a.client->request<net::GetUpdateReply>(net::GetUpdateRequest{"tiny", 4});
         QVERIFY2(recent, recent ? "" : recent.error().message.c_str());
         QCOMPARE(recent->toVersion, uint64_t(5));
+        // After five rounds the state folder holds one state: theta (the
+        // file served), the optimizer's file and the last update; older
+        // thetas nobody downloads go within a tick or two (state-v0, which
+        // the volunteer downloaded above, after the 30 s grace).
+        const auto stateFiles = [&] {
+            std::map<std::string, uint64_t> files;
+            for (const auto& entry : std::filesystem::directory_iterator(root / "replay/state/tiny/state"))
+                files[entry.path().filename().string()] = entry.file_size();
+            return files;
+        };
+        QTRY_COMPARE_WITH_TIMEOUT(stateFiles().size(), std::size_t(3), 90000);
+        const auto files = stateFiles();
+        QVERIFY2(files.count("state-v5") && files.count("global-5.bin") && files.count("update-5.bin"),
+            qPrintable(QString::number(files.size())));
+        QCOMPARE(files.at("state-v5"), uint64_t(4 * n));
+        QVERIFY(files.at("global-5.bin") <= uint64_t(8 * n + 104 + 4096)); // momentum, residual, the gate's record
+        QVERIFY(files.at("update-5.bin") < uint64_t(2 * n));
+        QVERIFY(!std::filesystem::exists(root / "replay/state/tiny/swarm"));
+        // One line a round in the server's log, with what the host needs.
+        QByteArray log;
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                log += server.stderrText();
+                return log.contains("tiny: round 5 closed:");
+            },
+            20000));
+        for (int round = 1; round <= 5; ++round)
+            QVERIFY2(log.contains(
+                         QByteArray("tiny: round ").append(QByteArray::number(round)).append(" closed: 5120 tokens")),
+                log.constData());
+        QVERIFY2(log.contains("1 volunteers, val loss ") && log.contains("bytes written"), log.constData());
         server.kill();
     }
 
@@ -469,6 +563,9 @@ private slots:
         // Nobody fetched from state-v1: it is withdrawn within a tick or two.
         QTRY_VERIFY_WITH_TIMEOUT(
             !a.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", "state-v1"}), 15000);
+        // Its file went with it; state-v0's stays while it is served.
+        QVERIFY(!std::filesystem::exists(root / "outlive/state/tiny/state/state-v1"));
+        QVERIFY(std::filesystem::exists(root / "outlive/state/tiny/state/state-v0"));
         // The joiner's state-v0 is still there, whole and as announced, and
         // the kept updates take it to the current version.
         const std::filesystem::path target = root / "outlive/state-v0.bin";

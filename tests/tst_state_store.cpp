@@ -46,7 +46,7 @@ ProjectSpec specIn(const std::filesystem::path& dir, int64_t nEmbd = 8)
 GlobalState stateOf(int64_t version, std::size_t p)
 {
     return GlobalState{version, valuesOf(p, float(version)), valuesOf(p, 0.5f * float(version)),
-        version == 0 ? std::vector<float>() : valuesOf(p, -1.0f), "rng-" + std::to_string(version)};
+        version == 0 ? std::vector<float>() : valuesOf(p, -1.0f), "rng-" + std::to_string(version), {}};
 }
 
 RoundCommit commitOf(int64_t round)
@@ -93,18 +93,25 @@ private slots:
     {
         const auto file = path("global-3.bin");
         const GlobalState state = stateOf(3, 1000);
-        QVERIFY(writeGlobalState(file, state).ok());
-        QCOMPARE(std::filesystem::file_size(file), uint64_t(40 + 3 * 4 * 1000 + 5 + 32));
+        const WrittenState written = orFail(writeGlobalState(file, state));
+        // theta in a file of its own (the one served and seeded), the rest here.
+        QCOMPARE(std::filesystem::file_size(file), uint64_t(40 + 32 + 2 * 4 * 1000 + 5 + 32));
+        QCOMPARE(std::filesystem::file_size(path("state-v3")), uint64_t(4 * 1000));
+        QCOMPARE(written.bytes, uint64_t(4 * 1000 + 40 + 32 + 2 * 4 * 1000 + 5 + 32));
+        QCOMPARE(written.paramsSha256, parametersSha256Hex(state.params));
+        QCOMPARE(testing::readAll(path("state-v3")),
+            std::string(reinterpret_cast<const char*>(state.params.data()), 4 * 1000));
         QCOMPARE(testing::readAll(file).substr(0, 8), std::string("CTGLOBAL"));
         const GlobalState back = orFail(readGlobalState(file, 1000));
         QCOMPARE(back.version, int64_t(3));
         QVERIFY(back.params == state.params);
+        QCOMPARE(back.paramsSha256, written.paramsSha256);
         QVERIFY(back.momentum == state.momentum);
         QVERIFY(back.updateResidual == state.updateResidual);
         QCOMPARE(back.extra, state.extra);
 
         // Empty momentum and residual are written as zeros.
-        GlobalState fresh{0, valuesOf(10, 1.0f), {}, {}, {}};
+        GlobalState fresh{0, valuesOf(10, 1.0f), {}, {}, {}, {}};
         QVERIFY(writeGlobalState(path("fresh.bin"), fresh).ok());
         const GlobalState zeros = orFail(readGlobalState(path("fresh.bin")));
         QVERIFY(zeros.momentum == std::vector<float>(10, 0.0f));
@@ -128,6 +135,12 @@ private slots:
                                      << QStringLiteral("not a CTGLOBAL file");
         QTest::newRow("another model") << QStringLiteral("size") << QStringLiteral("state_mismatch")
                                        << QStringLiteral("holds 1000 parameters, the model has 999");
+        QTest::newRow("flipped bit in theta's file")
+            << QStringLiteral("theta") << QStringLiteral("state_corrupt") << QStringLiteral("checksum mismatch");
+        QTest::newRow("theta's file truncated") << QStringLiteral("theta-truncated") << QStringLiteral("state_corrupt")
+                                                << QStringLiteral("truncated or damaged");
+        QTest::newRow("theta's file missing")
+            << QStringLiteral("theta-missing") << QStringLiteral("state_corrupt") << QStringLiteral("missing");
     }
 
     void damagedStateFiles()
@@ -137,7 +150,9 @@ private slots:
         QFETCH(QString, message);
         const auto file = path("damaged.bin");
         QVERIFY(writeGlobalState(file, stateOf(1, 1000)).ok());
-        std::string bytes = testing::readAll(file);
+        const bool theta = damage.startsWith(QLatin1String("theta"));
+        const auto damaged = theta ? path("state-v1") : file;
+        std::string bytes = testing::readAll(damaged);
         if (damage == QLatin1String("truncate1"))
             bytes.pop_back();
         else if (damage == QLatin1String("truncate30"))
@@ -146,12 +161,20 @@ private slots:
             bytes[40 + 4 * 500] = char(bytes[40 + 4 * 500] ^ 0x10);
         else if (damage == QLatin1String("magic"))
             bytes[0] = 'X';
-        testing::writeAll(file, bytes);
+        else if (damage == QLatin1String("theta"))
+            bytes[4 * 500] = char(bytes[4 * 500] ^ 0x10);
+        else if (damage == QLatin1String("theta-truncated"))
+            bytes.pop_back();
+        if (damage == QLatin1String("theta-missing"))
+            std::filesystem::remove(damaged);
+        else
+            testing::writeAll(damaged, bytes);
         auto read = readGlobalState(file, damage == QLatin1String("size") ? 999 : 1000);
         QVERIFY(!read.ok());
         QCOMPARE(QString::fromStdString(read.error().code), code);
         const QString text = QString::fromStdString(read.error().message);
-        QVERIFY2(text.contains(message) && text.contains(QStringLiteral("damaged.bin")), qPrintable(text));
+        QVERIFY2(text.contains(message) && text.contains(QString::fromStdString(damaged.filename().string())),
+            qPrintable(text));
     }
 
     void updateFileRoundTrip()
@@ -194,11 +217,11 @@ private slots:
             QCOMPARE(store.lastRound()->updateFile, std::string("state/update-3.bin"));
             QVERIFY(!store.commit(stateOf(5, p), commitOf(4), updateOf(5)).ok()); // versions do not skip
         }
-        // The last 2 states and the last update stay.
+        // One state (theta and the optimizer's file) and the last update stay.
         std::set<std::string> files;
         for (const auto& entry : std::filesystem::directory_iterator(dir + "/state"))
             files.insert(entry.path().filename().string());
-        QCOMPARE(files, (std::set<std::string>{"global-2.bin", "global-3.bin", "update-3.bin"}));
+        QCOMPARE(files, (std::set<std::string>{"global-3.bin", "state-v3", "update-3.bin"}));
 
         ProjectStore store = orFail(ProjectStore::open(spec, dir));
         QVERIFY(store.removedAtOpen().empty());
@@ -225,12 +248,19 @@ private slots:
         // A crash after writing version 3's files but before the ledger named them.
         QVERIFY(writeGlobalState(dir + "/state/global-3.bin", stateOf(3, p)).ok());
         QVERIFY(writeUpdateFile(dir + "/state/update-3.bin", 3, p, updateOf(3)).ok());
+        testing::writeAll(dir + "/state/.state-v3.torrent", "its torrent");
         testing::writeAll(dir + "/state/.global-4.bin.tmp-12-34", "half written");
         testing::writeAll(dir + "/state/notes.txt", "not ours");
+        // What format 1 kept as the swarm's copy of theta.
+        std::filesystem::create_directories(dir + "/swarm");
+        testing::writeAll(dir + "/swarm/state-v2", "a copy");
 
         ProjectStore store = orFail(ProjectStore::open(spec, dir));
-        QCOMPARE(store.removedAtOpen().size(), std::size_t(3));
+        QCOMPARE(store.removedAtOpen().size(), std::size_t(6));
         QVERIFY(!std::filesystem::exists(dir + "/state/global-3.bin"));
+        QVERIFY(!std::filesystem::exists(dir + "/state/state-v3"));
+        QVERIFY(!std::filesystem::exists(dir + "/swarm"));
+        QVERIFY(std::filesystem::exists(dir + "/state/state-v2"));
         QVERIFY(!std::filesystem::exists(dir + "/state/update-3.bin"));
         QVERIFY(std::filesystem::exists(dir + "/state/notes.txt"));
         QCOMPARE(orFail(store.loadLatest()).version, int64_t(2));

@@ -67,23 +67,22 @@ Status Downloads::publish()
 {
     const int64_t version = m_parts.round.version();
     const std::string state = stateResourceName(version);
-    if (!m_resources.contains(state)) {
-        const std::vector<float>& params = m_parts.round.params();
-        std::string bytes(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
-        if (Status s = m_resources.addBlob(state, std::move(bytes)); !s)
+    if (!m_resources.contains(state))
+        if (Status s = m_resources.addFile(state, m_parts.store.thetaFile(version)); !s)
             return s;
-    }
     if (m_publishedState && *m_publishedState != version)
         m_oldStates[*m_publishedState] = m_stateAskedMs[*m_publishedState];
     m_publishedState = version;
-    if (version > 0 && !m_resources.contains(updateResourceName(version))) {
-        auto update = m_parts.store.readUpdate(version);
-        if (update) {
-            const uint64_t bytes = update->size();
-            if (Status s = m_resources.addBlob(updateResourceName(version), std::move(*update)); !s)
-                return s;
-            m_keptUpdates.push_back({version, m_parts.round.paramsSha(), bytes});
-        }
+    m_parts.store.holdTheta(version); // served, so kept until retired
+    if (version > 0 && (m_keptUpdates.empty() || m_keptUpdates.back().version != version)) {
+        // Added by prepareVersion after a close; read from its file at a start.
+        const std::string name = updateResourceName(version);
+        if (!m_resources.contains(name))
+            if (auto update = m_parts.store.readUpdate(version))
+                if (Status s = m_resources.addBlob(name, std::move(*update)); !s)
+                    return s;
+        if (auto description = m_resources.describe(name))
+            m_keptUpdates.push_back({version, m_parts.round.paramsSha(), description->bytes});
     }
     uint64_t keptBytes = 0;
     for (const KeptUpdate& kept : m_keptUpdates)
@@ -127,31 +126,39 @@ Status Downloads::publish()
 
 Status Downloads::seedState()
 {
-    const std::string name = stateResourceName(m_parts.round.version());
-    const std::filesystem::path dir = m_parts.store.dir() / "swarm";
-    const std::filesystem::path file = dir / name;
-    if (!m_swarm.torrentOf(name)) {
-        std::error_code ec;
-        std::filesystem::create_directories(dir, ec);
-        if (ec)
-            return Error::make(net::errc::kIoError, "cannot create " + dir.string() + ": " + ec.message());
-        const std::vector<float>& params = m_parts.round.params();
-        const std::string_view bytes(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
-        if (Status s = core::writeFileAtomic(file, bytes); !s)
+    const int64_t version = m_parts.round.version();
+    return m_swarm.publish(stateResourceName(version), m_parts.store.thetaFile(version));
+}
+
+Status Downloads::prepareVersion(int64_t version, std::string update)
+{
+    if (!update.empty())
+        if (Status s = m_resources.addBlob(updateResourceName(version), std::move(update));
+            !s && s.error().code != net::errc::kExists)
             return s;
-        if (Status s = m_swarm.publish(name, file); !s)
+    const std::filesystem::path file = m_parts.store.thetaFile(version);
+    if (Status s = m_resources.addFile(stateResourceName(version), file); !s && s.error().code != net::errc::kExists)
+        return s;
+    return m_swarm.enabled() ? cacheTorrent(file) : Status::success();
+}
+
+void Downloads::forgetVersion(int64_t version)
+{
+    m_resources.remove(stateResourceName(version));
+    m_resources.remove(updateResourceName(version));
+}
+
+Status Downloads::prepareCheckpoint(const CheckpointInfo& checkpoint)
+{
+    for (const CheckpointFile& file : checkpoint.files) {
+        const std::string name = checkpointResourceName(checkpoint.round, file.name);
+        if (Status s = m_resources.addFile(name, checkpoint.dir / file.name);
+            !s && s.error().code != net::errc::kExists)
             return s;
+        if (m_swarm.enabled())
+            if (Status s = cacheTorrent(checkpoint.dir / file.name); !s)
+                return s;
     }
-    std::set<std::string> keep{name, "." + name + ".torrent"};
-    for (const auto& [old, askedMs] : m_oldStates)
-        keep.insert({stateResourceName(old), "." + stateResourceName(old) + ".torrent"});
-    std::vector<std::filesystem::path> older;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-        if (!keep.count(entry.path().filename().string()))
-            older.push_back(entry.path());
-    for (const std::filesystem::path& path : older)
-        std::filesystem::remove(path, ec);
     return Status::success();
 }
 
@@ -202,9 +209,7 @@ void Downloads::retireOldStates(int64_t nowMs)
         const std::string name = stateResourceName(version);
         m_resources.remove(name);
         m_swarm.withdraw(name);
-        std::error_code ec;
-        std::filesystem::remove(m_parts.store.dir() / "swarm" / name, ec);
-        std::filesystem::remove(m_parts.store.dir() / "swarm" / ("." + name + ".torrent"), ec);
+        m_parts.store.releaseTheta(version);
         m_oldStates.erase(version);
     }
     // Asks for states no longer served are forgotten.

@@ -20,9 +20,13 @@
 //
 // publish() brings the table in line with the round state and the
 // checkpoint store after a close or a new checkpoint; tick() withdraws the
-// older states nobody fetches any more.
+// older states nobody fetches any more, and deletes their theta files.
+// The state served is the store's theta file itself (state_store.h), never
+// a copy in memory or on disk.
 //
-// Used from the coordinator's loop thread only (as ProjectRuntime is).
+// Used from the coordinator's loop thread only (as ProjectRuntime is), but
+// for prepareVersion() and prepareCheckpoint(): a round close's worker
+// hashes there what publish() will then find done.
 
 #include "core/result.h"
 #include "engine/data_set.h"
@@ -78,6 +82,14 @@ public:
     Status publish();
     // The swarm's periodic work and the older states' retirement.
     void tick(int64_t nowMs);
+    // From a worker thread: hashes theta_version's file and the update that
+    // made it into the table, and theta's torrent (when seeded), before
+    // publish() serves them.
+    Status prepareVersion(int64_t version, std::string update);
+    // A close that prepared `version` was not committed: its resources go.
+    void forgetVersion(int64_t version);
+    // From a worker thread: the same for a checkpoint's files.
+    Status prepareCheckpoint(const CheckpointInfo& checkpoint);
 
     // Before `key` describes or fetches resource `name`: a task's data or a
     // data piece is read into the table on first use; a checkpoint file is
@@ -108,8 +120,7 @@ public:
     net::CheckpointInfo announced(net::CheckpointInfo checkpoint) const;
 
 private:
-    // theta_v as a file of its own under STATE/swarm/, seeded; older ones
-    // that are not kept are deleted.
+    // theta_v's file in the state folder, seeded.
     Status seedState();
     void retireOldStates(int64_t nowMs);
     net::CheckpointInfo withTorrents(net::CheckpointInfo checkpoint) const;

@@ -102,21 +102,34 @@ std::string Evaluation::writeSamples(int64_t round, const std::vector<float>& pa
 }
 
 void Evaluation::start(int64_t round, int64_t tokens, std::shared_ptr<const std::vector<float>> params,
-    net::RoundClosedEvent event, bool withSamples)
+    net::RoundClosedEvent event, bool withSamples, After after)
 {
-    Running running{Done{round, tokens, params, std::move(event), std::nullopt, {}}, {}};
-    running.outcome = std::async(std::launch::async, [this, params, round, withSamples] {
-        if (m_faultPoint)
-            m_faultPoint("evaluate", round);
+    Running running{Done{round, tokens, params, std::move(event), std::nullopt, {}, {}, {}, 0}, {}};
+    running.outcome = std::async(std::launch::async, [this, params, round, tokens, withSamples, after] {
         Outcome outcome;
-        outcome.loss = evaluate(*params);
-        if (withSamples) {
+        try {
+            if (m_faultPoint)
+                m_faultPoint("evaluate", round);
+            outcome.loss = evaluate(*params);
+        } catch (const std::exception& e) {
+            // No loss for the round; its checkpoint still goes out.
+            outcome.failure = e.what();
+        }
+        if (withSamples && outcome.failure.empty()) {
             try {
                 outcome.samplesJson = writeSamples(round, *params);
             } catch (const std::exception& e) {
                 // The samples are a view of the checkpoint, never a reason to lose it.
                 std::fprintf(stderr, "%s: no samples for round %lld: %s\n", m_spec.name.c_str(),
                     static_cast<long long>(round), e.what());
+            }
+        }
+        if (after) {
+            outcome.after = Done{round, tokens, params, {}, outcome.loss, outcome.samplesJson, {}, {}, 0};
+            try {
+                after(outcome.after);
+            } catch (const std::exception& e) {
+                outcome.after.checkpointError = e.what();
             }
         }
         return outcome;
@@ -136,8 +149,14 @@ std::optional<Evaluation::Done> Evaluation::finish(bool wait)
     // the round is committed, and its event and checkpoint still go out.
     try {
         Outcome outcome = running.outcome.get();
+        if (!outcome.failure.empty())
+            std::fprintf(stderr, "%s: evaluation of round %lld failed: %s\n", m_spec.name.c_str(),
+                static_cast<long long>(running.done.round), outcome.failure.c_str());
         running.done.valLoss = outcome.loss;
         running.done.samplesJson = std::move(outcome.samplesJson);
+        running.done.checkpoint = std::move(outcome.after.checkpoint);
+        running.done.checkpointError = std::move(outcome.after.checkpointError);
+        running.done.bytesWritten = outcome.after.bytesWritten;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: evaluation of round %lld failed: %s\n", m_spec.name.c_str(),
             static_cast<long long>(running.done.round), e.what());

@@ -12,6 +12,10 @@
 // checkpoints of one project compare like with like. The result is the
 // checkpoint's samples.json (docs/protocol.md, 12.5).
 //
+// The same thread then runs what start() is given to do after (the
+// checkpoint's export, in ProjectRuntime), so that the loop never writes
+// one either.
+//
 // The model is touched only by the evaluation in progress (or by evaluate()
 // on the loop's thread when none is running). A failed evaluation (an
 // exception) gives no loss; it is logged and never throws out of finish().
@@ -19,6 +23,7 @@
 #include "engine/data_set.h"
 #include "engine/gpt.h"
 #include "engine/tokenizer.h"
+#include "net/coordinator/checkpoint_store.h"
 #include "net/coordinator/project_spec.h"
 #include "net/wire/events.h"
 
@@ -55,18 +60,29 @@ public:
         net::RoundClosedEvent event; // valLoss filled in
         std::optional<double> valLoss;
         std::string samplesJson; // "" unless asked for and possible
+        // What `after` made: the checkpoint (or why there is none) and the
+        // bytes it wrote.
+        std::optional<CheckpointInfo> checkpoint;
+        std::string checkpointError;
+        uint64_t bytesWritten = 0;
     };
+    // Run on the evaluation thread once the loss (and samples) are in `done`;
+    // what it throws is logged, the evaluation stands.
+    using After = std::function<void(Done& done)>;
     // Starts the evaluation of a committed round (finish() the previous one
     // first); `withSamples`: continue the prompts too (a checkpoint is due).
     void start(int64_t round, int64_t tokens, std::shared_ptr<const std::vector<float>> params,
-        net::RoundClosedEvent event, bool withSamples);
+        net::RoundClosedEvent event, bool withSamples, After after = {});
     // The finished evaluation, if one is finished (with `wait`: waits for a running one).
     std::optional<Done> finish(bool wait);
+    bool running() const { return m_running.has_value(); }
 
 private:
     struct Outcome {
         std::optional<double> loss;
         std::string samplesJson;
+        std::string failure; // why there is no loss
+        Done after; // the checkpoint's fields, when `after` ran
     };
     struct Running {
         Done done;

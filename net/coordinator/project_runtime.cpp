@@ -25,7 +25,14 @@ ProjectRuntime::ProjectRuntime(ProjectSpec spec, RuntimeOptions options)
     m_sessions = std::make_unique<Sessions>(m_options.heartbeatIntervalMs, m_options.heartbeatLiveness);
 }
 
-ProjectRuntime::~ProjectRuntime() = default;
+ProjectRuntime::~ProjectRuntime()
+{
+    // The threads use the collaborators: join them before those go.
+    if (m_closing)
+        m_closing->wait();
+    if (m_evaluation)
+        (void)m_evaluation->finish(true);
+}
 
 Result<std::unique_ptr<ProjectRuntime>> ProjectRuntime::open(
     ProjectSpec spec, const std::filesystem::path& stateDir, RuntimeOptions options, int64_t nowMs)
@@ -52,6 +59,7 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     if (!store)
         return store.error();
     m_store = std::move(*store);
+    m_store->setDeferPruning(true); // the close's evaluation thread removes what a commit no longer keeps
     auto checkpoints = CheckpointStore::open(stateDir / "checkpoints", m_spec.checkpoints);
     if (!checkpoints)
         return checkpoints.error();
@@ -131,6 +139,8 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
         return s;
     // Their holders are reconnecting with backoff, up to kReconnectMaxMs.
     m_policy->restored(core::unixNowMs(), int64_t(net::kReconnectMaxMs));
+    if (!fresh)
+        resumeEvaluation();
     return Status::success();
 }
 
@@ -272,6 +282,7 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
     if (m_options.faultPoint)
         m_options.faultPoint("tick", m_round->openRound());
     PublishedEvents events;
+    collectClose(false, events);
     finishEvaluation(false, events);
     m_downloads->tick(nowMs);
     for (const std::string& gone : m_sessions->expire(nowMs))
@@ -280,78 +291,11 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
         m_policy->endTask(expired, false); // the plan took the range back itself
     if (std::optional<net::RoundWrapUpEvent> wrapUp = m_policy->tick(nowMs))
         events.frames.push_back(net::encodeEvent(m_spec.name, *wrapUp));
-    if (!m_policy->roundDue())
-        return events;
-    auto closed = closeRound(nowMs);
-    if (!closed) {
-        std::fprintf(stderr, "%s: round %lld not closed: %s\n", m_spec.name.c_str(),
-            static_cast<long long>(m_round->openRound()), closed.error().message.c_str());
-        return events;
-    }
-    for (auto& frame : closed->frames)
-        events.frames.push_back(std::move(frame));
+    // One close at a time, its evaluation included (the model is the
+    // evaluation's): a round due meanwhile waits, the loop does not.
+    if (m_policy->roundDue() && !closing())
+        beginClose(nowMs);
     return events;
-}
-
-Result<PublishedEvents> ProjectRuntime::closeRound(int64_t nowMs)
-{
-    auto closed = m_round->close(nowMs, m_sessions->online(), *m_plan, m_submissions->gateRecord());
-    if (!closed)
-        return closed.error(); // nothing changed: the round stays open and the next tick tries again
-    const int64_t round = closed->round;
-    const RoundRecord& record = closed->commit.record;
-    int64_t tokens = 0;
-    for (const ContributionRecord& c : closed->commit.contributions)
-        tokens += c.tokens;
-    auto rejected = m_store->ledger().rejectionsInRound(round);
-    net::RoundClosedEvent event{uint64_t(round), uint64_t(round), record.trainLoss, std::nullopt, uint64_t(tokens),
-        uint64_t(closed->commit.contributions.size()), rejected ? uint64_t(rejected->size()) : 0, m_sessions->online()};
-    m_submissions->roundClosed();
-    m_tasks->promoteAhead();
-    m_policy->roundClosed();
-
-    // The new version is served from here on; its validation loss (and the
-    // checkpoint that records it) follow when the evaluation thread is done,
-    // so volunteers never wait for it.
-    PublishedEvents events;
-    finishEvaluation(true, events);
-    m_evaluation->start(round, m_round->totalTokens(), std::make_shared<const std::vector<float>>(m_round->params()),
-        event, m_checkpoints->isDue(round));
-    if (Status s = m_downloads->publish(); !s)
-        std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
-    events.frames.insert(
-        events.frames.begin(), net::encodeEvent(m_spec.name, net::VersionPublishedEvent{uint64_t(round)}));
-    return events;
-}
-
-void ProjectRuntime::finishEvaluation(bool wait, PublishedEvents& events)
-{
-    std::optional<Evaluation::Done> done = m_evaluation->finish(wait);
-    if (!done)
-        return;
-    if (done->valLoss)
-        if (Status s = m_store->ledger().setValidationLoss(done->round, *done->valLoss); !s)
-            std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
-    if (done->round == m_round->version())
-        m_round->setLastValLoss(done->valLoss);
-    events.frames.push_back(net::encodeEvent(m_spec.name, done->event));
-    if (!m_checkpoints->isDue(done->round))
-        return;
-    auto named = unflattenParameters(m_spec.model, *done->params);
-    auto published = named
-        ? m_checkpoints->publish(done->round, done->tokens, done->valLoss, m_spec.model, *named, core::unixNowMs(),
-            done->samplesJson.empty() ? std::map<std::string, std::string>{}
-                                      : std::map<std::string, std::string>{{"samples.json", done->samplesJson}})
-        : Result<CheckpointInfo>(named.error());
-    if (!published) {
-        std::fprintf(stderr, "%s: checkpoint of round %lld failed: %s\n", m_spec.name.c_str(),
-            static_cast<long long>(done->round), published.error().message.c_str());
-        return;
-    }
-    if (Status s = m_downloads->publish(); !s)
-        std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
-    events.frames.push_back(net::encodeEvent(
-        m_spec.name, net::CheckpointPublishedEvent{m_downloads->announced(wireCheckpoint(*published))}));
 }
 
 } // namespace crowdtrain::coordinator

@@ -19,12 +19,22 @@
 // before the rest; a close frees the round's policy, publishes the version
 // and starts its evaluation) and the events for the PUB socket.
 //
+// A round close never runs on the loop (docs/architecture.md, "The round
+// close"): tick() starts it on a worker thread (aggregate, outer step, the
+// next version's files written and hashed, its torrent made), collects it
+// at a later tick (the ledger's commit, the switch to the new version,
+// version_published), and the evaluation thread then evaluates, exports
+// the checkpoint when one is due and hashes it; a later tick records that
+// and reports the round (RuntimeOptions::roundReport). Meanwhile the loop
+// answers every request from the version it serves.
+//
 // Durability: a round's commit (ProjectStore::commit) is atomic. Between
 // commits, an accepted submission is made durable before it is acknowledged
 // and replayed into the open round when the server restarts, and open tasks
 // are recorded before they are handed out, so nothing accepted is ever lost.
 //
-// Used from one thread (the server's loop); the evaluation runs on its own.
+// Used from one thread (the server's loop); the close and the evaluation
+// run on their own.
 
 #include "engine/data_set.h"
 #include "engine/diloco/flat_params.h"
@@ -44,10 +54,26 @@
 #include "net/wire/messages.h"
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 
 namespace crowdtrain::coordinator {
+
+// A closed round, for the host's log.
+struct RoundReport {
+    std::string project;
+    int64_t round = 0;
+    int64_t tokens = 0; // trained in the round
+    int64_t totalTokens = 0;
+    int64_t volunteers = 0; // whose submissions the round took
+    std::optional<double> trainLoss;
+    std::optional<double> valLoss;
+    int64_t publishedMs = 0; // from the close's start to the new version served
+    int64_t closeMs = 0; // from the close's start to its end (evaluation and checkpoint included)
+    uint64_t bytesWritten = 0; // state, update and checkpoint files
+    bool checkpoint = false;
+};
 
 struct RuntimeOptions {
     uint64_t heartbeatIntervalMs = net::kHeartbeatIntervalMs;
@@ -61,7 +87,12 @@ struct RuntimeOptions {
     // with "evaluate" on the evaluation thread before a closed round is
     // evaluated (`round`: the open or the evaluated round); what it throws
     // is that step's failure.
+    // The close's points too: "close-begun" and "close-written" on the
+    // worker, "close-published" on the loop after the commit.
     std::function<void(std::string_view where, int64_t round)> faultPoint;
+    // Called on the loop once a round's close is over (its evaluation and
+    // checkpoint included): the server's log line.
+    std::function<void(const RoundReport&)> roundReport;
 };
 
 // What a round close or a checkpoint tells the PUB socket.
@@ -104,15 +135,24 @@ public:
     // close when they are due.
     PublishedEvents tick(int64_t nowMs);
     // Whether tick() has a round to close or wrap up now (the server then
-    // ticks at once instead of at its next period).
-    bool tickDue() const { return m_policy->tickDue(); }
+    // ticks at once instead of at its next period); not while a close runs.
+    bool tickDue() const { return !m_closing && m_policy->tickDue(); }
+    // Whether a round's close is in progress on the worker or the evaluation thread.
+    bool closing() const { return m_closing.has_value() || m_evaluation->running(); }
 
 private:
     ProjectRuntime(ProjectSpec spec, RuntimeOptions options);
     Status initialise(const std::filesystem::path& stateDir, int64_t nowMs);
-    Result<PublishedEvents> closeRound(int64_t nowMs);
-    // Records a finished evaluation (ledger, event, checkpoint); with `wait`,
-    // waits for a running one first.
+    // Starts the close on the worker thread.
+    void beginClose(int64_t nowMs);
+    // Publishes a finished close (with `wait`: waits for it).
+    void collectClose(bool wait, PublishedEvents& events);
+    // At a start: the last round's evaluation and checkpoint, when a crash lost them.
+    void resumeEvaluation();
+    // The evaluation thread's work after a close: the checkpoint.
+    void exportCheckpoint(Evaluation::Done& done);
+    // Records a finished evaluation (ledger, event, checkpoint, the round's
+    // report); with `wait`, waits for a running one first.
     void finishEvaluation(bool wait, PublishedEvents& events);
 
     ProjectSpec m_spec;
@@ -135,6 +175,14 @@ private:
     std::unique_ptr<Evaluation> m_evaluation;
     std::unique_ptr<ProjectQueries> m_queries;
     std::unique_ptr<Downloads> m_downloads;
+
+    // The close in progress (declared last: destroyed, so joined, first).
+    struct Report {
+        RoundReport report;
+        int64_t startedMs = 0; // steady clock
+    };
+    std::optional<Report> m_report; // of the close or evaluation in progress
+    std::optional<std::future<Result<RoundState::Closed>>> m_closing;
 };
 
 } // namespace crowdtrain::coordinator

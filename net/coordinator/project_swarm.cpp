@@ -37,6 +37,18 @@ Result<swarm::TorrentFile> torrentFor(const std::filesystem::path& file, uint64_
 
 } // namespace
 
+Status cacheTorrent(const std::filesystem::path& file)
+{
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(file, ec);
+    if (ec)
+        return Error::make(net::errc::kIoError, "cannot read " + file.string() + ": " + ec.message());
+    if (bytes < kTorrentMinBytes)
+        return Status::success();
+    auto torrent = torrentFor(file, bytes);
+    return torrent ? Status::success() : Status(torrent.error());
+}
+
 ProjectSwarm::ProjectSwarm(swarm::SwarmSession* session, net::ResourceTable& resources)
     : m_session(session)
     , m_resources(resources)

@@ -22,7 +22,7 @@
 // a cable one 1.5x the time of plain seeding (bench/RESULTS.md, session
 // 20); a handful of copies costs the hub less than that.
 //
-// Used from the coordinator's loop thread only.
+// Used from the coordinator's loop thread only (cacheTorrent from any).
 
 #include "core/result.h"
 #include "net/swarm/swarm_session.h"
@@ -40,6 +40,11 @@ namespace crowdtrain::coordinator {
 
 inline constexpr uint64_t kTorrentMinBytes = 1 << 20;
 inline constexpr std::string_view kTorrentResourcePrefix = "torrent/";
+
+// Hashes `file` into its torrent and keeps it beside the file (as publish
+// does), so that a later publish() of it hashes nothing: for a worker
+// thread, before the loop publishes. Files under kTorrentMinBytes are left.
+Status cacheTorrent(const std::filesystem::path& file);
 
 class ProjectSwarm {
 public:

@@ -3,6 +3,7 @@
 #include "engine/atomic_file.h"
 #include "engine/error_codes.h"
 #include "net/coordinator/file_slices.h"
+#include "net/wire/error_codes.h"
 
 namespace crowdtrain::coordinator {
 
@@ -24,17 +25,19 @@ RoundState::RoundState(
 
 Status RoundState::createVersionZero(std::vector<float> params, std::optional<double> valLoss, int64_t nowMs)
 {
-    m_params = std::move(params);
-    m_paramsSha = parametersSha256Hex(m_params);
+    m_params = std::make_shared<const std::vector<float>>(std::move(params));
     m_residual.assign(std::size_t(m_parameters), 0.0f);
     m_version = 0;
     m_lastValLoss = valLoss;
-    GlobalState state{0, m_params, {}, {}, {}};
+    auto written = m_store.writeVersion(GlobalStateView{0, *m_params, {}, {}, {}}, {});
+    if (!written)
+        return written.error();
+    m_paramsSha = written->paramsSha256;
     RoundCommit commit;
     commit.record.round = 0;
     commit.record.valLoss = valLoss;
     commit.record.closedAtMs = nowMs;
-    return m_store.commit(state, std::move(commit), {});
+    return m_store.commitWritten(std::move(commit), 0, false);
 }
 
 Result<std::string> RoundState::load()
@@ -43,8 +46,8 @@ Result<std::string> RoundState::load()
     if (!state)
         return state.error();
     m_version = state->version;
-    m_params = std::move(state->params);
-    m_paramsSha = parametersSha256Hex(m_params);
+    m_params = std::make_shared<const std::vector<float>>(std::move(state->params));
+    m_paramsSha = std::move(state->paramsSha256);
     m_residual = state->updateResidual.size() == std::size_t(m_parameters)
         ? std::move(state->updateResidual)
         : std::vector<float>(std::size_t(m_parameters), 0.0f);
@@ -66,6 +69,8 @@ int64_t RoundState::target() const
 
 Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec)
 {
+    if (m_closing)
+        return Error::make(net::errc::kUnavailable, "the round is closing");
     if (m_sparse) { // a few MB at most: read whole; scaled to one norm at the close, not clipped
         auto bytes = engine::readWholeFile(payload);
         if (!bytes)
@@ -87,26 +92,34 @@ Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path&
     return Status::success();
 }
 
-// The outer step and the atomic commit: `closed` and `next` are what was
-// written. Changes momentum and residual even when it fails (close() puts
-// them back).
-Status RoundState::commit(const std::vector<float>& average, Closed& closed, std::vector<float>& next, int64_t nowMs,
-    uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
+RoundState::CloseInput RoundState::closeInput(
+    int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
+{
+    return CloseInput{nowMs, volunteersOnline,
+        RoundCommit::DataProgress{
+            int64_t(plan.epoch()), int64_t(plan.completedCount()), int64_t(plan.rangeCount()), plan.serialize()},
+        std::move(serviceBytes)};
+}
+
+// The outer step and the files of the next version: `closed` is what was
+// written. Changes momentum and residual even when it fails (restore()
+// puts them back).
+Status RoundState::writeNext(const std::vector<float>& average, Closed& closed, const CloseInput& input)
 {
     // Delta = theta_v - theta_local plays the gradient: theta_{v+1} = theta_v + u,
     // with u quantised (error feedback on our side, or on the volunteers'
     // for sparse) so that volunteers who apply the same bytes get the same
     // weights, bit for bit.
-    next = m_params;
+    auto next = std::make_shared<std::vector<float>>(*m_params);
     if (m_sparse) {
         if (Status s = sparseUpdate(closed.update); !s)
             return s;
-        if (Status s = diloco::applySparseUpdate(m_sparse->layout(), closed.update, next.data()); !s)
+        if (Status s = diloco::applySparseUpdate(m_sparse->layout(), closed.update, next->data()); !s)
             return s;
     } else {
         std::vector<float> update = m_outer->step(average.data());
         closed.update = diloco::encode(diloco::Codec::Int8, update.data(), m_parameters, m_residual.data());
-        if (Status s = diloco::applyUpdate(diloco::Codec::Int8, closed.update, m_parameters, next.data()); !s)
+        if (Status s = diloco::applyUpdate(diloco::Codec::Int8, closed.update, m_parameters, next->data()); !s)
             return s;
     }
     double lossSum = 0;
@@ -115,14 +128,18 @@ Status RoundState::commit(const std::vector<float>& average, Closed& closed, std
     RoundCommit& commit = closed.commit;
     commit.record.round = closed.round = m_version + 1;
     commit.record.trainLoss = lossSum / double(m_acceptedTokens);
-    commit.record.volunteersOnline = int64_t(volunteersOnline);
-    commit.record.closedAtMs = nowMs;
+    commit.record.volunteersOnline = int64_t(input.volunteersOnline);
+    commit.record.closedAtMs = input.nowMs;
     for (const AcceptedSubmission& a : m_accepted)
         commit.contributions.push_back(a.record);
-    commit.dataProgress = RoundCommit::DataProgress{
-        int64_t(plan.epoch()), int64_t(plan.completedCount()), int64_t(plan.rangeCount()), plan.serialize()};
-    GlobalState state{m_version + 1, next, m_outer->momentum(), m_residual, std::move(serviceBytes)};
-    return m_store.commit(state, commit, closed.update);
+    commit.dataProgress = input.progress;
+    auto written = m_store.writeVersion(
+        GlobalStateView{m_version + 1, *next, m_outer->momentum(), m_residual, input.serviceBytes}, closed.update);
+    if (!written)
+        return written.error();
+    closed.written = std::move(*written);
+    closed.params = std::move(next);
+    return Status::success();
 }
 
 // u = the outer step on the median-scaled average (plain SGD, or Nesterov
@@ -202,37 +219,52 @@ Result<std::vector<float>> RoundState::sparseAverage() const
     return std::move(*established);
 }
 
-Result<RoundState::Closed> RoundState::close(
-    int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
+Result<RoundState::Closed> RoundState::computeClose(const CloseInput& input, const FaultPoint& fault)
 {
+    if (fault)
+        fault("close-begun", openRound());
     auto average = m_sparse ? Result<std::vector<float>>(std::vector<float>()) : this->average();
     if (!average)
         return average.error();
     if (m_sparse && m_sparse->submissions() + m_freshSparse->submissions() == 0)
         return Error::make(engine::errc::kEmpty, "no submissions to average");
-    std::vector<float> savedMomentum = m_outer->momentum();
-    std::vector<float> savedResidual = m_residual;
-    auto restore = [&] {
-        (void)m_outer->setMomentum(std::move(savedMomentum));
-        m_residual = std::move(savedResidual);
-    };
     Closed closed;
-    std::vector<float> next;
-    Status committed;
+    closed.savedMomentum = m_outer->momentum();
+    closed.savedResidual = m_residual;
     try {
-        committed = commit(*average, closed, next, nowMs, volunteersOnline, plan, std::move(serviceBytes));
+        if (Status s = writeNext(*average, closed, input); !s) {
+            restore(closed);
+            return s.error();
+        }
+        if (fault)
+            fault("close-written", closed.round);
     } catch (...) {
-        restore();
+        restore(closed);
         throw;
     }
-    if (!committed) {
-        restore();
-        return committed.error();
+    return closed;
+}
+
+void RoundState::restore(Closed& closed)
+{
+    if (closed.params) // written, never committed
+        m_store.removeUncommitted(closed.round);
+    (void)m_outer->setMomentum(std::move(closed.savedMomentum));
+    m_residual = std::move(closed.savedResidual);
+}
+
+Status RoundState::publishClose(Closed& closed)
+{
+    if (Status s = m_store.commitWritten(closed.commit, closed.round, !closed.update.empty()); !s) {
+        restore(closed);
+        return s;
     }
     // Committed: the new version is the truth from here on.
+    closed.savedMomentum = std::vector<float>();
+    closed.savedResidual = std::vector<float>();
     m_version = closed.round;
-    m_params = std::move(next);
-    m_paramsSha = parametersSha256Hex(m_params);
+    m_params = closed.params;
+    m_paramsSha = closed.written.paramsSha256;
     m_totalTokens += m_acceptedTokens;
     m_aggregator.reset();
     m_freshAggregator.reset();
@@ -242,6 +274,17 @@ Result<RoundState::Closed> RoundState::close(
     }
     m_accepted.clear();
     m_acceptedTokens = 0;
+    return Status::success();
+}
+
+Result<RoundState::Closed> RoundState::close(
+    int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes)
+{
+    auto closed = computeClose(closeInput(nowMs, volunteersOnline, plan, std::move(serviceBytes)));
+    if (!closed)
+        return closed.error();
+    if (Status s = publishClose(*closed); !s)
+        return s.error();
     return closed;
 }
 

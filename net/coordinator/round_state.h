@@ -15,8 +15,16 @@
 // established keys' messages when it has any. Until that commit nothing here changes: a
 // failure, an error or an exception, leaves the round open as it was.
 //
-// Used from one thread (the server's loop); params() may be copied for the
-// evaluation thread.
+// A close runs in two steps so that the server's loop never waits on it:
+// computeClose() (aggregate, outer step, the files of the next version
+// written and hashed) on a worker thread, then publishClose() on the loop
+// (the ledger's commit, and the switch to the new version). Between the
+// two the round is closing(): the worker alone touches the aggregate, the
+// outer momentum and the residual; the loop reads the version, theta and
+// the accepted list, which do not change, and add() is refused.
+//
+// Used from the server's loop, but for computeClose(); params are shared
+// (sharedParams) with the evaluation thread, never copied.
 
 #include "engine/diloco/aggregator.h"
 #include "engine/diloco/outer_optimizer.h"
@@ -63,7 +71,8 @@ public:
 
     int64_t version() const { return m_version; }
     int64_t openRound() const { return m_version + 1; }
-    const std::vector<float>& params() const { return m_params; }
+    const std::vector<float>& params() const { return *m_params; }
+    std::shared_ptr<const std::vector<float>> sharedParams() const { return m_params; }
     const std::string& paramsSha() const { return m_paramsSha; }
     const std::vector<float>& momentum() const { return m_outer->momentum(); }
     int64_t totalTokens() const { return m_totalTokens; }
@@ -81,27 +90,51 @@ public:
 
     int64_t acceptedTokens() const { return m_acceptedTokens; }
 
+    // What a close records, taken on the loop when it begins.
+    struct CloseInput {
+        int64_t nowMs = 0;
+        uint64_t volunteersOnline = 0;
+        RoundCommit::DataProgress progress;
+        std::string serviceBytes; // kept verbatim in the state file (the gate's record)
+    };
+    static CloseInput closeInput(
+        int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);
+
     struct Closed {
         int64_t round = 0;
         RoundCommit commit; // as written
         std::string update; // the encoded update that made the new version
+        std::shared_ptr<const std::vector<float>> params; // theta of the new version
+        WrittenState written;
+        // The optimizer's state before the close, put back if it is not committed.
+        std::vector<float> savedMomentum, savedResidual;
     };
-    // Commits the round (with the data plan's progress and `serviceBytes`
-    // in the state file) and moves to the next version.
+    using FaultPoint = std::function<void(std::string_view, int64_t)>;
+    // The round's close up to the files of the next version (on a worker
+    // thread, while closing()). On an error or an exception nothing changed
+    // but the orphan files, which open() removes.
+    Result<Closed> computeClose(const CloseInput& input, const FaultPoint& fault = {});
+    // The ledger's commit of what computeClose() made, and the new version
+    // (on the loop). On an error nothing changed.
+    Status publishClose(Closed& closed);
+    // Both at once (tests and benches).
     Result<Closed> close(int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);
+
+    bool closing() const { return m_closing; }
+    void setClosing(bool closing) { m_closing = closing; }
 
 private:
     Status sparseUpdate(std::string& update);
     Result<std::vector<float>> average() const;
     Result<std::vector<float>> sparseAverage() const;
-    Status commit(const std::vector<float>& average, Closed& closed, std::vector<float>& next, int64_t nowMs,
-        uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);
+    Status writeNext(const std::vector<float>& average, Closed& closed, const CloseInput& input);
+    void restore(Closed& closed);
 
     const ProjectSpec& m_spec;
     ProjectStore& m_store;
     int64_t m_parameters;
     int64_t m_version = 0;
-    std::vector<float> m_params;
+    std::shared_ptr<const std::vector<float>> m_params;
     std::string m_paramsSha;
     std::unique_ptr<diloco::OuterNesterov> m_outer;
     std::vector<float> m_residual;
@@ -114,6 +147,7 @@ private:
     std::function<double(double, double)> m_freshScale;
     std::vector<AcceptedSubmission> m_accepted;
     int64_t m_acceptedTokens = 0;
+    bool m_closing = false;
 };
 
 } // namespace crowdtrain::coordinator

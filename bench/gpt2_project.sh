@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# A real GPT-2 project on loopback, as a host runs one (issue 41): GPT-2 BPE
+# on Tiny Shakespeare, `preset: gpt2` (124M), V crowdtrain-worker volunteers,
+# R rounds, a checkpoint every round; beside them bench_close_prober
+# heartbeats every 50 ms and records the loop's longest unanswered interval
+# (the round closes run off the loop: it should stay under 100 ms). Prints a
+# table: the prober's figures, the volunteers' reconnects, the server's
+# per-round log lines (close duration, bytes written), and the state
+# folder's size against the bound in docs/architecture.md.
+#
+#   bench/gpt2_project.sh [BUILD_DIR] [ROUNDS] [VOLUNTEERS]
+#
+# Needs the targets crowdtrain-server crowdtrain-worker crowdtrain-daemon
+# crowdtrain-prepare bench_close_prober built in BUILD_DIR (default build/ci).
+#
+# H (inner steps, default 4), BATCH (2), BLOCK (128), CODEC (sparse|int8,
+# default sparse), PRESET (gpt2), CHECKPOINT_EVERY (1), KEEP_LAST (3),
+# HEARTBEAT_MS (1000), PERIOD_MS (the prober's, 50), THREADS (per volunteer, 1),
+# KEEP_WORK=1 keeps the work folder.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../build/ci}
+rounds=${2:-5}
+volunteers=${3:-3}
+H=${H:-4}; batch=${BATCH:-2}; block=${BLOCK:-128}
+codec=${CODEC:-sparse}
+text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
+gpt2=${CROWDTRAIN_GPT2_DIR:-$here/../../shared/data/gpt2}
+[ -f "$text" ] || { echo "$0: missing input $text" >&2; exit 1; }
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null || true; done
+    if [ -n "${KEEP_WORK:-}" ]; then echo "work: $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+"$build/bin/crowdtrain-prepare" "$text" --out "$work/data" --tokenizer gpt2 --gpt2-dir "$gpt2" \
+    --val-fraction 0.1 >/dev/null 2>&1
+if [ "$codec" = sparse ]; then
+    codec_json='"codec": "sparse", "outer": {"lr": 4.0, "momentum": 0},'
+else
+    codec_json='"codec": "int8",'
+fi
+cat > "$work/spec.json" <<JSON
+{"name": "gpt2", "model": {"preset": "${PRESET:-gpt2}", "block_size": $block},
+ "data": "$work/data", "init": {"seed": 1},
+ "inner": {"steps": $H, "batch_size": $batch, "learning_rate": 3e-4, "min_lr": 3e-5, "warmup_iters": 2,
+           "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1, "grad_clip": 1.0},
+ "round": {"token_target": $((volunteers * H * batch * block)), "deadline_seconds": 3600},
+ $codec_json
+ "checkpoints": {"every_rounds": ${CHECKPOINT_EVERY:-1}, "keep_last": ${KEEP_LAST:-3}},
+ "validation": {"batches": 4, "batch_size": 4}}
+JSON
+/usr/bin/time -v "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" \
+    --bind 'tcp://127.0.0.1:*' --publish 'tcp://127.0.0.1:*' --heartbeat-ms "${HEARTBEAT_MS:-1000}" --threads 1 \
+    > "$work/server.out" 2> "$work/server.err" &
+pids+=($!)
+for _ in $(seq 600); do [ -s "$work/server.out" ] && break; sleep 0.5; done
+[ -s "$work/server.out" ] || { echo "$0: the server did not start:" >&2; cat "$work/server.err" >&2; exit 1; }
+field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/server.out" "$1"; }
+key=$(field public_key); endpoint=$(field requests)
+
+"$build/bin/bench_close_prober" "$endpoint" gpt2 "$key" "$work/stop" "${PERIOD_MS:-50}" \
+    > "$work/prober.json" 2> "$work/prober.err" &
+prober=$!
+start=$(date +%s)
+workers=()
+for i in $(seq "$volunteers"); do
+    /usr/bin/time -v "$build/bin/crowdtrain-worker" join "$endpoint" gpt2 --server-key "$key" --data "$work/data" \
+        --data-dir "$work/v$i" --name "v$i" --threads "${THREADS:-1}" --max-rounds "$rounds" \
+        > /dev/null 2> "$work/v$i.log" &
+    workers+=($!); pids+=($!)
+done
+last_round() {
+    /usr/bin/python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT coalesce(max(round), 0) FROM rounds').fetchone()[0])" \
+        "$work/state/gpt2/ledger.sqlite" 2>/dev/null || echo 0
+}
+until [ "$(last_round)" -ge "$rounds" ]; do
+    sleep 5
+    alive=0; for p in "${workers[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 1 ] || break
+done
+# The last round's evaluation and checkpoint.
+for _ in $(seq 120); do grep -q "round $rounds closed" "$work/server.err" && break; sleep 1; done
+touch "$work/stop"; wait "$prober" || true
+for p in "${workers[@]}"; do wait "$p" 2>/dev/null || true; done
+seconds=$(( $(date +%s) - start ))
+# pids[0] is /usr/bin/time: stop the server under it, then time prints its figures.
+pkill -TERM -P "${pids[0]}" 2>/dev/null || true; wait "${pids[0]}" 2>/dev/null || true
+
+echo "GPT-2 project: preset ${PRESET:-gpt2}, block $block, batch $batch, H $H, $codec, $volunteers volunteers, $rounds rounds, ${seconds} s"
+echo
+echo "| loop: heartbeats | longest unanswered (ms) | p99 (ms) | longest between replies (ms) | failed |"
+echo "|---|---|---|---|---|"
+/usr/bin/python3 -c "
+import json,sys; p=json.load(open(sys.argv[1]))
+print(f\"| {p['heartbeats']} | {p['max_rtt_ms']:.1f} | {p['p99_rtt_ms']:.1f} | {p['max_gap_ms']:.1f} | {p['failed']} |\")" "$work/prober.json"
+echo
+echo "| volunteer | reconnects (\"lost the coordinator\") | peak RSS (MB) |"
+echo "|---|---|---|"
+for i in $(seq "$volunteers"); do
+    lost=$(grep -c "lost the coordinator" "$work/v$i.log" || true)
+    rss=$(awk '/Maximum resident set size/ {print int($6/1024)}' "$work/v$i.log")
+    echo "| v$i | $lost | $rss |"
+done
+echo
+echo "Server, one line a round:"
+grep " closed: " "$work/server.err" | sed 's/^/    /'
+echo "Server peak RSS: $(awk '/Maximum resident set size/ {print int($6/1024)}' "$work/server.err") MB"
+echo
+echo "State folder after $rounds rounds: $(du -sb "$work/state/gpt2" | cut -f1) bytes"
+( cd "$work/state/gpt2" && find . -type f -printf '%s %p\n' | sort -k2 | grep -v '^[0-9]* ./data' | sed 's/^/    /' )
