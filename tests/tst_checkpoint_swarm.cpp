@@ -264,7 +264,7 @@ private slots:
         ServerProcess server;
         QVERIFY(server.start(spec, root() / "hub4/state", 500, "tcp://127.0.0.1:*",
             {QStringLiteral("--swarm-upload-limit"), QStringLiteral("262144")}));
-        const auto stateFile = root() / "hub4/state/tiny/swarm/state-v0";
+        const auto stateFile = root() / "hub4/state/tiny/state/state-v0";
         QVERIFY2(std::filesystem::exists(stateFile), stateFile.c_str());
         const uint64_t stateBytes = std::filesystem::file_size(stateFile);
         QVERIFY(stateBytes > (1u << 20));

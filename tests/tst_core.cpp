@@ -100,8 +100,7 @@ volunteer::CoreTaskRequest taskRequest()
 {
     volunteer::CoreTaskRequest r;
     r.taskId = 1;
-    r.model = net::ModelConfig{uint64_t(kModel.nLayer), uint64_t(kModel.nHead), uint64_t(kModel.nEmbd),
-        uint64_t(kModel.blockSize), uint64_t(kModel.vocabSize)};
+    r.model = corelink::modelConfigOf(kModel);
     r.inner = kInner;
     r.threads = 1;
     r.steps = kInner.steps;

@@ -507,8 +507,7 @@ private slots:
         QCOMPARE(page.tileText(DashboardPage::kDevice), QStringLiteral("2 GPUs (CUDA), data parallel"));
     }
 
-    // An NVIDIA GPU without the CUDA core: the dashboard says what to
-    // install, and says nothing once the status has no advice.
+    // An NVIDIA GPU without the CUDA core: the dashboard says what to install.
     void theDashboardSaysHowToAddTheCudaCore()
     {
         FakeLink link;
@@ -524,10 +523,20 @@ private slots:
         QVERIFY(link.answer(QStringLiteral("status"), status));
         QVERIFY(page.coreAdvice().contains(QStringLiteral("sudo apt install crowdtrain-core-cuda")));
         QCOMPARE(page.tileText(DashboardPage::kDevice), QStringLiteral("CPU"));
+    }
+
+    // With the CUDA core installed (no advice) nothing is shown.
+    void theDashboardGivesNoAdviceWithoutAReason()
+    {
+        FakeLink link;
+        DashboardPage page(link);
         page.reload();
-        status.set("core_advice", "");
+        control::Value status = control::Value::map();
+        status.set("state", "training").set("project", "demo").set("device", "auto").set("device_in_use", "cuda:0");
+        status.set("core", "cuda").set("core_advice", "");
         QVERIFY(link.answer(QStringLiteral("status"), status));
         QVERIFY(page.coreAdvice().isEmpty());
+        QCOMPARE(page.tileText(DashboardPage::kDevice), QStringLiteral("GPU 0 (CUDA)"));
     }
 
     void theDashboardShowsStatusAndAddsOnlyNewRounds()

@@ -36,6 +36,24 @@ net::ArrayWriter stringArray(const std::vector<std::string>& items)
 
 } // namespace
 
+engine::GptConfig gptConfigOf(const net::ModelConfig& m)
+{
+    engine::GptConfig c;
+    c.nLayer = int64_t(m.nLayer);
+    c.nHead = int64_t(m.nHead);
+    c.nEmbd = int64_t(m.nEmbd);
+    c.blockSize = int64_t(m.blockSize);
+    c.vocabSize = int64_t(m.vocabSize);
+    c.dropout = 0.0;
+    return c;
+}
+
+net::ModelConfig modelConfigOf(const engine::GptConfig& c)
+{
+    return net::ModelConfig{
+        uint64_t(c.nLayer), uint64_t(c.nHead), uint64_t(c.nEmbd), uint64_t(c.blockSize), uint64_t(c.vocabSize)};
+}
+
 Status expectType(const Frame& frame, std::string_view type)
 {
     if (frame.type == type)

@@ -6,6 +6,7 @@
 // of an untrusted frame. Plain C++ and msgpack: both ends link it, the
 // daemon without libtorch. Thread-safe (values and pure functions).
 
+#include "engine/gpt_config.h"
 #include "net/core_link/core_channel.h"
 #include "net/wire/messages_common.h"
 
@@ -142,6 +143,11 @@ net::MapWriter textMessage(std::string_view text);
 Result<std::string> decodeText(const Frame& frame);
 net::MapWriter errorMessage(const Error& error);
 Error decodeError(const Frame& frame);
+
+// The model's shape as the wire writes it and as the engine builds it
+// (dropout 0: pseudo-gradients must not depend on a dropout stream).
+engine::GptConfig gptConfigOf(const net::ModelConfig& model);
+net::ModelConfig modelConfigOf(const engine::GptConfig& config);
 
 // Checks the frame's type; "malformed" naming both when it differs.
 Status expectType(const Frame& frame, std::string_view type);

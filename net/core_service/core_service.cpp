@@ -37,18 +37,6 @@ namespace {
 using corelink::CoreChannel;
 using corelink::Frame;
 
-engine::GptConfig gptConfigOf(const net::ModelConfig& m)
-{
-    engine::GptConfig c;
-    c.nLayer = int64_t(m.nLayer);
-    c.nHead = int64_t(m.nHead);
-    c.nEmbd = int64_t(m.nEmbd);
-    c.blockSize = int64_t(m.blockSize);
-    c.vocabSize = int64_t(m.vocabSize);
-    c.dropout = 0.0;
-    return c;
-}
-
 Result<std::vector<float>> readFloats(const std::string& file, uint64_t elements)
 {
     auto bytes = core::readFile(file, std::size_t(elements) * 4 + 1);
@@ -155,7 +143,7 @@ private:
 
     Status train(const corelink::TrainRequest& r)
     {
-        const engine::GptConfig model = gptConfigOf(r.model);
+        const engine::GptConfig model = corelink::gptConfigOf(r.model);
         if (Status valid = engine::validate(model); !valid)
             return valid;
         if (m_trainer && !(m_trainer->sameSettings(model, r.inner) && m_devices == describe(r.devices)))
@@ -248,7 +236,7 @@ private:
 
     Status init(const corelink::InitRequest& r)
     {
-        const engine::GptConfig model = gptConfigOf(r.model);
+        const engine::GptConfig model = corelink::gptConfigOf(r.model);
         if (Status valid = engine::validate(model); !valid)
             return valid;
         engine::Gpt gpt = diloco::seededModel(model, r.seed);

@@ -17,18 +17,6 @@ bool isFatal(const Error& error)
     return net::isFatalForVolunteer(error.code);
 }
 
-engine::GptConfig gptConfigOf(const net::ModelConfig& model)
-{
-    engine::GptConfig config;
-    config.nLayer = int64_t(model.nLayer);
-    config.nHead = int64_t(model.nHead);
-    config.nEmbd = int64_t(model.nEmbd);
-    config.blockSize = int64_t(model.blockSize);
-    config.vocabSize = int64_t(model.vocabSize);
-    config.dropout = 0.0;
-    return config;
-}
-
 } // namespace
 
 std::string AgentSummary::toJson() const
@@ -287,7 +275,7 @@ Status AgentLoop::checkJoin(const net::JoinReply& reply)
     if (!codec)
         return Error::make(
             net::errc::kBadCodec, "the project's codec '" + reply.codec + "' is not one this worker knows");
-    const engine::GptConfig model = gptConfigOf(reply.project.model);
+    const engine::GptConfig model = corelink::gptConfigOf(reply.project.model);
     if (Status valid = engine::validate(model); !valid)
         return Error::make(
             net::errc::kManifestMismatch, "the project's model cannot be built: " + valid.error().message);

@@ -182,8 +182,7 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
     m_lastTeam = devices->team;
     CoreTaskRequest request;
     request.taskId = task.taskId;
-    request.model = net::ModelConfig{uint64_t(m_model.nLayer), uint64_t(m_model.nHead), uint64_t(m_model.nEmbd),
-        uint64_t(m_model.blockSize), uint64_t(m_model.vocabSize)};
+    request.model = corelink::modelConfigOf(m_model);
     request.inner = m_inner;
     request.devices = std::move(*devices);
     request.threads = uint64_t(std::max(0, m_options.threads));

@@ -72,8 +72,7 @@ Result<std::vector<float>> ThetaSync::seededTheta(const net::SeedInit& init)
     std::error_code ec;
     std::filesystem::create_directories(file.parent_path(), ec);
     corelink::InitRequest request;
-    request.model = net::ModelConfig{uint64_t(m_model->nLayer), uint64_t(m_model->nHead), uint64_t(m_model->nEmbd),
-        uint64_t(m_model->blockSize), uint64_t(m_model->vocabSize)};
+    request.model = corelink::modelConfigOf(*m_model);
     request.seed = init.seed;
     request.outFile = file.string();
     auto lease = m_core->lease();
