@@ -311,7 +311,7 @@ private slots:
         // the hub seeds the newer states, and once no one downloads
         // state-v0 (30 s after the last ask) it goes; the daemon's seed of
         // it leaves its swarm and its disk.
-        const auto hubSwarm = root() / "hub4/state/tiny/swarm";
+        const auto hubSwarm = root() / "hub4/state/tiny/state";
         QVERIFY2(waitUntil(
                      [&] {
                          bool newer = false;
