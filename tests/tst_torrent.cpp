@@ -154,6 +154,7 @@ private slots:
 
         uint64_t fromPeers = 0;
         for (int i = 0; i < 8; ++i) {
+            QVERIFY(peers[i]->flush(torrent->infoHash));
             QCOMPARE(hashOf(root / ("peer" + std::to_string(i)) / "model.safetensors"), expected);
             fromPeers += peers[i]->totalUploaded();
         }
@@ -201,6 +202,7 @@ private slots:
         QVERIFY(honest->seed(*torrent, root / "honest").ok());
         victim->addPeers(torrent->infoHash, {endpointOf(*honest)});
         QTRY_VERIFY_WITH_TIMEOUT(complete(*victim, torrent->infoHash), 60000);
+        QVERIFY(victim->flush(torrent->infoHash));
         QCOMPARE(hashOf(root / "victim" / "model.safetensors"), expected);
     }
 

@@ -130,6 +130,7 @@ SwarmDownload fetch(SwarmSession& session, const TorrentFile& torrent, const std
                 true);
         std::this_thread::sleep_for(kPollEvery);
     }
+    session.flush(infoHash); // a verified piece may still be on its way to the file
     leave(SwarmDownload::Done, {}, false);
     // libtorrent checked every piece; the file is still checked as a whole
     // against the hub's SHA-256, as a chunked download is.

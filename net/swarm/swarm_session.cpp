@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -83,7 +84,8 @@ lt::settings_pack packFor(const SwarmSettings& settings)
     pack.set_int(lt::settings_pack::hashing_threads, 1);
     pack.set_int(lt::settings_pack::upload_rate_limit, rateSetting(settings.uploadBytesPerSecond));
     pack.set_int(lt::settings_pack::download_rate_limit, rateSetting(settings.downloadBytesPerSecond));
-    lt::alert_category_t alerts = lt::alert_category::error | lt::alert_category::status | lt::alert_category::peer;
+    lt::alert_category_t alerts = lt::alert_category::error | lt::alert_category::status | lt::alert_category::peer
+        | lt::alert_category::storage; // cache_flushed_alert, for flush()
     if (traceRequested())
         alerts |= lt::alert_category::connect | lt::alert_category::peer_log | lt::alert_category::torrent_log;
     pack.set_int(lt::settings_pack::alert_mask, int(alerts));
@@ -143,11 +145,13 @@ struct SwarmSession::State {
         lt::torrent_handle handle;
         uint64_t hashFailures = 0;
         uint64_t bannedPeers = 0;
+        uint64_t flushes = 0; // cache_flushed_alerts seen
         std::string error;
     };
 
     std::unique_ptr<lt::session> session;
     mutable std::mutex mutex;
+    std::condition_variable flushed;
     std::map<std::string, Entry> torrents;
     uint64_t removedUploaded = 0;
     uint64_t removedDownloaded = 0;
@@ -184,6 +188,10 @@ struct SwarmSession::State {
                 } else if (const auto* ban = lt::alert_cast<lt::peer_ban_alert>(alert)) {
                     if (Entry* entry = find(ban->handle))
                         ++entry->bannedPeers;
+                } else if (const auto* done = lt::alert_cast<lt::cache_flushed_alert>(alert)) {
+                    if (Entry* entry = find(done->handle))
+                        ++entry->flushes;
+                    flushed.notify_all();
                 } else if (const auto* error = lt::alert_cast<lt::torrent_error_alert>(alert)) {
                     if (Entry* entry = find(error->handle))
                         entry->error = error->error.message() + " (" + error->filename() + ")";
@@ -343,6 +351,20 @@ void SwarmSession::remove(const std::string& infoHash)
     m_state->removedDownloaded += uint64_t(status.total_payload_download);
     m_state->session->remove_torrent(it->second.handle);
     m_state->torrents.erase(it);
+}
+
+bool SwarmSession::flush(const std::string& infoHash, std::chrono::milliseconds wait)
+{
+    std::unique_lock lock(m_state->mutex);
+    auto it = m_state->torrents.find(infoHash);
+    if (it == m_state->torrents.end())
+        return false;
+    const uint64_t before = it->second.flushes;
+    it->second.handle.flush_cache();
+    return m_state->flushed.wait_for(lock, wait, [&] {
+        auto now = m_state->torrents.find(infoHash);
+        return now == m_state->torrents.end() || now->second.flushes > before;
+    }) && m_state->torrents.count(infoHash) > 0;
 }
 
 void SwarmSession::pause(const std::string& infoHash, bool paused)

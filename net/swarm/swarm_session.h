@@ -22,6 +22,7 @@
 #include "core/result.h"
 #include "net/swarm/torrent_file.h"
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -110,6 +111,10 @@ public:
     void addPeers(const std::string& infoHash, const std::vector<PeerEndpoint>& peers);
     // Stops seeding or downloading; the file stays on disk.
     void remove(const std::string& infoHash);
+    // Waits until every piece libtorrent has verified is in the file on disk
+    // (a piece passes its hash check from the write buffer, before the write
+    // lands): false when the torrent is unknown or the wait ran out.
+    bool flush(const std::string& infoHash, std::chrono::milliseconds wait = std::chrono::seconds(30));
     void pause(const std::string& infoHash, bool paused);
     // Super-seeding (BEP 16) on or off for a torrent this session seeds.
     void setSuperSeed(const std::string& infoHash, bool on);
