@@ -91,7 +91,7 @@ int main(int argc, char** argv)
     std::filesystem::create_directories(dir / "payloads");
     for (int i = 0; i < submissions; ++i) {
         const std::string key = "volunteer-" + std::to_string(i);
-        (void)store->ledger().upsertVolunteer(key, key, 0);
+        (void)store->ledger().upsertVolunteer(key, key, "CPU", 0);
         const std::vector<float> delta = randomValues(p, 1e-3f, 100 + uint32_t(i));
         const std::filesystem::path payload = dir / "payloads" / (key + ".bin");
         std::ofstream(payload, std::ios::binary) << diloco::encode(diloco::Codec::Int8, delta.data(), p);

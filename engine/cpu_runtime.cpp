@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <filesystem>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -110,7 +111,11 @@ void prepareCpuRuntime(char** argv)
         return;
     ::setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
     ::setenv(kReexecMarker, current.c_str(), 1);
-    ::execv("/proc/self/exe", argv);
+    // By its real path: the process's name (comm, what `ps` and `top` show)
+    // comes from the file executed, and /proc/self/exe would make it "exe".
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    ::execv(ec ? "/proc/self/exe" : self.c_str(), argv);
     // execv failed (no /proc?): carry on with the slower kernels.
     ::unsetenv("OPENBLAS_CORETYPE");
 }

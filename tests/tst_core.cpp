@@ -9,6 +9,7 @@
 #include "engine/token_shard.h"
 #include "net/core_link/core_messages.h"
 #include "net/core_link/windows_file.h"
+#include "net/core_service/cuda_driver.h"
 #include "net/core_service/inner_trainer.h"
 #include "net/volunteer/agent.h"
 #include "net/volunteer/core_trainer.h"
@@ -21,6 +22,7 @@
 #include <QTest>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -62,9 +64,20 @@ std::string lengthPrefix(uint32_t n)
 const engine::GptConfig kModel{2, 2, 16, 8, 32, 0.0};
 const net::InnerSettings kInner{4, 4, 8, 1e-2, 1e-3, 2, 0, 0.9, 0.95, 0.1, 1.0};
 
+// This build's CPU core, or the core CROWDTRAIN_TEST_CORE names (CTest's
+// tst_core_on_cuda_core runs every case against the CUDA core, which trains
+// on the CPU too).
 std::filesystem::path coreBinary()
 {
+    if (const char* other = std::getenv("CROWDTRAIN_TEST_CORE"); other && *other)
+        return other;
     return std::filesystem::path(CROWDTRAIN_BIN_DIR) / "crowdtrain-core";
+}
+
+// The family the core under test says it is.
+std::string coreFamily()
+{
+    return coreBinary().filename() == "crowdtrain-core-cuda" ? "cuda" : "cpu";
 }
 
 // A task's data: a shard of counting tokens and the source over its range.
@@ -273,6 +286,26 @@ private slots:
     }
 
     // The windows file holds exactly what the source drew, in order.
+    void aMissingOrOldDriverIsNamed()
+    {
+        using coreservice::CudaDriver;
+        QCOMPARE(coreservice::driverBranchFor(13), 580);
+        QCOMPARE(coreservice::driverBranchFor(12), 525);
+        const std::string none = coreservice::noCudaDeviceNote(CudaDriver{}, 13000);
+        QVERIFY2(none.find("no NVIDIA driver") != std::string::npos && none.find("580 or newer") != std::string::npos,
+            none.c_str());
+        const std::string old = coreservice::noCudaDeviceNote(CudaDriver{true, 12040}, 13000);
+        QVERIFY2(old.find("up to 12.4") != std::string::npos && old.find("CUDA 13.0") != std::string::npos
+                && old.find("update to NVIDIA driver 580 or newer") != std::string::npos,
+            old.c_str());
+        const std::string noGpu = coreservice::noCudaDeviceNote(CudaDriver{true, 13010}, 13000);
+        QVERIFY2(
+            noGpu.find("sees no GPU") != std::string::npos && noGpu.find("update") == std::string::npos, noGpu.c_str());
+        // This machine: a probe that never crashes, whatever it finds.
+        const CudaDriver here = coreservice::probeCudaDriver();
+        QVERIFY(here.found || here.cudaVersion == 0);
+    }
+
     void windowsFileReplaysTheSource()
     {
         TaskData data;
@@ -330,7 +363,7 @@ private slots:
         QVERIFY2(worst <= 1e-5f, qPrintable(QString::number(worst)));
         QCOMPARE(trainer.started().deviceName, std::string("cpu"));
         QVERIFY(host.running());
-        QCOMPARE(host.hello().family, std::string("cpu"));
+        QCOMPARE(host.hello().family, coreFamily());
 
         // The core is kept: a second task goes to the same process, its AdamW older.
         auto second = data.source();
@@ -424,6 +457,7 @@ private slots:
         options.dataDir = root / "volunteer";
         options.threads = 1;
         options.maxTasks = 3;
+        options.coreBinary = coreBinary();
         options.log = [](const std::string& line) { qDebug("agent: %s", line.c_str()); };
         std::atomic<int> steps{0};
         options.betweenSteps = [&](double, const std::atomic<bool>&) {
@@ -440,7 +474,7 @@ private slots:
         QCOMPARE(summary.accepted, uint64_t(3));
         QCOMPARE(summary.dropped, uint64_t(1)); // the killed core's task, and only it
         QCOMPARE(agent.coreStarts(), uint64_t(2));
-        QCOMPARE(summary.coreFamily, std::string("cpu"));
+        QCOMPARE(summary.coreFamily, coreFamily());
     }
 
     // Giving the device back mid-task: the task wraps up with the steps done

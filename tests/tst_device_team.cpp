@@ -277,6 +277,20 @@ private slots:
         QCOMPARE(chosen->device, std::string("cpu"));
         QCOMPARE(chosen->microBatch, int64_t(8));
 
+        // A GPU asked for and a core that has none (the CPU core, a CUDA core
+        // without a driver): training goes on on the CPU.
+        options.devices = {};
+        for (const char* asked : {"cuda", "cuda:1", "auto"}) {
+            options.device = asked;
+            chosen = volunteer::trainingDevicesFor(options, model, inner, coreDevices);
+            QVERIFY(chosen);
+            QCOMPARE(chosen->device, std::string("cpu"));
+        }
+        options.device = "cuda";
+        chosen = volunteer::trainingDevicesFor(options, model, inner, {"cpu", "cuda:0"});
+        QVERIFY(chosen);
+        QCOMPARE(chosen->device, std::string("cuda"));
+
         // A CUDA core with two GPUs: "cuda" is GPU 0, each GPU once, unknown ones left out.
         options.devices = {"cuda", "cuda:0", "cuda:1", "cuda:7"};
         chosen = volunteer::trainingDevicesFor(options, model, inner, {"cpu", "cuda:0", "cuda:1"});

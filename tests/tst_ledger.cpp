@@ -87,7 +87,7 @@ private slots:
         {
             Ledger ledger = orFail(Ledger::open(file));
             QVERIFY(!orFail(ledger.lastRound()));
-            QVERIFY(ledger.upsertVolunteer("key-0", "Ada", 5).ok());
+            QVERIFY(ledger.upsertVolunteer("key-0", "Ada", "CPU", 5).ok());
             for (int64_t r = 0; r < 3; ++r)
                 QVERIFY(ledger.commitRound(roundOf(r)).ok());
         }
@@ -137,9 +137,9 @@ private slots:
     void leaderboardSums()
     {
         Ledger ledger = orFail(Ledger::open(path("board.sqlite")));
-        QVERIFY(ledger.upsertVolunteer("alice", "Alice", 1).ok());
-        QVERIFY(ledger.upsertVolunteer("bob", "Bob", 1).ok());
-        QVERIFY(ledger.upsertVolunteer("bob", "Bobby", 9).ok()); // renamed
+        QVERIFY(ledger.upsertVolunteer("alice", "Alice", "NVIDIA GeForce RTX 4090, 24 GiB", 1).ok());
+        QVERIFY(ledger.upsertVolunteer("bob", "Bob", "CPU", 1).ok());
+        QVERIFY(ledger.upsertVolunteer("bob", "Bobby", "NVIDIA GeForce RTX 4090, 24 GiB", 9).ok()); // renamed, new GPU
         RoundCommit r0;
         r0.record.round = 0;
         r0.record.stateFile = "s0";
@@ -196,6 +196,60 @@ private slots:
         QCOMPARE(nobody.tokens, int64_t(0));
         QCOMPARE(orFail(ledger.lastRound())->totalTokens, int64_t(1000));
         QCOMPARE(orFail(ledger.round(1))->trainLoss.value_or(0), (600 * 2.0 + 200 * 4.0) / 800);
+
+        // Devices: as each key's latest join named it; carol named none.
+        QCOMPARE(board[0].device, std::string("NVIDIA GeForce RTX 4090, 24 GiB"));
+        QCOMPARE(board[2].device, std::string());
+        QCOMPARE(bob.device, std::string("NVIDIA GeForce RTX 4090, 24 GiB"));
+        const auto all = orFail(ledger.deviceMix(std::nullopt, 10));
+        QCOMPARE(all.size(), std::size_t(1)); // carol's only submission was rejected
+        QCOMPARE(all[0].device, std::string("NVIDIA GeForce RTX 4090, 24 GiB"));
+        QCOMPARE(all[0].volunteers, int64_t(2));
+        QCOMPARE(all[0].tokens, int64_t(1000));
+        QVERIFY(ledger.upsertVolunteer("bob", "Bobby", "CPU", 30).ok());
+        const auto round2 = orFail(ledger.deviceMix(2, 10));
+        QCOMPARE(round2.size(), std::size_t(1));
+        QCOMPARE(round2[0].device, std::string("CPU"));
+        QCOMPARE(round2[0].tokens, int64_t(200));
+        const auto round1 = orFail(ledger.deviceMix(1, 10));
+        QCOMPARE(round1.size(), std::size_t(2));
+        QCOMPARE(round1[0].device, std::string("NVIDIA GeForce RTX 4090, 24 GiB")); // alice's 600 first
+        QCOMPARE(round1[0].tokens, int64_t(600));
+        QCOMPARE(round1[1].device, std::string("CPU"));
+        QCOMPARE(orFail(ledger.deviceMix(1, 1)).size(), std::size_t(1));
+        QVERIFY(orFail(ledger.deviceMix(7, 10)).empty());
+    }
+
+    // A ledger of schema 2 (before volunteers kept their device) is upgraded
+    // in place when opened; what it held stays.
+    void schemaTwoIsUpgraded()
+    {
+        const std::string file = path("old.sqlite").string();
+        {
+            Ledger ledger = orFail(Ledger::open(file));
+            QVERIFY(ledger.upsertVolunteer("alice", "Alice", "CPU", 1).ok());
+        }
+        sqlite3* db = nullptr;
+        QCOMPARE(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+        QCOMPARE(sqlite3_exec(db, "ALTER TABLE volunteers DROP COLUMN device; PRAGMA user_version = 2", nullptr,
+                     nullptr, nullptr),
+            SQLITE_OK);
+        sqlite3_close(db);
+        {
+            Ledger ledger = orFail(Ledger::open(file));
+            const auto alice = orFail(ledger.volunteer("alice"));
+            QVERIFY(alice.has_value());
+            QCOMPARE(alice->displayName, std::string("Alice"));
+            QVERIFY(ledger.upsertVolunteer("alice", "Alice", "NVIDIA H100, 80 GiB", 2).ok());
+            QCOMPARE(orFail(ledger.volunteerTotals("alice")).device, std::string("NVIDIA H100, 80 GiB"));
+        }
+        QCOMPARE(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+        sqlite3_stmt* version = nullptr;
+        QCOMPARE(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &version, nullptr), SQLITE_OK);
+        QCOMPARE(sqlite3_step(version), SQLITE_ROW);
+        QCOMPARE(sqlite3_column_int(version, 0), Ledger::kSchemaVersion);
+        sqlite3_finalize(version);
+        sqlite3_close(db);
     }
 
     void rejectionsAreKeptWithoutCommit()

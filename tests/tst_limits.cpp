@@ -467,6 +467,18 @@ private slots:
         QVERIFY(std::find(programs.begin(), programs.end(), "tst_limits") != programs.end());
     }
 
+    void gpusAreNamedForTheProject()
+    {
+        const uint64_t gib = uint64_t(1) << 30;
+        QCOMPARE(limits::gpuLabel({}), std::string());
+        QCOMPARE(limits::gpuLabel({{"NVIDIA GeForce RTX 4090", 24 * gib - (200 << 20), 0}}),
+            std::string("NVIDIA GeForce RTX 4090, 24 GiB"));
+        QCOMPARE(limits::gpuLabel({{"NVIDIA H100", 80 * gib, 0}, {"NVIDIA H100", 80 * gib, 0}}),
+            std::string("2 x NVIDIA H100, 80 GiB"));
+        QCOMPARE(limits::gpuLabel({{"NVIDIA H100", 80 * gib, 0}, {"", 0, 0}, {"NVIDIA H100", 80 * gib, 0}}),
+            std::string("2 x NVIDIA H100, 80 GiB + NVIDIA GPU"));
+    }
+
     void nvmlAbsentSaysNotAvailable()
     {
         std::string why;

@@ -179,6 +179,15 @@ private slots:
         QVERIFY(p["leaderboard"][0]["tokens"] == 2 * kTaskTokens);
         QVERIFY(p["leaderboard"][0]["accepted"] == 2);
         QVERIFY(p["leaderboard"][0]["rejected"] == 0);
+        // What the volunteers train on: as their join named it.
+        QVERIFY(p["leaderboard"][0]["device"] == "CPU");
+        QCOMPARE(p["devices"].size(), std::size_t(1));
+        QVERIFY(p["devices"][0]["device"] == "CPU");
+        QVERIFY(p["devices"][0]["volunteers"] == 1);
+        QVERIFY(p["devices"][0]["tokens"] == 2 * kTaskTokens);
+        QVERIFY2(
+            p["checkpoints"][0]["devices"].size() == 1 && p["checkpoints"][0]["devices"][0]["tokens"] == kTaskTokens,
+            p["checkpoints"][0].dump().c_str());
         // Newest checkpoint first, with what the model wrote after the prompt.
         QVERIFY(p["checkpoints"][0]["round"] == 2);
         QVERIFY2(p["checkpoints"][0]["samples"][0]["prompt"] == "ROMEO:", p["checkpoints"].dump().c_str());
@@ -224,6 +233,10 @@ private slots:
         QVERIFY(html.find("http://") == std::string::npos && html.find("https://") == std::string::npos);
         // The numbers read without JavaScript.
         QVERIFY(html.find("<dd id=\"tokens\">" + page::groupedNumber(2 * kTaskTokens) + "</dd>") != std::string::npos);
+        QVERIFY(html.find("<table id=\"devices\">") != std::string::npos);
+        QVERIFY2(html.find("Trained on: CPU (1 volunteer, " + page::groupedNumber(kTaskTokens) + " tokens)")
+                != std::string::npos,
+            html.c_str());
         QCOMPARE(page::escapeHtml("a\xff<b\x01"), std::string("a\xEF\xBF\xBD&lt;b"));
 
         auto js = get("/static/page.js");

@@ -29,7 +29,8 @@ CheckpointInfo sampleCheckpoint()
     const TorrentRef torrent{
         kInfoHash, kSha, "magnet:?xt=urn:btih:" + kInfoHash, "torrent/checkpoint/round-40/model.safetensors"};
     return {40, 40, 999, 1.5, 1700000000000,
-        {{"model.safetensors", 4096, kSha, "checkpoint/40/model.safetensors", torrent}}};
+        {{"model.safetensors", 4096, kSha, "checkpoint/40/model.safetensors", torrent}},
+        {{"NVIDIA GeForce RTX 4090, 24 GiB", 2, 900}, {"CPU", 1, 99}}};
 }
 
 JoinReply sampleJoin()
@@ -298,14 +299,14 @@ private slots:
     {
         checkMessage(ListCheckpointsRequest{"tiny-shakespeare"}, true);
         checkMessage(ListCheckpointsReply{{sampleCheckpoint()}}, false,
-            {"body.checkpoints[0].val_loss", "body.checkpoints[0].files[0].torrent"});
+            {"body.checkpoints[0].val_loss", "body.checkpoints[0].files[0].torrent", "body.checkpoints[0].devices"});
         checkMessage(MetricsRequest{"tiny-shakespeare", 5, 100}, true);
         checkMessage(MetricsReply{{{6, 1000, 2.0, 2.1, 4, 1700000000000}}}, false,
             {"body.rows[0].train_loss", "body.rows[0].val_loss"});
         checkMessage(LeaderboardRequest{"tiny-shakespeare", 10}, true);
-        checkMessage(LeaderboardReply{{{"Ada", kKey, 5000, 3, 1, 12.5}}}, false);
+        checkMessage(LeaderboardReply{{{"Ada", kKey, 5000, 3, 1, 12.5, "CPU"}}}, false, {"body.rows[0].device"});
         checkMessage(MyStatsRequest{"tiny-shakespeare"}, true);
-        checkMessage(MyStatsReply{{"Ada", kKey, 5000, 3, 1, 12.5}, 2, 9, 100000}, false);
+        checkMessage(MyStatsReply{{"Ada", kKey, 5000, 3, 1, 12.5, "CPU"}, 2, 9, 100000}, false, {"body.stats.device"});
     }
 
     void events()
@@ -414,11 +415,19 @@ private slots:
         row("display name not UTF-8", encodeRequest(JoinRequest{"tiny", "\xff\xfe", "1", ""}, 1), "body.display_name");
         row("overlong UTF-8", encodeRequest(JoinRequest{"tiny", "\xc0\xaf", "1", ""}, 1), "body.display_name");
         row("surrogate in UTF-8", encodeRequest(JoinRequest{"tiny", "\xed\xa0\x80", "1", ""}, 1), "body.display_name");
+        row("device with a control character", encodeRequest(JoinRequest{"tiny", "Ada", "1", "GPU\x1b[2J"}, 1),
+            "body.device");
+        row("device with a bidi override",
+            encodeRequest(JoinRequest{"tiny", "Ada", "1",
+                              "\xe2\x80\xae"
+                              "UPC"},
+                1),
+            "body.device");
         row("metrics limit zero", encodeRequest(MetricsRequest{"tiny", 0, 0}, 1), "body.limit");
         row("leaderboard limit over cap", encodeRequest(LeaderboardRequest{"tiny", kMaxLeaderboardRows + 1}, 1),
             "body.limit");
         row("empty upload chunk", encodeRequest(UploadChunkRequest{"tiny", "s", 1, 0, ""}, 1), "body.data");
-        row("public key not Z85", encodeReply(LeaderboardReply{{{"Ada", std::string(40, '~'), 1, 1, 0, 1}}}, 1),
+        row("public key not Z85", encodeReply(LeaderboardReply{{{"Ada", std::string(40, '~'), 1, 1, 0, 1, ""}}}, 1),
             "body.rows[0].public_key");
         row("info-hash in capitals",
             encodeRequest(SwarmPeersRequest{"tiny", "ABCDEF0123456789ABCDEF0123456789ABCDEF01", 1, false}, 1),
@@ -430,7 +439,7 @@ private slots:
             "body.peers");
         FileInfo file = sampleCheckpoint().files[0];
         file.name = "../../etc/passwd";
-        row("file name with folders", encodeReply(ListCheckpointsReply{{{1, 1, 1, {}, 1, {file}}}}, 1),
+        row("file name with folders", encodeReply(ListCheckpointsReply{{{1, 1, 1, {}, 1, {file}, {}}}}, 1),
             "body.checkpoints[0].files[0].name");
         row("update skips a version", encodeReply(GetUpdateReply{10, 12, "int8", 1000, "u", 1016, kSha, kSha}, 1),
             "body.to_version");

@@ -76,7 +76,7 @@ private:
                 continue;
             auto envelope = decodeEnvelope(request->payload, EnvelopeKind::Request);
             const std::string reply = envelope
-                ? encodeReply(MyStatsReply{{"", request->peerKey, 1, 0, 0, 0}, 1, 1, 1}, envelope->id)
+                ? encodeReply(MyStatsReply{{"", request->peerKey, 1, 0, 0, 0, ""}, 1, 1, 1}, envelope->id)
                 : encodeErrorReply(bestEffortRequestId(request->payload), envelope.error());
             (void)sendReply(m_socket, request->route, reply);
         }

@@ -25,12 +25,19 @@ CREATE INDEX contributions_by_task ON contributions(task_id) WHERE accepted AND 
 PRAGMA user_version=2;
 )sql";
 
+// Schema 2 -> 3: volunteers keep the device their latest join named.
+constexpr const char* kUpgradeFrom2 = R"sql(
+ALTER TABLE volunteers ADD COLUMN device TEXT NOT NULL DEFAULT '';
+PRAGMA user_version=3;
+)sql";
+
 constexpr const char* kSchema = R"sql(
 CREATE TABLE volunteers(
     public_key TEXT PRIMARY KEY NOT NULL,
     display_name TEXT NOT NULL DEFAULT '',
     first_seen_ms INTEGER NOT NULL,
-    last_seen_ms INTEGER NOT NULL) WITHOUT ROWID;
+    last_seen_ms INTEGER NOT NULL,
+    device TEXT NOT NULL DEFAULT '') WITHOUT ROWID;
 CREATE TABLE rounds(
     round INTEGER PRIMARY KEY,
     version INTEGER NOT NULL,
@@ -173,7 +180,7 @@ Result<Ledger> Ledger::open(const std::filesystem::path& path)
             return Error::make(net::errc::kLedgerVersion,
                 file + " has ledger schema " + std::to_string(*userVersion) + ", newer than this program's "
                     + std::to_string(kSchemaVersion) + "; upgrade Crowdtrain");
-        if (*userVersion != kSchemaVersion && *userVersion != 1)
+        if (*userVersion < 1)
             return Error::make(
                 net::errc::kLedgerVersion, file + " has unknown ledger schema " + std::to_string(*userVersion));
         auto check = Statement::prepare(raw, file, "PRAGMA quick_check");
@@ -191,11 +198,14 @@ Result<Ledger> Ledger::open(const std::filesystem::path& path)
         if (Status s = exec(raw, file, pragma); !s)
             return s.error();
     }
-    if (!fresh && *userVersion == 1) {
+    // Each upgrade step in its own transaction: a crash between them leaves
+    // a file of the schema before the step, which the next open upgrades.
+    const char* upgrades[] = {kUpgradeFrom1, kUpgradeFrom2}; // [i]: from i + 1
+    for (int from = fresh ? kSchemaVersion : int(*userVersion); from < kSchemaVersion; ++from) {
         Transaction tx(raw, file);
         if (Status s = tx.begin(); !s)
             return s.error();
-        if (Status s = exec(raw, file, kUpgradeFrom1); !s)
+        if (Status s = exec(raw, file, upgrades[from - 1]); !s)
             return s.error();
         if (Status s = tx.commit(); !s)
             return s.error();
@@ -241,14 +251,16 @@ Ledger::~Ledger()
     sqlite3_close_v2(m_db);
 }
 
-Status Ledger::upsertVolunteer(const std::string& publicKey, const std::string& displayName, int64_t nowMs)
+Status Ledger::upsertVolunteer(
+    const std::string& publicKey, const std::string& displayName, const std::string& device, int64_t nowMs)
 {
     auto s = Statement::prepare(m_db, m_file.string(),
-        "INSERT INTO volunteers(public_key, display_name, first_seen_ms, last_seen_ms) VALUES (?1, ?2, ?3, ?3) "
-        "ON CONFLICT(public_key) DO UPDATE SET display_name = ?2, last_seen_ms = max(last_seen_ms, ?3)");
+        "INSERT INTO volunteers(public_key, display_name, first_seen_ms, last_seen_ms, device) VALUES (?1, ?2, ?3, ?3, "
+        "?4) ON CONFLICT(public_key) DO UPDATE SET display_name = ?2, last_seen_ms = max(last_seen_ms, ?3), device = "
+        "?4");
     if (!s)
         return s.error();
-    s->bind(1, publicKey).bind(2, displayName).bind(3, nowMs);
+    s->bind(1, publicKey).bind(2, displayName).bind(3, nowMs).bind(4, device);
     return s->run();
 }
 

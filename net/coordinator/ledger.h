@@ -93,6 +93,14 @@ struct LeaderboardEntry {
     int64_t rejected = 0;
     double computeSeconds = 0; // of accepted contributions
     double share = 0; // tokens / all accepted tokens of the project, in [0, 1]
+    std::string device; // as its latest join named it
+};
+
+// Accepted work by the device its volunteers named (their latest join's).
+struct DeviceMixRow {
+    std::string device; // "unknown" for keys that named none
+    int64_t volunteers = 0;
+    int64_t tokens = 0;
 };
 
 struct VolunteerRecord {
@@ -104,9 +112,10 @@ struct VolunteerRecord {
 
 class Ledger {
 public:
-    // 2: contributions keep task_id and payload_sha256 (a version 1 file is
-    // upgraded in place when opened).
-    static constexpr int kSchemaVersion = 2;
+    // 2: contributions keep task_id and payload_sha256; 3: volunteers keep
+    // the device their latest join named (older files are upgraded in place
+    // when opened).
+    static constexpr int kSchemaVersion = 3;
 
     // Creates the file (and its schema) when it does not exist.
     static Result<Ledger> open(const std::filesystem::path& file);
@@ -117,8 +126,9 @@ public:
     Ledger& operator=(const Ledger&) = delete;
     ~Ledger();
 
-    // Inserts the volunteer, or updates its display name and last_seen.
-    Status upsertVolunteer(const std::string& publicKey, const std::string& displayName, int64_t nowMs);
+    // Inserts the volunteer, or updates its display name, device and last_seen.
+    Status upsertVolunteer(
+        const std::string& publicKey, const std::string& displayName, const std::string& device, int64_t nowMs);
     Result<std::optional<VolunteerRecord>> volunteer(const std::string& publicKey);
 
     // Round numbers must increase by one (the first is 0). Contributions of
@@ -147,6 +157,9 @@ public:
 
     // Ordered by accepted tokens, then key.
     Result<std::vector<LeaderboardEntry>> leaderboard(int limit);
+    // Accepted tokens by device, most first (ties by name): of round `round`,
+    // or of the whole project when it is absent. At most `limit` rows.
+    Result<std::vector<DeviceMixRow>> deviceMix(std::optional<int64_t> round, int limit);
     Result<LeaderboardEntry> volunteerTotals(const std::string& publicKey);
     Result<std::vector<MetricSample>> metricHistory(int64_t sinceRound);
     Result<std::vector<ContributionRecord>> contributionsOfRound(int64_t round);

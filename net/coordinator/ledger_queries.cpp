@@ -52,7 +52,8 @@ Result<std::vector<LeaderboardEntry>> Ledger::leaderboard(int limit)
         "  FROM contributions GROUP BY public_key), "
         "project AS (SELECT coalesce(sum(tokens), 0) AS tokens FROM contributions WHERE accepted) "
         "SELECT t.public_key, coalesce(v.display_name, ''), t.tokens, t.accepted, t.rejected, t.compute_ms, "
-        "  CASE WHEN project.tokens > 0 THEN CAST(t.tokens AS REAL) / project.tokens ELSE 0 END "
+        "  CASE WHEN project.tokens > 0 THEN CAST(t.tokens AS REAL) / project.tokens ELSE 0 END, "
+        "  coalesce(v.device, '') "
         "FROM totals t CROSS JOIN project LEFT JOIN volunteers v ON v.public_key = t.public_key "
         "ORDER BY t.tokens DESC, t.public_key LIMIT ?1");
     if (!s)
@@ -60,7 +61,24 @@ Result<std::vector<LeaderboardEntry>> Ledger::leaderboard(int limit)
     s->bind(1, int64_t(limit));
     return collect<LeaderboardEntry>(*s, [](const Statement& row) {
         return LeaderboardEntry{row.text(0), row.text(1), row.int64(2), row.int64(3), row.int64(4),
-            double(row.int64(5)) / 1000.0, row.real(6).value_or(0.0)};
+            double(row.int64(5)) / 1000.0, row.real(6).value_or(0.0), row.text(7)};
+    });
+}
+
+Result<std::vector<DeviceMixRow>> Ledger::deviceMix(std::optional<int64_t> round, int limit)
+{
+    auto s = Statement::prepare(m_db, m_file.string(),
+        "SELECT coalesce(nullif(v.device, ''), 'unknown') AS name, count(DISTINCT c.public_key), sum(c.tokens) "
+        "FROM contributions c LEFT JOIN volunteers v ON v.public_key = c.public_key "
+        "WHERE c.accepted AND (?1 IS NULL OR c.round = ?1) "
+        "GROUP BY name ORDER BY sum(c.tokens) DESC, name LIMIT ?2");
+    if (!s)
+        return s.error();
+    if (round)
+        s->bind(1, *round); // unbound: NULL, every round
+    s->bind(2, int64_t(limit));
+    return collect<DeviceMixRow>(*s, [](const Statement& row) {
+        return DeviceMixRow{row.text(0), row.int64(1), row.int64(2)};
     });
 }
 
@@ -70,7 +88,8 @@ Result<LeaderboardEntry> Ledger::volunteerTotals(const std::string& publicKey)
         "SELECT coalesce(sum(CASE WHEN accepted THEN tokens END), 0), coalesce(sum(accepted), 0), "
         "coalesce(sum(1 - accepted), 0), coalesce(sum(CASE WHEN accepted THEN compute_ms END), 0), "
         "(SELECT coalesce(sum(tokens), 0) FROM contributions WHERE accepted), "
-        "(SELECT display_name FROM volunteers WHERE public_key = ?1) "
+        "(SELECT display_name FROM volunteers WHERE public_key = ?1), "
+        "(SELECT device FROM volunteers WHERE public_key = ?1) "
         "FROM contributions WHERE public_key = ?1");
     if (!s)
         return s.error();
@@ -79,7 +98,7 @@ Result<LeaderboardEntry> Ledger::volunteerTotals(const std::string& publicKey)
         return row.error();
     const int64_t projectTokens = s->int64(4);
     return LeaderboardEntry{publicKey, s->text(5), s->int64(0), s->int64(1), s->int64(2), double(s->int64(3)) / 1000.0,
-        projectTokens > 0 ? double(s->int64(0)) / double(projectTokens) : 0.0};
+        projectTokens > 0 ? double(s->int64(0)) / double(projectTokens) : 0.0, s->text(6)};
 }
 
 Result<std::vector<MetricSample>> Ledger::metricHistory(int64_t sinceRound)

@@ -7,8 +7,8 @@ namespace {
 
 net::ContributorRow wireContributor(const LeaderboardEntry& e)
 {
-    return {
-        e.displayName, e.publicKey, uint64_t(e.tokens), uint64_t(e.accepted), uint64_t(e.rejected), e.computeSeconds};
+    return {e.displayName, e.publicKey, uint64_t(e.tokens), uint64_t(e.accepted), uint64_t(e.rejected),
+        e.computeSeconds, e.device};
 }
 
 } // namespace
@@ -37,9 +37,25 @@ Result<net::ListCheckpointsReply> ProjectQueries::listCheckpoints() const
     if (!list)
         return list.error();
     net::ListCheckpointsReply reply;
-    for (const CheckpointInfo& c : *list)
+    for (const CheckpointInfo& c : *list) {
         reply.checkpoints.push_back(wireCheckpoint(c));
+        auto mix = deviceMix(c.round);
+        if (!mix)
+            return mix.error();
+        reply.checkpoints.back().devices = std::move(*mix);
+    }
     return reply;
+}
+
+Result<std::vector<net::DeviceShare>> ProjectQueries::deviceMix(std::optional<int64_t> round) const
+{
+    auto rows = m_store.ledger().deviceMix(round, int(net::kMaxDeviceShares));
+    if (!rows)
+        return rows.error();
+    std::vector<net::DeviceShare> shares;
+    for (const DeviceMixRow& row : *rows)
+        shares.push_back({row.device, uint64_t(row.volunteers), uint64_t(row.tokens)});
+    return shares;
 }
 
 Result<net::MetricsReply> ProjectQueries::metrics(const net::MetricsRequest& request)

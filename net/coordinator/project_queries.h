@@ -25,6 +25,9 @@ public:
     { }
 
     Result<net::ListCheckpointsReply> listCheckpoints() const;
+    // Accepted tokens by the device volunteers named: of one round, or of
+    // the whole project.
+    Result<std::vector<net::DeviceShare>> deviceMix(std::optional<int64_t> round = std::nullopt) const;
     Result<net::MetricsReply> metrics(const net::MetricsRequest& request);
     Result<net::LeaderboardReply> leaderboard(const net::LeaderboardRequest& request);
     Result<net::MyStatsReply> myStats(const std::string& key, int64_t projectTokens);

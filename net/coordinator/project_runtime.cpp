@@ -181,7 +181,7 @@ bool isVerdictOnPayload(std::string_view code)
 
 Result<net::JoinReply> ProjectRuntime::join(const std::string& key, const net::JoinRequest& request, int64_t nowMs)
 {
-    if (Status s = m_store->ledger().upsertVolunteer(key, request.displayName, nowMs); !s)
+    if (Status s = m_store->ledger().upsertVolunteer(key, request.displayName, request.device, nowMs); !s)
         return s.error();
     net::JoinReply reply;
     reply.session = m_sessions->join(key, request.displayName, nowMs);

@@ -167,8 +167,10 @@ void ProjectRuntime::finishEvaluation(bool wait, PublishedEvents& events)
         return;
     if (Status s = m_downloads->publish(); !s)
         std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), s.error().message.c_str());
-    events.frames.push_back(net::encodeEvent(
-        m_spec.name, net::CheckpointPublishedEvent{m_downloads->announced(wireCheckpoint(*done->checkpoint))}));
+    net::CheckpointInfo published = m_downloads->announced(wireCheckpoint(*done->checkpoint));
+    if (auto mix = m_queries->deviceMix(done->round))
+        published.devices = std::move(*mix);
+    events.frames.push_back(net::encodeEvent(m_spec.name, net::CheckpointPublishedEvent{std::move(published)}));
 }
 
 } // namespace crowdtrain::coordinator

@@ -8,6 +8,7 @@
 #include "engine/tokenizer.h"
 #include "net/core_link/core_messages.h"
 #include "net/core_link/windows_file.h"
+#include "net/core_service/cuda_driver.h"
 #include "net/core_service/inner_trainer.h"
 #include "net/wire/error_codes.h"
 
@@ -69,8 +70,10 @@ corelink::CoreHello hello()
     const int64_t gpus = CROWDTRAIN_CORE_CUDA ? int64_t(torch::cuda::device_count()) : 0;
     for (int64_t i = 0; i < gpus; ++i)
         h.devices.push_back("cuda:" + std::to_string(i));
-    if (CROWDTRAIN_CORE_CUDA && gpus == 0)
-        h.note = "no CUDA device: no NVIDIA driver, or one older than this core's CUDA runtime";
+#if CROWDTRAIN_CORE_CUDA
+    if (gpus == 0)
+        h.note = noCudaDeviceNote(probeCudaDriver(), CROWDTRAIN_CUDA_RUNTIME);
+#endif
     return h;
 }
 

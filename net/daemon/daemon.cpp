@@ -164,7 +164,11 @@ Daemon::~Daemon()
     m_checkpoints.reset();
     if (m_swarm)
         m_swarm->stopTicking(); // its ticker asks m_joined whether it trains
-    m_joined.reset(); // stops the agent at a step boundary (it seeds through m_swarm's session)
+    // The agent first, while m_joined is still there: its seeding callbacks
+    // reach it through m_swarm (swarm.training). Then the project.
+    if (m_joined)
+        m_joined->stopAgent();
+    m_joined.reset();
     m_swarm.reset();
     m_server.reset();
     m_resolver.reset(); // the demo hub

@@ -20,6 +20,11 @@ JoinedProject::JoinedProject(JoinedProjectParts parts)
 
 JoinedProject::~JoinedProject()
 {
+    stopAgent();
+}
+
+void JoinedProject::stopAgent()
+{
     std::unique_ptr<ProjectRunner> runner;
     {
         std::lock_guard lock(m_mutex);
@@ -88,8 +93,19 @@ Status JoinedProject::startRunnerLocked(const std::string& hubText, const HubLin
     options.network = m_parts.limits.throttle();
     if (device != setting::kDeviceCpu)
         std::tie(options.gpuMemoryTotalBytes, options.gpuMemoryBudgetBytes) = m_parts.limits.gpuMemory(settings);
-    // The CUDA core when the settings allow a GPU and NVML sees one.
-    options.tryCudaCore = device != setting::kDeviceCpu && m_parts.limits.gpuTemperatureC().has_value();
+    // The CUDA core when the settings ask for CUDA, or allow a GPU and NVML
+    // sees one (asked for and refused: status says why, training goes on
+    // with the CPU core).
+    options.tryCudaCore = device == setting::kDeviceCuda
+        || (device != setting::kDeviceCpu && m_parts.limits.gpuTemperatureC().has_value());
+    // What the project is told this machine trains on: its GPUs when the
+    // CUDA core is installed to use them, else the CPU.
+    std::error_code ec;
+    const std::string gpus = m_parts.limits.gpuLabel(settings);
+    options.deviceLabel
+        = options.tryCudaCore && !gpus.empty() && std::filesystem::exists(corelink::defaultCudaCoreBinary(), ec)
+        ? gpus
+        : "CPU";
     options.log = [this](const std::string& line) { m_parts.log.log(line); };
     options.swarm = m_parts.swarm;
     options.swarmSeeding = m_parts.swarmSeeding;

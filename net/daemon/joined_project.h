@@ -51,6 +51,9 @@ public:
 
     explicit JoinedProject(JoinedProjectParts parts);
     ~JoinedProject(); // stops the agent at a step boundary
+    // Stops the agent at a step boundary and waits for it; the project stays
+    // (its callbacks may still ask it things meanwhile).
+    void stopAgent();
 
     // Reads daemon.json (the followed hubs go to the directory); true when
     // a project is joined, to resume().

@@ -109,6 +109,17 @@ std::vector<unsigned> LimitsMonitor::trainingGpus(const Settings& settings) cons
     return indices;
 }
 
+std::string LimitsMonitor::gpuLabel(const Settings& settings) const
+{
+    if (!m_nvml)
+        return {};
+    std::vector<limits::GpuInfo> gpus;
+    for (unsigned index : trainingGpus(settings))
+        if (auto info = m_nvml->info(index))
+            gpus.push_back(*info);
+    return limits::gpuLabel(gpus);
+}
+
 std::pair<uint64_t, uint64_t> LimitsMonitor::gpuMemory(const Settings& settings) const
 {
     if (!m_nvml)

@@ -61,6 +61,9 @@ public:
     // gpu_devices lists, or with "all" every GPU NVML counts; empty when
     // fewer than two (one device: cudaDevice()).
     std::vector<std::string> cudaDevices(const Settings& settings) const;
+    // The GPUs training uses, named for the project (limits::gpuLabel); ""
+    // without NVML.
+    std::string gpuLabel(const Settings& settings) const;
 
 private:
     void countTraffic(std::chrono::system_clock::time_point now);

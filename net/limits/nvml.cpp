@@ -1,5 +1,7 @@
 #include "net/limits/nvml.h"
 
+#include <algorithm>
+
 #include <dlfcn.h>
 
 #include <vector>
@@ -171,6 +173,25 @@ std::optional<GpuReading> Nvml::read(unsigned index, pid_t self) const
                 reading.othersBusy = true;
     }
     return reading;
+}
+
+std::string gpuLabel(const std::vector<GpuInfo>& gpus)
+{
+    std::vector<std::pair<std::string, int>> kinds; // in the order first seen
+    for (const GpuInfo& gpu : gpus) {
+        const uint64_t gib = (gpu.memoryTotalBytes + (uint64_t(1) << 29)) >> 30; // rounded
+        const std::string name = (gpu.name.empty() ? std::string("NVIDIA GPU") : gpu.name)
+            + (gib > 0 ? ", " + std::to_string(gib) + " GiB" : std::string());
+        auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == name; });
+        if (it == kinds.end())
+            kinds.emplace_back(name, 1);
+        else
+            ++it->second;
+    }
+    std::string label;
+    for (const auto& [name, count] : kinds)
+        label += (label.empty() ? "" : " + ") + (count > 1 ? std::to_string(count) + " x " : std::string()) + name;
+    return label;
 }
 
 } // namespace crowdtrain::limits

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <sys/types.h>
+#include <vector>
 
 namespace crowdtrain::limits {
 
@@ -46,5 +47,10 @@ private:
 };
 
 inline constexpr const char* kNotAvailable = "not available on this machine";
+
+// How a volunteer's GPUs are named to a project (join's `device`): "NVIDIA
+// GeForce RTX 4090, 24 GiB"; several: "2 x NVIDIA H100 80GB HBM3, 80 GiB",
+// different kinds joined by " + ". Empty for none.
+std::string gpuLabel(const std::vector<GpuInfo>& gpus);
 
 } // namespace crowdtrain::limits

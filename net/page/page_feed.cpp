@@ -96,6 +96,10 @@ void PageFeed::rebuild(coordinator::ProjectRuntime& project, Tracker& tracker, i
         next->leaderboard = std::move(board->rows);
     else if (tracker.current)
         next->leaderboard = tracker.current->leaderboard;
+    if (auto devices = project.queries().deviceMix())
+        next->devices = std::move(*devices);
+    else if (tracker.current)
+        next->devices = tracker.current->devices;
 
     if (auto list = project.downloads().listCheckpoints()) {
         const auto dir = m_stateDir / project.name() / "checkpoints";

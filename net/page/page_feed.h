@@ -46,6 +46,7 @@ struct ProjectPage {
     net::ProjectInfo info;
     std::vector<net::MetricRow> metrics; // oldest first
     std::vector<net::ContributorRow> leaderboard; // most tokens first
+    std::vector<net::DeviceShare> devices; // accepted tokens by device, most first
     std::vector<CheckpointView> checkpoints; // oldest first
 };
 

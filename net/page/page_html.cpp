@@ -125,16 +125,35 @@ std::string recentTableHtml(const ProjectPage& page)
 
 std::string leaderboardHtml(const ProjectPage& page)
 {
-    std::string out
-        = "<table id=\"leaderboard\">\n<caption>Volunteers by tokens trained</caption>\n<thead><tr>"
-          "<th scope=\"col\">#</th><th scope=\"col\">Volunteer</th><th scope=\"col\">Tokens</th>"
-          "<th scope=\"col\">Compute-hours</th><th scope=\"col\">Accepted</th><th scope=\"col\">Rejected</th>"
-          "</tr></thead>\n<tbody>\n";
+    std::string out = "<table id=\"leaderboard\">\n<caption>Volunteers by tokens trained</caption>\n<thead><tr>"
+                      "<th scope=\"col\">#</th><th scope=\"col\">Volunteer</th><th scope=\"col\">Device</th>"
+                      "<th scope=\"col\">Tokens</th><th scope=\"col\">Compute-hours</th><th scope=\"col\">Accepted</th>"
+                      "<th scope=\"col\">Rejected</th></tr></thead>\n<tbody>\n";
     std::size_t rank = 0;
     for (const net::ContributorRow& row : page.leaderboard)
         out += "<tr><td>" + std::to_string(++rank) + "</td><td>" + escapeHtml(row.displayName) + "</td><td>"
-            + groupedNumber(row.tokens) + "</td><td>" + hours(row.computeSeconds) + "</td><td>"
-            + groupedNumber(row.roundsAccepted) + "</td><td>" + groupedNumber(row.roundsRejected) + "</td></tr>\n";
+            + escapeHtml(row.device) + "</td><td>" + groupedNumber(row.tokens) + "</td><td>" + hours(row.computeSeconds)
+            + "</td><td>" + groupedNumber(row.roundsAccepted) + "</td><td>" + groupedNumber(row.roundsRejected)
+            + "</td></tr>\n";
+    return out + "</tbody>\n</table>\n";
+}
+
+// What the volunteers train on: accepted tokens by the device they named.
+std::string devicesHtml(const ProjectPage& page)
+{
+    uint64_t total = 0;
+    for (const net::DeviceShare& d : page.devices)
+        total += d.tokens;
+    std::string out = "<table id=\"devices\">\n<caption>Devices the volunteers train on</caption>\n<thead><tr>"
+                      "<th scope=\"col\">Device</th><th scope=\"col\">Volunteers</th><th scope=\"col\">Tokens</th>"
+                      "<th scope=\"col\">Share</th></tr></thead>\n<tbody>\n";
+    for (const net::DeviceShare& d : page.devices) {
+        const double share = total > 0 ? 100.0 * double(d.tokens) / double(total) : 0.0;
+        char percent[32];
+        std::snprintf(percent, sizeof percent, "%.1f %%", share);
+        out += "<tr><td>" + escapeHtml(d.device) + "</td><td>" + groupedNumber(d.volunteers) + "</td><td>"
+            + groupedNumber(d.tokens) + "</td><td>" + percent + "</td></tr>\n";
+    }
     return out + "</tbody>\n</table>\n";
 }
 
@@ -148,6 +167,13 @@ std::string checkpointsHtml(const ProjectPage& page)
         out += "<article class=\"checkpoint\">\n<h3>Round " + groupedNumber(c.round) + "</h3>\n<p>"
             + groupedNumber(c.tokens) + " tokens, validation loss " + loss(c.valLoss) + ", published <time datetime=\""
             + isoTime(c.createdMs) + "\">" + utcTime(c.createdMs) + "</time></p>\n";
+        if (!c.devices.empty()) {
+            std::string trainedOn;
+            for (const net::DeviceShare& d : c.devices)
+                trainedOn += (trainedOn.empty() ? "" : "; ") + escapeHtml(d.device) + " (" + groupedNumber(d.volunteers)
+                    + (d.volunteers == 1 ? " volunteer, " : " volunteers, ") + groupedNumber(d.tokens) + " tokens)";
+            out += "<p class=\"devices\">Trained on: " + trainedOn + "</p>\n";
+        }
         for (const Sample& s : it->samples)
             out += "<figure class=\"sample\"><figcaption>What the model wrote at round " + groupedNumber(c.round)
                 + "</figcaption><pre><strong>" + escapeHtml(s.prompt) + "</strong>" + escapeHtml(s.text)
@@ -251,7 +277,7 @@ std::string projectHtml(const ProjectPage& page, const std::string& hubLink)
     out += "<section aria-labelledby=\"volunteers-h\">\n<h2 id=\"volunteers-h\">Volunteers</h2>\n"
            "<figure><div id=\"chart-volunteers\" class=\"chart\" role=\"img\" aria-label=\"Volunteers online over "
            "time\"></div><figcaption>Volunteers online at each round's close</figcaption></figure>\n"
-        + leaderboardHtml(page) + "</section>\n";
+        + leaderboardHtml(page) + devicesHtml(page) + "</section>\n";
     out += "<section aria-labelledby=\"checkpoints-h\">\n<h2 id=\"checkpoints-h\">Checkpoints</h2>\n<p id=\"access\">"
         + escapeHtml(accessText(i.checkpointAccess)) + "</p>\n" + checkpointsHtml(page) + "</section>\n";
     out += "<section aria-labelledby=\"terms-h\">\n<h2 id=\"terms-h\">Terms</h2>\n<dl class=\"terms\">\n"

@@ -45,14 +45,27 @@ std::string projectListJson(const std::vector<std::shared_ptr<const ProjectPage>
     return dump(list);
 }
 
+namespace {
+
+json deviceShares(const std::vector<net::DeviceShare>& shares)
+{
+    json out = json::array();
+    for (const net::DeviceShare& d : shares)
+        out.push_back({{"device", d.device}, {"volunteers", d.volunteers}, {"tokens", d.tokens}});
+    return out;
+}
+
+} // namespace
+
 std::string projectJson(const ProjectPage& page, const std::string& hubLink)
 {
     const net::ProjectInfo& i = page.info;
     json leaderboard = json::array();
     for (const net::ContributorRow& row : page.leaderboard)
-        leaderboard.push_back(
-            {{"display_name", row.displayName}, {"tokens", row.tokens}, {"compute_hours", row.computeSeconds / 3600.0},
-                {"accepted", row.roundsAccepted}, {"rejected", row.roundsRejected}});
+        leaderboard.push_back({{"display_name", row.displayName}, {"device", row.device}, {"tokens", row.tokens},
+            {"compute_hours", row.computeSeconds / 3600.0}, {"accepted", row.roundsAccepted},
+            {"rejected", row.roundsRejected}});
+    const json devices = deviceShares(page.devices);
     json checkpoints = json::array();
     for (auto it = page.checkpoints.rbegin(); it != page.checkpoints.rend(); ++it) {
         json files = json::array();
@@ -64,9 +77,9 @@ std::string projectJson(const ProjectPage& page, const std::string& hubLink)
         json samples = json::array();
         for (const Sample& s : it->samples)
             samples.push_back({{"prompt", s.prompt}, {"text", s.text}});
-        checkpoints.push_back(
-            {{"round", it->info.round}, {"tokens", it->info.tokens}, {"val_loss", number(it->info.valLoss)},
-                {"created_ms", it->info.createdMs}, {"files", files}, {"samples", samples}});
+        checkpoints.push_back({{"round", it->info.round}, {"tokens", it->info.tokens},
+            {"val_loss", number(it->info.valLoss)}, {"created_ms", it->info.createdMs}, {"files", files},
+            {"samples", samples}, {"devices", deviceShares(it->info.devices)}});
     }
     const json body = {{"name", i.name}, {"description", i.description},
         {"model",
@@ -75,7 +88,7 @@ std::string projectJson(const ProjectPage& page, const std::string& hubLink)
         {"round", i.round}, {"version", i.version}, {"tokens_trained", i.tokensTrained}, {"token_goal", i.tokenGoal},
         {"volunteers_online", i.volunteersOnline}, {"val_loss", number(i.valLoss)}, {"codec", i.codec},
         {"terms", {{"license", i.license}, {"checkpoint_access", i.checkpointAccess}, {"token_goal", i.tokenGoal}}},
-        {"hub_link", hubLink}, {"how_to_join", howToJoin(i.name)}, {"leaderboard", leaderboard},
+        {"hub_link", hubLink}, {"how_to_join", howToJoin(i.name)}, {"leaderboard", leaderboard}, {"devices", devices},
         {"checkpoints", checkpoints}, {"generation", page.generation}, {"updated_ms", page.updatedMs}};
     return dump(body);
 }

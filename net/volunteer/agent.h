@@ -97,6 +97,9 @@ struct AgentOptions {
     // Try the CUDA core first (the daemon sets it when the settings allow a
     // GPU and NVML sees one); see CoreHost.
     bool tryCudaCore = false;
+    // What `join` tells the project this machine trains on ("CPU", "NVIDIA
+    // GeForce RTX 4090, 24 GiB"); empty: "CPU" for device cpu, else device.
+    std::string deviceLabel;
     int coreStepTimeoutMs = 120000;
     // Read between steps and between tasks: true when the device should be
     // given back (a long pause, a snooze, the schedule, a game on the GPU):

@@ -153,7 +153,9 @@ Status AgentLoop::prepare()
     session.serverKey = *serverKey;
     session.project = m_options.project;
     session.displayName = m_options.displayName;
-    session.device = m_options.device;
+    session.device = !m_options.deviceLabel.empty() ? m_options.deviceLabel
+        : m_options.device == "cpu"                 ? std::string("CPU")
+                                                    : m_options.device;
     session.throttle = m_options.network;
     session.clientVersion
         = m_options.clientVersion.empty() ? std::string("crowdtrain-worker ") + kVersion : m_options.clientVersion;
@@ -252,9 +254,21 @@ Status AgentLoop::run()
         const uint64_t delayMs = m_session->backoff().nextDelayMs();
         m_reporter.summary().lastError = error.message;
         m_reporter.log("%s (%s); retrying in %.1f s", error.message.c_str(), error.code.c_str(), double(delayMs) / 1e3);
-        if (error.code != net::errc::kCoreFailed && error.code != net::errc::kCoreHung)
+        const bool coreFault = error.code == net::errc::kCoreFailed || error.code == net::errc::kCoreHung;
+        if (!coreFault)
             m_session->forget();
-        sleepUntil(Clock::now() + std::chrono::milliseconds(delayMs));
+        const auto until = Clock::now() + std::chrono::milliseconds(delayMs);
+        if (coreFault && m_session->joined()) {
+            // The session is kept: it heartbeats through the wait, or the
+            // coordinator would drop it before the next core starts.
+            while (!stopping() && Clock::now() < until) {
+                (void)m_session->keepAlive(m_theta->version());
+                std::this_thread::sleep_for(
+                    std::min<Clock::duration>(std::chrono::milliseconds(50), until - Clock::now()));
+            }
+        } else {
+            sleepUntil(until);
+        }
     }
     // A task trained before a limit was reached still goes in.
     if (m_uploader && m_uploader->pending() && !stopping() && m_session->joined())

@@ -53,7 +53,7 @@ Status Session::join()
     request.project = m_options.project;
     request.displayName = m_options.displayName;
     request.clientVersion = m_options.clientVersion;
-    request.device = m_options.device == "cpu" ? "CPU" : m_options.device;
+    request.device = m_options.device;
     auto reply = m_connection->call<net::JoinReply>(request, controlTimeoutMs());
     if (!reply)
         return reply.error();

@@ -105,6 +105,12 @@ Result<TrainingDevices> trainingDevicesFor(const AgentOptions& options, const en
 {
     TrainingDevices chosen;
     chosen.device = options.device;
+    // A GPU asked for and a core that has none (the CPU core, or a CUDA core
+    // that found no device: CoreHost said why): training goes on on the CPU.
+    const bool coreHasGpu
+        = std::any_of(coreDevices.begin(), coreDevices.end(), [](const std::string& d) { return d != "cpu"; });
+    if (options.device != "cpu" && !coreHasGpu)
+        chosen.device = "cpu";
     // Devices the core reports, each GPU once (NCCL takes one rank a GPU);
     // CPU "devices" may repeat (they are threads).
     std::vector<std::string> usable;
@@ -117,7 +123,7 @@ Result<TrainingDevices> trainingDevicesFor(const AgentOptions& options, const en
         usable.push_back(canonical);
     }
     const int64_t batch = int64_t(inner.batchSize);
-    const bool onCpu = options.device == "cpu" && usable.empty();
+    const bool onCpu = chosen.device == "cpu" && usable.empty();
     const uint64_t budget = onCpu ? 0 : options.gpuMemoryBudgetBytes;
     limits::ModelShape shape{model.nLayer, model.nHead, model.nEmbd, model.blockSize, model.vocabSize,
         int64_t(net::manifestElements(wireManifestOf(model)))};

@@ -71,6 +71,7 @@ inline constexpr uint64_t kMaxTensorDim = uint64_t(1) << 32;
 inline constexpr std::size_t kMaxShardRanges = 1024; // ranges in one task
 inline constexpr std::size_t kMaxCheckpoints = 1024; // list_checkpoints
 inline constexpr std::size_t kMaxCheckpointFiles = 64; // files of one checkpoint
+inline constexpr std::size_t kMaxDeviceShares = 64; // device kinds listed for one checkpoint
 inline constexpr std::size_t kMaxMetricRows = 4096; // one metrics reply
 inline constexpr std::size_t kMaxLeaderboardRows = 1000; // one leaderboard reply
 

@@ -237,10 +237,24 @@ FileInfo FileInfo::read(MapView v)
     return f;
 }
 
+void DeviceShare::write(MapWriter& w) const
+{
+    w.str("device", device).u64("volunteers", volunteers).u64("tokens", tokens);
+}
+
+DeviceShare DeviceShare::read(MapView v)
+{
+    DeviceShare d;
+    d.device = v.displayText("device", {kMaxDeviceChars, 1});
+    d.volunteers = v.u64("volunteers");
+    d.tokens = v.u64("tokens");
+    return d;
+}
+
 void CheckpointInfo::write(MapWriter& w) const
 {
     w.u64("round", round).u64("version", version).u64("tokens", tokens).optF64("val_loss", valLoss);
-    w.u64("created_ms", createdMs).array("files", arrayOf(files));
+    w.u64("created_ms", createdMs).array("files", arrayOf(files)).array("devices", arrayOf(devices));
 }
 
 CheckpointInfo CheckpointInfo::read(MapView v)
@@ -252,6 +266,8 @@ CheckpointInfo CheckpointInfo::read(MapView v)
     c.valLoss = v.optF64("val_loss", 0, kMaxLoss);
     c.createdMs = v.u64("created_ms");
     c.files = readAll<FileInfo>(v, "files", kMaxCheckpointFiles);
+    if (v.has("devices")) // coordinators before 0.1.0's device shares send none
+        c.devices = readAll<DeviceShare>(v, "devices", kMaxDeviceShares);
     return c;
 }
 
@@ -277,7 +293,7 @@ void ContributorRow::write(MapWriter& w) const
 {
     w.str("display_name", displayName).str("public_key", publicKey).u64("tokens", tokens);
     w.u64("rounds_accepted", roundsAccepted).u64("rounds_rejected", roundsRejected);
-    w.f64("compute_seconds", computeSeconds);
+    w.f64("compute_seconds", computeSeconds).str("device", device);
 }
 
 ContributorRow ContributorRow::read(MapView v)
@@ -289,6 +305,8 @@ ContributorRow ContributorRow::read(MapView v)
     r.roundsAccepted = v.u64("rounds_accepted");
     r.roundsRejected = v.u64("rounds_rejected");
     r.computeSeconds = v.f64("compute_seconds", 0, 1e15);
+    if (v.has("device"))
+        r.device = v.displayText("device", {kMaxDeviceChars, 0});
     return r;
 }
 

@@ -160,6 +160,18 @@ struct Task {
     bool operator==(const Task&) const = default;
 };
 
+// The share of accepted work one kind of device trained (as volunteers
+// named their device in `join`).
+struct DeviceShare {
+    std::string device; // "CPU", "NVIDIA GeForce RTX 4090, 24 GiB", "unknown"
+    uint64_t volunteers = 0; // distinct keys
+    uint64_t tokens = 0;
+
+    void write(MapWriter& w) const;
+    static DeviceShare read(MapView v);
+    bool operator==(const DeviceShare&) const = default;
+};
+
 struct CheckpointInfo {
     uint64_t round = 0;
     uint64_t version = 0;
@@ -167,6 +179,7 @@ struct CheckpointInfo {
     std::optional<double> valLoss;
     uint64_t createdMs = 0; // Unix time in milliseconds
     std::vector<FileInfo> files;
+    std::vector<DeviceShare> devices; // who trained round R, most tokens first
 
     void write(MapWriter& w) const;
     static CheckpointInfo read(MapView v);
@@ -193,6 +206,7 @@ struct ContributorRow {
     uint64_t roundsAccepted = 0;
     uint64_t roundsRejected = 0;
     double computeSeconds = 0;
+    std::string device; // from its latest join ("" when it named none)
 
     void write(MapWriter& w) const;
     static ContributorRow read(MapView v);

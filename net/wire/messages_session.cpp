@@ -26,7 +26,7 @@ JoinRequest JoinRequest::read(MapView v)
     r.project = v.projectName("project");
     r.displayName = v.displayText("display_name", {kMaxDisplayNameChars, 0});
     r.clientVersion = v.str("client_version", {kMaxClientVersionChars});
-    r.device = v.str("device", {kMaxDeviceChars, 0});
+    r.device = v.displayText("device", {kMaxDeviceChars, 0});
     return r;
 }
 
