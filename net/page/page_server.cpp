@@ -105,23 +105,22 @@ struct PageServer::Impl {
     {
         http.set_default_headers(securityHeaders());
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-            if (limiter.allow(req.remote_addr, std::chrono::steady_clock::now()))
-                return httplib::Server::HandlerResponse::Unhandled;
-            res.status = 429;
-            res.set_header("Retry-After", "1");
-            res.set_content("Too many requests; try again in a second.\n", kText);
-            return httplib::Server::HandlerResponse::Handled;
+            if (!limiter.allow(req.remote_addr, std::chrono::steady_clock::now())) {
+                res.status = 429;
+                res.set_header("Retry-After", "1");
+                res.set_content("Too many requests; try again in a second.\n", kText);
+                return httplib::Server::HandlerResponse::Handled;
+            }
+            // Read-only, answered before cpp-httplib reads a body: the front
+            // hands on only what has arrived (a body may still be on its way).
+            if (req.method != "GET" && req.method != "HEAD") {
+                res.status = 405;
+                res.set_header("Allow", "GET, HEAD");
+                res.set_content("This page is read-only.\n", kText);
+                return httplib::Server::HandlerResponse::Handled;
+            }
+            return httplib::Server::HandlerResponse::Unhandled;
         });
-        const auto readOnly = [](const httplib::Request&, httplib::Response& res) {
-            res.status = 405;
-            res.set_header("Allow", "GET, HEAD");
-            res.set_content("This page is read-only.\n", kText);
-        };
-        http.Post(".*", readOnly);
-        http.Put(".*", readOnly);
-        http.Patch(".*", readOnly);
-        http.Delete(".*", readOnly);
-        http.Options(".*", readOnly);
 
         http.Get("/", [this](const httplib::Request&, httplib::Response& res) {
             res.set_header("Cache-Control", "no-cache");
