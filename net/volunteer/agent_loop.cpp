@@ -113,10 +113,13 @@ AgentLoop::~AgentLoop()
     m_context.close();
 }
 
-void AgentLoop::sleepUntil(Clock::time_point until)
+void AgentLoop::sleepUntil(Clock::time_point until, const std::function<void()>& eachTick)
 {
-    while (!stopping() && Clock::now() < until)
+    while (!stopping() && Clock::now() < until) {
+        if (eachTick)
+            eachTick();
         std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), until - Clock::now()));
+    }
 }
 
 Status AgentLoop::prepare()
@@ -257,18 +260,13 @@ Status AgentLoop::run()
         const bool coreFault = error.code == net::errc::kCoreFailed || error.code == net::errc::kCoreHung;
         if (!coreFault)
             m_session->forget();
-        const auto until = Clock::now() + std::chrono::milliseconds(delayMs);
-        if (coreFault && m_session->joined()) {
-            // The session is kept: it heartbeats through the wait, or the
-            // coordinator would drop it before the next core starts.
-            while (!stopping() && Clock::now() < until) {
+        // A kept session heartbeats through the wait, or the coordinator
+        // would drop it before the next core starts.
+        const bool kept = coreFault && m_session->joined();
+        sleepUntil(Clock::now() + std::chrono::milliseconds(delayMs), [&] {
+            if (kept)
                 (void)m_session->keepAlive(m_theta->version());
-                std::this_thread::sleep_for(
-                    std::min<Clock::duration>(std::chrono::milliseconds(50), until - Clock::now()));
-            }
-        } else {
-            sleepUntil(until);
-        }
+        });
     }
     // A task trained before a limit was reached still goes in.
     if (m_uploader && m_uploader->pending() && !stopping() && m_session->joined())

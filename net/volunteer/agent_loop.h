@@ -24,6 +24,7 @@
 #include "net/volunteer/uploader.h"
 
 #include <chrono>
+#include <functional>
 #include <optional>
 
 namespace crowdtrain::volunteer {
@@ -53,7 +54,9 @@ private:
     Status waitForWork(uint64_t retryAfterMs);
     bool limitsReached() const;
     bool stopping() const { return m_stop.load(); }
-    void sleepUntil(Clock::time_point until);
+    // Sleeps in 50 ms steps until `until` or a stop, calling `eachTick` (if
+    // any) at each step.
+    void sleepUntil(Clock::time_point until, const std::function<void()>& eachTick = {});
 
     const AgentOptions& m_options;
     CoreHost& m_core;
