@@ -34,6 +34,12 @@ target_compile_definitions(crowdtrain_policy INTERFACE
 option(CROWDTRAIN_SANITIZE "Build with AddressSanitizer and UBSan" OFF)
 if(CROWDTRAIN_SANITIZE)
     target_compile_options(crowdtrain_policy INTERFACE
-        -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+        -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+        # Debug keeps Qt 6's inline functions out of line; the linker exports
+        # them from a test executable when a library it loads references the
+        # same name, and Debian's libtorch 1.13 loads Qt 5 (through OpenCV),
+        # whose QByteArray::append(const char*) then bound to Qt 6's: a crash
+        # in Qt 5's static initialisers (tst_coordinator).
+        -fvisibility-inlines-hidden)
     target_link_options(crowdtrain_policy INTERFACE -fsanitize=address,undefined)
 endif()
