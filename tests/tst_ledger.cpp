@@ -231,8 +231,10 @@ private slots:
         }
         sqlite3* db = nullptr;
         QCOMPARE(sqlite3_open(file.c_str(), &db), SQLITE_OK);
-        QCOMPARE(sqlite3_exec(db, "ALTER TABLE volunteers DROP COLUMN device; PRAGMA user_version = 2", nullptr,
-                     nullptr, nullptr),
+        QCOMPARE(sqlite3_exec(db,
+                     "DROP INDEX contributions_by_round; ALTER TABLE volunteers DROP COLUMN device; "
+                     "PRAGMA user_version = 2",
+                     nullptr, nullptr, nullptr),
             SQLITE_OK);
         sqlite3_close(db);
         {
@@ -249,6 +251,13 @@ private slots:
         QCOMPARE(sqlite3_step(version), SQLITE_ROW);
         QCOMPARE(sqlite3_column_int(version, 0), Ledger::kSchemaVersion);
         sqlite3_finalize(version);
+        sqlite3_stmt* index = nullptr; // a round's device mix reads by it
+        QCOMPARE(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE name = 'contributions_by_round'", -1,
+                     &index, nullptr),
+            SQLITE_OK);
+        QCOMPARE(sqlite3_step(index), SQLITE_ROW);
+        QCOMPARE(sqlite3_column_int(index, 0), 1);
+        sqlite3_finalize(index);
         sqlite3_close(db);
     }
 

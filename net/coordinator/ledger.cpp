@@ -28,6 +28,7 @@ PRAGMA user_version=2;
 // Schema 2 -> 3: volunteers keep the device their latest join named.
 constexpr const char* kUpgradeFrom2 = R"sql(
 ALTER TABLE volunteers ADD COLUMN device TEXT NOT NULL DEFAULT '';
+CREATE INDEX contributions_by_round ON contributions(round) WHERE accepted;
 PRAGMA user_version=3;
 )sql";
 
@@ -66,6 +67,7 @@ CREATE TABLE contributions(
     UNIQUE (round, public_key, submitted_at_ms, accepted, reason));
 CREATE INDEX contributions_by_key ON contributions(public_key, accepted);
 CREATE INDEX contributions_by_task ON contributions(task_id) WHERE accepted AND task_id > 0;
+CREATE INDEX contributions_by_round ON contributions(round) WHERE accepted;
 CREATE TABLE metrics(
     id INTEGER PRIMARY KEY,
     time_ms INTEGER NOT NULL,

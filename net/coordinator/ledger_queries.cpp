@@ -67,16 +67,18 @@ Result<std::vector<LeaderboardEntry>> Ledger::leaderboard(int limit)
 
 Result<std::vector<DeviceMixRow>> Ledger::deviceMix(std::optional<int64_t> round, int limit)
 {
+    // One round's rows come by contributions_by_round (list_checkpoints asks
+    // this for every checkpoint it lists).
     auto s = Statement::prepare(m_db, m_file.string(),
-        "SELECT coalesce(nullif(v.device, ''), 'unknown') AS name, count(DISTINCT c.public_key), sum(c.tokens) "
-        "FROM contributions c LEFT JOIN volunteers v ON v.public_key = c.public_key "
-        "WHERE c.accepted AND (?1 IS NULL OR c.round = ?1) "
-        "GROUP BY name ORDER BY sum(c.tokens) DESC, name LIMIT ?2");
+        std::string("SELECT coalesce(nullif(v.device, ''), 'unknown') AS name, count(DISTINCT c.public_key), "
+                    "sum(c.tokens) FROM contributions c LEFT JOIN volunteers v ON v.public_key = c.public_key "
+                    "WHERE c.accepted")
+            + (round ? " AND c.round = ?2" : "") + " GROUP BY name ORDER BY sum(c.tokens) DESC, name LIMIT ?1");
     if (!s)
         return s.error();
+    s->bind(1, int64_t(limit));
     if (round)
-        s->bind(1, *round); // unbound: NULL, every round
-    s->bind(2, int64_t(limit));
+        s->bind(2, *round);
     return collect<DeviceMixRow>(*s, [](const Statement& row) {
         return DeviceMixRow{row.text(0), row.int64(1), row.int64(2)};
     });
