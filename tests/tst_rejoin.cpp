@@ -1,7 +1,10 @@
-// A volunteer whose coordinator comes back, mid-task, with another model and
-// other inner settings (issue 24): the session re-joins while the task
-// trains, the task is dropped, and the volunteer trains the new model, with
-// a real crowdtrain-server on a fixed loopback port restarted under it.
+// A volunteer's session against a real crowdtrain-server on loopback:
+// - the coordinator comes back, mid-task, with another model and other
+//   inner settings (issue 24): the session re-joins while the task trains,
+//   the task is dropped, and the volunteer trains the new model;
+// - work between training and the upload that takes many heartbeat
+//   intervals (encoding at GPT-2 size takes seconds) keeps the session: the
+//   task is accepted, never dropped for a session the coordinator ended.
 #include "coordinator_process.h"
 #include "free_port.h"
 #include "net/volunteer/agent.h"
@@ -10,6 +13,7 @@
 #include <QTest>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -20,6 +24,7 @@ class TestRejoin : public QObject {
 
 private slots:
     void changedModelWhileTrainingDropsTheTask();
+    void aSlowEncodeKeepsTheSession();
 };
 
 void TestRejoin::changedModelWhileTrainingDropsTheTask()
@@ -88,6 +93,43 @@ void TestRejoin::changedModelWhileTrainingDropsTheTask()
     agent.stop();
     runner.join();
     QVERIFY2(ran, ran ? "" : ran.error().message.c_str());
+}
+
+void TestRejoin::aSlowEncodeKeepsTheSession()
+{
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    const std::filesystem::path root = tmp.path().toStdString();
+    const auto data = testing::preparedText(root / "prepared");
+    testing::SpecOptions spec;
+    spec.innerSteps = 2;
+    spec.tasksPerRound = 1;
+    testing::ServerProcess server;
+    // A session ends after 3 silent intervals of 200 ms.
+    QVERIFY(server.start(testing::writeSpec(root / "spec", data, spec), root / "state", 200));
+
+    volunteer::AgentOptions options;
+    options.endpoint = server.endpoint;
+    options.serverKey = server.publicKey;
+    options.project = "tiny";
+    options.dataDir = root / "volunteer";
+    options.threads = 1;
+    // The encoding of each task's pseudo-gradient stands still for ten
+    // intervals, as a 124M model's does on a slow machine. The pause is the
+    // condition under test (the slow work), not a wait for something.
+    options.alterPseudoGradient = [](std::vector<float>&) { std::this_thread::sleep_for(std::chrono::seconds(2)); };
+    volunteer::VolunteerAgent agent(options);
+    Status ran = Status::success();
+    std::thread runner([&] { ran = agent.run(); });
+    // The first task's fate: accepted, or dropped for a lost session.
+    QTRY_VERIFY_WITH_TIMEOUT(agent.summary().accepted + agent.summary().dropped >= 1, 120000);
+    agent.stop();
+    runner.join();
+    QVERIFY2(ran, ran ? "" : ran.error().message.c_str());
+    const volunteer::AgentSummary summary = agent.summary();
+    QCOMPARE(summary.dropped, uint64_t(0));
+    QCOMPARE(summary.accepted, uint64_t(1));
+    QCOMPARE(summary.reconnects, uint64_t(0));
 }
 
 QTEST_GUILESS_MAIN(TestRejoin)

@@ -525,7 +525,10 @@ Status AgentLoop::trainTask(const net::Task& task)
         for (size_t i = 0; i < outcome->local.size(); ++i)
             outcome->local[i] += base->values[i] - theta->values[i];
     }
-    if (Status taken = m_uploader->take(task, *base, *outcome); !taken)
+    // Seconds at GPT-2 size (the delta, its encoding, the residual saved):
+    // heartbeats go on meanwhile, or the coordinator counts us gone.
+    if (Status taken = m_session->whileAlive([&] { return m_uploader->take(task, *base, *outcome); }, base->version);
+        !taken)
         return taken;
     m_reporter.log("task %llu: trained %llu steps, loss %.4f (last %.4f), %.0f tok/s, %.1f s compute of %.1f s",
         static_cast<unsigned long long>(task.taskId), static_cast<unsigned long long>(outcome->steps),

@@ -188,12 +188,21 @@ Status ThetaSync::applyOneUpdate()
     auto bytes = downloadResource(reply->resource, reply->sha256);
     if (!bytes)
         return bytes.error();
-    auto next = applyPublishedUpdate(m_theta->values, *codec, *bytes, reply->stateSha256, sparse ? &*sparse : nullptr);
-    if (!next)
-        return Error::make(
-            next.error().code, "update from version " + std::to_string(from) + ": " + next.error().message);
-    if (Status saved = saveFloats(m_folder.thetaFile(), from + 1, m_session.joinReply().manifestSha256, *next); !saved)
-        return saved;
+    // Seconds at GPT-2 size (decode, hash, theta saved): heartbeats go on.
+    const std::string manifest = m_session.joinReply().manifestSha256;
+    Result<std::vector<float>> next = Error::make(net::errc::kCancelled, "not applied");
+    if (Status applied = m_session.whileAlive(
+            [&]() -> Status {
+                next = applyPublishedUpdate(
+                    m_theta->values, *codec, *bytes, reply->stateSha256, sparse ? &*sparse : nullptr);
+                if (!next)
+                    return Error::make(
+                        next.error().code, "update from version " + std::to_string(from) + ": " + next.error().message);
+                return saveFloats(m_folder.thetaFile(), from + 1, manifest, *next);
+            },
+            from);
+        !applied)
+        return applied;
     m_theta = std::make_shared<const Theta>(Theta{from + 1, reply->stateSha256, std::move(*next)});
     m_reporter.log("version %llu: applied the update (%zu bytes), SHA-256 verified",
         static_cast<unsigned long long>(from + 1), bytes->size());
@@ -217,14 +226,24 @@ Status ThetaSync::downloadFullState()
         = swarmed ? Result<std::string>(std::move(*swarmed)) : downloadResource(join.stateResource, join.stateSha256);
     if (!bytes)
         return bytes.error();
-    auto values = floatsFromBytes(*bytes, m_elements);
-    if (!values)
-        return values.error();
-    const std::string sha = floatsSha256(*values);
-    if (sha != join.stateSha256)
-        return Error::make(net::errc::kChecksumMismatch, join.stateResource + " does not match the announced SHA-256");
-    if (Status saved = saveFloats(m_folder.thetaFile(), version, join.manifestSha256, *values); !saved)
-        return saved;
+    // Seconds at GPT-2 size (hash, theta saved): heartbeats go on. The join
+    // reply is copied: a re-join meanwhile would replace the session's.
+    Result<std::vector<float>> values = Error::make(net::errc::kCancelled, "not read");
+    std::string sha;
+    if (Status checked = m_session.whileAlive(
+            [&, join]() -> Status {
+                values = floatsFromBytes(*bytes, m_elements);
+                if (!values)
+                    return values.error();
+                sha = floatsSha256(*values);
+                if (sha != join.stateSha256)
+                    return Error::make(
+                        net::errc::kChecksumMismatch, join.stateResource + " does not match the announced SHA-256");
+                return saveFloats(m_folder.thetaFile(), version, join.manifestSha256, *values);
+            },
+            this->version());
+        !checked)
+        return checked;
     m_theta = std::make_shared<const Theta>(Theta{version, sha, std::move(*values)});
     m_session.noteServerVersion(std::max(m_session.serverVersion(), version));
     m_reporter.log("version %llu: full state downloaded and verified", static_cast<unsigned long long>(version));

@@ -30,6 +30,7 @@ void Uploader::configure(diloco::Codec codec, uint64_t elements, const std::stri
 {
     m_codec = codec;
     m_sparse = std::move(sparse);
+    m_manifestSha256 = manifestSha256;
     if (!m_residualLoaded) {
         m_residualLoaded = true;
         auto residual = loadFloats(m_folder.residualFile());
@@ -63,7 +64,7 @@ Status Uploader::take(const net::Task& task, const Theta& theta, const TaskOutco
     pending.tokens = outcome.tokens;
     pending.computeMs = outcome.computeMs;
     pending.meanLoss = outcome.meanLoss;
-    if (Status saved = saveFloats(m_folder.residualFile(), 0, m_session.joinReply().manifestSha256, m_residual); !saved)
+    if (Status saved = saveFloats(m_folder.residualFile(), 0, m_manifestSha256, m_residual); !saved)
         return saved;
     m_pending = std::move(pending);
     return Status::success();

@@ -53,7 +53,9 @@ public:
         std::optional<diloco::SparseLayout> sparse = std::nullopt);
 
     // Encodes the task's pseudo-gradient and keeps it as the pending
-    // submission (the residual is saved first). Errors: "io_error".
+    // submission (the residual is saved first). Errors: "io_error". It
+    // touches no session state, so that it may run beside heartbeats (at
+    // GPT-2 size it takes seconds: Session::whileAlive).
     Status take(const net::Task& task, const Theta& theta, const TaskOutcome& outcome);
     bool pending() const { return m_pending.has_value(); }
 
@@ -74,6 +76,7 @@ private:
     diloco::Codec m_codec = diloco::Codec::Int8;
     std::optional<diloco::SparseLayout> m_sparse;
     uint64_t m_elements = 0;
+    std::string m_manifestSha256; // the model's, from configure()
     bool m_residualLoaded = false;
     std::vector<float> m_residual;
     std::optional<PendingSubmission> m_pending;
