@@ -107,6 +107,8 @@ done
 echo
 echo "Server, one line a round:"
 grep " closed: " "$work/server.err" | sed 's/^/    /'
+echo "The loop's work of 250 ms or more (core/slow_work.h):"
+grep "the loop was busy" "$work/server.err" | sed 's/^/    /' || echo "    none"
 echo "Server peak RSS: $(awk '/Maximum resident set size/ {print int($6/1024)}' "$work/server.err") MB"
 echo
 echo "State folder after $rounds rounds: $(du -sb "$work/state/gpt2" | cut -f1) bytes"

@@ -403,15 +403,16 @@ private slots:
         restarted.kill();
     }
 
-    // A round's close runs off the loop (aggregate, files, hashes; then the
-    // ledger's commit; then evaluation and checkpoint). The server killed
+    // A round's close runs off the loop (aggregate, files, the ledger's
+    // commit on the worker, hashes; then the switch on the loop; then
+    // evaluation and checkpoint). The server killed
     // at any of those points, then restarted, makes the same next version
     // as one never killed: every accepted submission is in it, bit for bit.
     void aCrashAnywhereInTheCloseLosesNothingAccepted_data()
     {
         QTest::addColumn<QString>("point");
         QTest::newRow("no crash (the reference)") << QString();
-        for (const char* point : {"close-begun", "close-written", "close-published", "evaluate"})
+        for (const char* point : {"close-begun", "close-written", "close-committed", "close-published", "evaluate"})
             QTest::newRow(point) << QString::fromLatin1(point);
     }
 

@@ -1,6 +1,7 @@
 #include "net/coordinator/coordinator_server.h"
 
 #include "core/clock.h"
+#include "core/slow_work.h"
 #include "net/transfer/resource_table.h"
 #include "net/transport/curve_socket.h"
 #include "net/wire/error_codes.h"
@@ -131,6 +132,7 @@ void CoordinatorServer::tickProjects()
     for (auto& [name, runtime] : m_projects) {
         try {
             const int64_t now = core::unixNowMs();
+            const core::SlowWork slow(name + "'s tick");
             publish(runtime->tick(now));
             if (m_tickObserver)
                 m_tickObserver(*runtime, now);
@@ -172,6 +174,7 @@ std::string CoordinatorServer::handle(
     if (!envelope)
         return net::encodeErrorReply(net::bestEffortRequestId(request), envelope.error());
     try {
+        const core::SlowWork slow("a " + envelope->type + " request");
         auto reply = dispatch(*envelope, peerKey, nowMs, peerAddress);
         if (!reply)
             return net::encodeErrorReply(envelope->id, net::protocolError(reply.error()));

@@ -1,6 +1,7 @@
 #include "net/coordinator/project_runtime.h"
 
 #include "core/clock.h"
+#include "core/slow_work.h"
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
 #include "net/transfer/sha256.h"
@@ -8,6 +9,8 @@
 #include "net/wire/error_codes.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <string_view>
 
 namespace crowdtrain::coordinator {
@@ -32,6 +35,8 @@ ProjectRuntime::~ProjectRuntime()
         m_closing->wait();
     if (m_evaluation)
         (void)m_evaluation->finish(true);
+    if (m_removing.valid())
+        m_removing.wait();
 }
 
 Result<std::unique_ptr<ProjectRuntime>> ProjectRuntime::open(
@@ -282,9 +287,19 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
     if (m_options.faultPoint)
         m_options.faultPoint("tick", m_round->openRound());
     PublishedEvents events;
-    collectClose(false, events);
-    finishEvaluation(false, events);
-    m_downloads->tick(nowMs);
+    {
+        const core::SlowWork slow("publishing round " + std::to_string(m_round->openRound()));
+        collectClose(false, events);
+    }
+    {
+        const core::SlowWork slow("the evaluation's results");
+        finishEvaluation(false, events);
+    }
+    {
+        const core::SlowWork slow("the downloads' tick");
+        m_downloads->tick(nowMs);
+    }
+    removeReleasedFiles();
     for (const std::string& gone : m_sessions->expire(nowMs))
         m_policy->endTasksOf(gone);
     for (uint64_t expired : m_tasks->expire(nowMs))
@@ -293,9 +308,24 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
         events.frames.push_back(net::encodeEvent(m_spec.name, *wrapUp));
     // One close at a time, its evaluation included (the model is the
     // evaluation's): a round due meanwhile waits, the loop does not.
-    if (m_policy->roundDue() && !closing())
+    if (m_policy->roundDue() && !closing()) {
+        const core::SlowWork slow("beginning the close of round " + std::to_string(m_round->openRound()));
         beginClose(nowMs);
+    }
     return events;
+}
+
+void ProjectRuntime::removeReleasedFiles()
+{
+    if (m_removing.valid() && m_removing.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+        return;
+    std::vector<std::filesystem::path> files = m_store->takeUnreferenced();
+    if (files.empty())
+        return;
+    m_removing = std::async(std::launch::async, [files = std::move(files), name = m_spec.name] {
+        if (Status s = ProjectStore::removeFiles(files); !s) // only costs disk
+            std::fprintf(stderr, "%s: %s\n", name.c_str(), s.error().message.c_str());
+    });
 }
 
 } // namespace crowdtrain::coordinator

@@ -154,6 +154,9 @@ private:
     // Records a finished evaluation (ledger, event, checkpoint, the round's
     // report); with `wait`, waits for a running one first.
     void finishEvaluation(bool wait, PublishedEvents& events);
+    // Files released between closes (an old state withdrawn) are unlinked
+    // on a thread of their own: GB-sized files take a while.
+    void removeReleasedFiles();
 
     ProjectSpec m_spec;
     RuntimeOptions m_options;
@@ -183,6 +186,7 @@ private:
     };
     std::optional<Report> m_report; // of the close or evaluation in progress
     std::optional<std::future<Result<RoundState::Closed>>> m_closing;
+    std::future<void> m_removing; // removeReleasedFiles()
 };
 
 } // namespace crowdtrain::coordinator

@@ -53,15 +53,15 @@ void ProjectRuntime::collectClose(bool wait, PublishedEvents& events)
     Result<RoundState::Closed> closed = m_closing->get();
     m_closing.reset();
     m_round->setClosing(false);
-    Status published = closed ? m_round->publishClose(*closed) : Status(closed.error());
-    if (!published) {
+    if (!closed) {
         // Nothing changed: the round stays open and the next tick tries again.
         std::fprintf(stderr, "%s: round %lld not closed: %s\n", m_spec.name.c_str(),
-            static_cast<long long>(m_round->openRound()), published.error().message.c_str());
+            static_cast<long long>(m_round->openRound()), closed.error().message.c_str());
         m_report.reset();
         m_downloads->forgetVersion(m_round->openRound());
         return;
     }
+    m_round->publishClose(*closed);
     const int64_t round = closed->round;
     if (m_options.faultPoint) {
         try { // a point to crash at (the restart tests); a throw here changes nothing

@@ -238,9 +238,26 @@ Result<RoundState::Closed> RoundState::computeClose(const CloseInput& input, con
         }
         if (fault)
             fault("close-written", closed.round);
+        if (Status s = commit(closed); !s) {
+            restore(closed);
+            return s.error();
+        }
     } catch (...) {
         restore(closed);
         throw;
+    }
+    // Committed: the aggregate is spent. Zeroed here rather than on the loop
+    // (GBs to fill at GPT-2 1.5B); nothing reads it until add() is allowed again.
+    m_aggregator.reset();
+    m_freshAggregator.reset();
+    if (m_sparse) {
+        m_sparse->reset();
+        m_freshSparse->reset();
+    }
+    if (fault) {
+        try { // a point to crash at (the restart tests); a throw here changes nothing
+            fault("close-committed", closed.round);
+        } catch (const std::exception&) { }
     }
     return closed;
 }
@@ -253,12 +270,24 @@ void RoundState::restore(Closed& closed)
     m_residual = std::move(closed.savedResidual);
 }
 
-Status RoundState::publishClose(Closed& closed)
+Status RoundState::commit(Closed& closed)
 {
-    if (Status s = m_store.commitWritten(closed.commit, closed.round, !closed.update.empty()); !s) {
-        restore(closed);
-        return s;
+    if (!m_closeLedger) {
+        auto ledger = Ledger::open(m_store.ledger().file());
+        if (!ledger)
+            return ledger.error();
+        m_closeLedger.emplace(std::move(*ledger));
     }
+    auto committed = m_store.commitRecord(*m_closeLedger, closed.commit, closed.round, !closed.update.empty());
+    if (!committed)
+        return committed.error();
+    closed.committed = std::move(*committed);
+    return Status::success();
+}
+
+void RoundState::publishClose(Closed& closed)
+{
+    m_store.noteCommitted(closed.committed);
     // Committed: the new version is the truth from here on.
     closed.savedMomentum = std::vector<float>();
     closed.savedResidual = std::vector<float>();
@@ -266,15 +295,8 @@ Status RoundState::publishClose(Closed& closed)
     m_params = closed.params;
     m_paramsSha = closed.written.paramsSha256;
     m_totalTokens += m_acceptedTokens;
-    m_aggregator.reset();
-    m_freshAggregator.reset();
-    if (m_sparse) {
-        m_sparse->reset();
-        m_freshSparse->reset();
-    }
     m_accepted.clear();
     m_acceptedTokens = 0;
-    return Status::success();
 }
 
 Result<RoundState::Closed> RoundState::close(
@@ -283,8 +305,7 @@ Result<RoundState::Closed> RoundState::close(
     auto closed = computeClose(closeInput(nowMs, volunteersOnline, plan, std::move(serviceBytes)));
     if (!closed)
         return closed.error();
-    if (Status s = publishClose(*closed); !s)
-        return s.error();
+    publishClose(*closed);
     return closed;
 }
 

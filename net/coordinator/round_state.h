@@ -17,8 +17,9 @@
 //
 // A close runs in two steps so that the server's loop never waits on it:
 // computeClose() (aggregate, outer step, the files of the next version
-// written and hashed) on a worker thread, then publishClose() on the loop
-// (the ledger's commit, and the switch to the new version). Between the
+// written and hashed, the ledger's commit through a second connection of
+// its own) on a worker thread, then publishClose() on the loop (the switch
+// to the new version). Between the
 // two the round is closing(): the worker alone touches the aggregate, the
 // outer momentum and the residual; the loop reads the version, theta and
 // the accepted list, which do not change, and add() is refused.
@@ -106,17 +107,19 @@ public:
         std::string update; // the encoded update that made the new version
         std::shared_ptr<const std::vector<float>> params; // theta of the new version
         WrittenState written;
+        RoundRecord committed; // as the ledger has it
         // The optimizer's state before the close, put back if it is not committed.
         std::vector<float> savedMomentum, savedResidual;
     };
     using FaultPoint = std::function<void(std::string_view, int64_t)>;
-    // The round's close up to the files of the next version (on a worker
-    // thread, while closing()). On an error or an exception nothing changed
-    // but the orphan files, which open() removes.
+    // The round's close up to the files of the next version and their
+    // commit in the ledger (on a worker thread, while closing()). On an
+    // error or an exception nothing changed but the orphan files, which
+    // open() removes. Committed, the new version is the truth: a crash
+    // before publishClose() restarts from it.
     Result<Closed> computeClose(const CloseInput& input, const FaultPoint& fault = {});
-    // The ledger's commit of what computeClose() made, and the new version
-    // (on the loop). On an error nothing changed.
-    Status publishClose(Closed& closed);
+    // The switch to the version computeClose() committed (on the loop).
+    void publishClose(Closed& closed);
     // Both at once (tests and benches).
     Result<Closed> close(int64_t nowMs, uint64_t volunteersOnline, const DataPlan& plan, std::string serviceBytes);
 
@@ -129,6 +132,7 @@ private:
     Result<std::vector<float>> sparseAverage() const;
     Status writeNext(const std::vector<float>& average, Closed& closed, const CloseInput& input);
     void restore(Closed& closed);
+    Status commit(Closed& closed);
 
     const ProjectSpec& m_spec;
     ProjectStore& m_store;
@@ -148,6 +152,7 @@ private:
     std::vector<AcceptedSubmission> m_accepted;
     int64_t m_acceptedTokens = 0;
     bool m_closing = false;
+    std::optional<Ledger> m_closeLedger; // the worker's connection, opened at its first close
 };
 
 } // namespace crowdtrain::coordinator

@@ -139,9 +139,17 @@ void ProjectStore::releaseTheta(int64_t version)
 {
     if (m_heldThetas.erase(version) == 0 || (m_lastRound && m_lastRound->version == version))
         return;
+    const std::filesystem::path files[]
+        = {thetaFile(version), m_dir / "state" / ("." + thetaFileName(version) + ".torrent")};
+    if (m_deferPruning) { // removed with the next close's files, off the loop
+        for (const std::filesystem::path& file : files)
+            if (std::find(m_unreferenced.begin(), m_unreferenced.end(), file) == m_unreferenced.end())
+                m_unreferenced.push_back(file);
+        return;
+    }
     std::error_code ec;
-    std::filesystem::remove(thetaFile(version), ec);
-    std::filesystem::remove(m_dir / "state" / ("." + thetaFileName(version) + ".torrent"), ec);
+    for (const std::filesystem::path& file : files)
+        std::filesystem::remove(file, ec);
 }
 
 Result<GlobalState> ProjectStore::loadLatest()
@@ -213,26 +221,43 @@ void ProjectStore::removeUncommitted(int64_t version) const
 
 Status ProjectStore::commitWritten(RoundCommit commit, int64_t version, bool withUpdate)
 {
+    auto committed = commitRecord(m_ledger, std::move(commit), version, withUpdate);
+    if (!committed)
+        return committed.error();
+    noteCommitted(std::move(*committed));
+    return Status::success();
+}
+
+Result<RoundRecord> ProjectStore::commitRecord(
+    Ledger& ledger, RoundCommit commit, int64_t version, bool withUpdate) const
+{
     const int64_t nextRound = m_lastRound ? m_lastRound->round + 1 : 0;
     if (commit.record.round != nextRound)
         return Error::make(net::errc::kBadCommit,
             "round " + std::to_string(commit.record.round) + " is not the next round " + std::to_string(nextRound));
     if (Status s = checkNext(version, m_parameters, withUpdate); !s)
-        return s;
+        return s.error();
     commit.record.version = version;
     commit.record.stateFile = stateFileName(version);
     commit.record.updateFile = withUpdate ? updateFileName(version) : std::string();
     for (ContributionRecord& c : commit.contributions)
         c.round = commit.record.round;
-    if (Status s = m_ledger.commitRound(commit); !s) {
+    if (Status s = ledger.commitRound(commit); !s) {
         // Not named by the ledger: orphans now, removed right away.
         removeUncommitted(version);
-        return s;
+        return s.error();
     }
-    auto last = m_ledger.lastRound();
+    auto last = ledger.lastRound();
     if (!last)
         return last.error();
-    m_lastRound = *last;
+    if (!*last || (*last)->round != commit.record.round)
+        return Error::make(net::errc::kBadCommit, ledger.file().string() + " does not show the round just committed");
+    return std::move(**last);
+}
+
+void ProjectStore::noteCommitted(RoundRecord record)
+{
+    m_lastRound = std::move(record);
     // The round is durable; failing to prune old files only costs disk.
     if (!m_deferPruning) {
         (void)removeUnreferencedFiles(nullptr, false);
@@ -241,7 +266,6 @@ Status ProjectStore::commitWritten(RoundCommit commit, int64_t version, bool wit
             if (std::find(m_unreferenced.begin(), m_unreferenced.end(), path) == m_unreferenced.end())
                 m_unreferenced.push_back(std::move(path));
     }
-    return Status::success();
 }
 
 Result<std::string> ProjectStore::readUpdate(int64_t version)

@@ -120,6 +120,14 @@ public:
     // (removing them when that fails) and prunes what is no longer kept.
     Result<WrittenState> writeVersion(const GlobalStateView& state, std::string_view encodedUpdate) const;
     Status commitWritten(RoundCommit commit, int64_t version, bool withUpdate);
+    // commitWritten() in two steps, so that the ledger's transaction (an
+    // fsync: up to a second on a busy disk) runs off the loop.
+    // commitRecord does the transaction through `ledger`, which may be a
+    // second connection to ledger().file() on another thread (while the
+    // loop calls no commit), and returns the round as the ledger now has
+    // it; noteCommitted then makes it the last round (on the loop).
+    Result<RoundRecord> commitRecord(Ledger& ledger, RoundCommit commit, int64_t version, bool withUpdate) const;
+    void noteCommitted(RoundRecord record);
     // The files of a version written but never committed (a failed close).
     void removeUncommitted(int64_t version) const;
 
@@ -145,7 +153,8 @@ public:
     std::vector<std::filesystem::path> takeUnreferenced();
     static Status removeFiles(const std::vector<std::filesystem::path>& files);
     // Downloads serves theta_version: its file stays past the next commits
-    // until released (then it goes, unless it is the last).
+    // until released (then it goes, unless it is the last; with deferred
+    // pruning it joins the files takeUnreferenced() hands over).
     void holdTheta(int64_t version) { m_heldThetas.insert(version); }
     void releaseTheta(int64_t version);
     // theta_v: "state/state-v<v>", under dir().
