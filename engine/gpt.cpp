@@ -106,14 +106,24 @@ GptImpl::GptImpl(const GptConfig& c)
     }
 }
 
-torch::Tensor GptImpl::forward(const torch::Tensor& idx)
+torch::Tensor GptImpl::embed(const torch::Tensor& idx)
 {
     const int64_t t = idx.size(1);
     TORCH_CHECK(t <= m_config.blockSize, "sequence of ", t, " tokens exceeds block_size ", m_config.blockSize);
     const auto positions = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
-    auto x = m_drop->forward(m_wte->forward(idx) + m_wpe->forward(positions));
-    for (const auto& block : *m_h)
-        x = block->as<Block>()->forward(x);
+    return m_drop->forward(m_wte->forward(idx) + m_wpe->forward(positions));
+}
+
+torch::Tensor GptImpl::block(int64_t i, const torch::Tensor& x)
+{
+    return (*m_h)[std::size_t(i)]->as<Block>()->forward(x);
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& idx)
+{
+    auto x = embed(idx);
+    for (int64_t i = 0; i < blockCount(); ++i)
+        x = block(i, x);
     x = m_lnF->forward(x);
     return torch::nn::functional::linear(x, m_wte->weight);
 }
@@ -121,6 +131,12 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx)
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets)
 {
     const auto logits = forward(idx);
+    return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+torch::Tensor GptImpl::headLoss(const torch::Tensor& x, const torch::Tensor& targets)
+{
+    const auto logits = torch::nn::functional::linear(m_lnF->forward(x), m_wte->weight);
     return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 

@@ -64,6 +64,14 @@ public:
     // Mean cross-entropy of the next-token prediction.
     torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets);
 
+    // forward() and loss() part by part, for activation checkpointing
+    // (engine/checkpointing.h): idx -> hidden [B, T, C], block i, and the
+    // final LayerNorm + tied LM head + cross-entropy.
+    torch::Tensor embed(const torch::Tensor& idx);
+    int64_t blockCount() const { return m_config.nLayer; }
+    torch::Tensor block(int64_t i, const torch::Tensor& x);
+    torch::Tensor headLoss(const torch::Tensor& x, const torch::Tensor& targets);
+
     const GptConfig& config() const { return m_config; }
     int64_t parameterCount() const;
 

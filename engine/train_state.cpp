@@ -85,6 +85,8 @@ torch::Tensor& cpuGeneratorState(torch::Tensor& holder)
 
 Status Trainer::saveState(const std::filesystem::path& file) const
 {
+    if (m_options.int8Moments)
+        return Error::make(errc::kBadOptions, "a trainer with 8-bit AdamW moments cannot save its state yet");
     try {
         nlohmann::json meta;
         meta["format"] = "crowdtrain-train-state";

@@ -1,5 +1,8 @@
 #include "engine/trainer.h"
 
+#include "engine/adamw8bit.h"
+#include "engine/autocast_scope.h"
+#include "engine/checkpointing.h"
 #include "engine/cpu_kernels.h"
 #include "engine/data_parallel.h"
 #include "engine/error_codes.h"
@@ -7,7 +10,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -17,43 +19,6 @@
 namespace crowdtrain::engine {
 namespace {
 
-// bf16 autocast for the forward pass on CUDA; a no-op elsewhere. libtorch
-// 2.4 replaced the CUDA-only switches with per-device ones (and deprecated
-// the old, which -Werror turns into a build failure).
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-void setCudaAutocast(bool enabled)
-{
-    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-    at::autocast::set_autocast_enabled(at::kCUDA, enabled);
-}
-#else
-void setCudaAutocast(bool enabled)
-{
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    at::autocast::set_enabled(enabled);
-}
-#endif
-
-class AutocastScope {
-public:
-    AutocastScope(bool enable)
-        : m_enabled(enable)
-    {
-        if (m_enabled)
-            setCudaAutocast(true);
-    }
-    ~AutocastScope()
-    {
-        if (m_enabled) {
-            setCudaAutocast(false);
-            at::autocast::clear_cache();
-        }
-    }
-
-private:
-    bool m_enabled;
-};
-
 // The elements of a gradient the update reads through raw pointers.
 float* gradientData(const torch::Tensor& param)
 {
@@ -61,6 +26,18 @@ float* gradientData(const torch::Tensor& param)
     if (!grad.defined() || !grad.device().is_cpu() || grad.scalar_type() != torch::kFloat || !grad.is_contiguous())
         throw std::logic_error("a CPU replica's gradient is missing or not a contiguous float32 tensor");
     return grad.data_ptr<float>();
+}
+
+// Points each of the replica's weights at the primary's storage (each keeps
+// its own gradient), unless it already does.
+void shareWeights(Gpt& primary, Gpt& replica)
+{
+    torch::NoGradGuard noGrad;
+    const auto from = primary->parameters();
+    auto to = replica->parameters();
+    for (std::size_t j = 0; j < from.size(); ++j)
+        if (to[j].data_ptr() != from[j].data_ptr())
+            to[j].set_data(from[j]);
 }
 
 // Replica i's share of b rows (or thread i's of b elements): the first
@@ -106,6 +83,12 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
         return device.error();
     if (options.cpuReplicas < 0)
         return Error::make(errc::kBadOptions, "cpu replicas must be 0 (automatic) or positive");
+    if (options.activationCheckpointing && options.model.dropout > 0)
+        return Error::make(errc::kBadOptions,
+            "activation checkpointing needs dropout 0 (a recomputed block must draw "
+            "what the first pass drew)");
+    if (options.int8Moments && !device->is_cpu())
+        return Error::make(errc::kBadOptions, "8-bit AdamW moments run on the CPU only, for now");
     if (options.cpuReplicas > 1 && options.model.dropout > 0)
         return Error::make(errc::kBadOptions, "CPU replicas need dropout 0 to stay deterministic");
     int64_t replicas = 1;
@@ -142,6 +125,8 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
     groups.emplace_back(m_model->undecayedParameters(), groupOptions(0.0));
     m_optimizer
         = std::make_unique<torch::optim::AdamW>(std::move(groups), AdamWOptions(m_options.schedule.learningRate));
+    if (m_options.int8Moments)
+        m_adamW8bit = std::make_unique<AdamW8bit>();
 
     if (replicas > 1) {
         // Building a replica draws initial weights; they are overwritten at
@@ -149,8 +134,10 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
         // that a seed gives the same run whatever the replica count.
         at::Generator generator = at::detail::getDefaultCPUGenerator();
         const torch::Tensor rng = generator.get_state();
-        for (int64_t i = 1; i < replicas; ++i)
+        for (int64_t i = 1; i < replicas; ++i) {
             m_replicas.emplace_back(m_options.model);
+            shareWeights(m_model, m_replicas.back());
+        }
         generator.set_state(rng);
         // Each member computes with one thread: replicas, not kernels, share
         // the cores (two OpenMP pools on two cores halve each other's speed).
@@ -168,6 +155,13 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::releaseGradients()
+{
+    for (Gpt* model : allModels())
+        for (auto& p : (*model)->parameters())
+            p.mutable_grad() = torch::Tensor();
+}
 
 StepReport Trainer::step(std::optional<double> learningRate)
 {
@@ -238,9 +232,12 @@ StepReport Trainer::step(std::optional<double> learningRate)
 
 double Trainer::microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale)
 {
+    const bool bf16 = m_device.is_cuda() && m_options.bf16Autocast;
+    if (m_options.activationCheckpointing)
+        return checkpointedLossBackward(m_model, x, y, lossScale, bf16);
     torch::Tensor loss;
     {
-        AutocastScope autocast(m_device.is_cuda() && m_options.bf16Autocast);
+        AutocastScope autocast(bf16);
         loss = m_model->loss(x, y);
     }
     (loss * lossScale).backward();
@@ -257,7 +254,10 @@ double Trainer::update()
     const double maxNorm = m_options.gradClip > 0 ? m_options.gradClip : std::numeric_limits<double>::infinity();
     const double gradNorm = torch::nn::utils::clip_grad_norm_(parameters, maxNorm);
     if (std::isfinite(gradNorm)) {
-        if (m_device.is_cpu())
+        if (m_adamW8bit) {
+            if (!m_adamW8bit->step(*m_optimizer))
+                throw std::logic_error("8-bit AdamW moments need contiguous float32 CPU parameters");
+        } else if (m_device.is_cpu())
             fusedAdamWStep(*m_optimizer);
         else
             m_optimizer->step();
@@ -313,6 +313,15 @@ double Trainer::replicatedUpdate()
     float gradScale = 1.0f;
     if (m_options.gradClip > 0 && m_options.gradClip / (gradNorm + 1e-6) < 1.0)
         gradScale = float(m_options.gradClip / (gradNorm + 1e-6));
+    if (m_adamW8bit) {
+        if (!m_adamW8bit->prepare(*m_optimizer, gradScale))
+            throw std::logic_error("8-bit AdamW moments need contiguous float32 CPU parameters");
+        m_team->run([&](int member) {
+            const auto [begin, end] = rowsOf(member, members, m_adamW8bit->blocks());
+            m_adamW8bit->run(begin, end);
+        });
+        return gradNorm;
+    }
     FusedAdamW adamW;
     if (!adamW.prepare(*m_optimizer, gradScale))
         throw std::logic_error("CPU replicas hold a parameter that is not a contiguous float32 tensor");
@@ -337,18 +346,16 @@ double Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor&
     std::vector<double> losses(std::size_t(n), 0.0);
     m_team->run([&](int i) {
         Gpt& model = i == 0 ? m_model : m_replicas[std::size_t(i - 1)];
-        if (first && i > 0) {
-            // The replica takes the primary's weights as they are now (the
-            // last update, a loaded state, an outer step); the primary only
-            // reads them until the step's update.
-            torch::NoGradGuard noGrad;
-            const auto from = m_model->parameters(), to = model->parameters();
-            for (std::size_t j = 0; j < from.size(); ++j)
-                to[j].copy_(from[j]);
-        }
+        if (first && i > 0)
+            shareWeights(m_model, model); // a no-op unless the primary's tensors were replaced
         const auto [begin, end] = rowsOf(i, n, b);
         const auto rows = torch::indexing::Slice(begin, end);
         const double share = double(end - begin) / double(b);
+        if (m_options.activationCheckpointing) {
+            losses[std::size_t(i)]
+                = checkpointedLossBackward(model, x.index({rows}), y.index({rows}), lossScale * share, false) * share;
+            return;
+        }
         torch::Tensor loss = model->loss(x.index({rows}), y.index({rows}));
         (loss * (lossScale * share)).backward();
         losses[std::size_t(i)] = loss.item<double>() * share;

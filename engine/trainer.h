@@ -18,6 +18,7 @@
 
 namespace crowdtrain::engine {
 
+class AdamW8bit;
 class DataParallel;
 class ThreadTeam;
 
@@ -41,6 +42,14 @@ struct TrainOptions {
     // fixed order (deterministic). 0 = one per torch thread when dropout is 0
     // (dropout draws from one shared generator, so it keeps one replica).
     int64_t cpuReplicas = 0;
+    // Keep only each block's input in the forward pass and recompute the
+    // block in the backward (engine/checkpointing.h): less memory for one
+    // more forward pass. Needs dropout 0.
+    bool activationCheckpointing = false;
+    // AdamW's moments kept in 8 bits (engine/adamw8bit.h): 2 bytes a
+    // parameter instead of 8. CPU only, for now; such a trainer cannot save
+    // its state (saveState refuses).
+    bool int8Moments = false;
 };
 
 struct StepReport {
@@ -105,6 +114,11 @@ public:
     Status saveState(const std::filesystem::path& file) const;
     Status loadState(const std::filesystem::path& file);
 
+    // Frees every gradient buffer (the next step writes them afresh): a
+    // caller that keeps the trainer between runs holds only the weights and
+    // the optimizer's state meanwhile.
+    void releaseGradients();
+
     Gpt& model() { return m_model; }
     torch::optim::AdamW& optimizer() { return *m_optimizer; }
     const TrainOptions& options() const { return m_options; }
@@ -139,8 +153,12 @@ private:
     int64_t m_tokensSeen = 0;
     std::vector<int64_t> m_xBuffer;
     std::vector<int64_t> m_yBuffer;
-    std::vector<Gpt> m_replicas; // besides m_model, when cpuReplicas > 1
+    // Besides m_model, when cpuReplicas > 1. Their weights are m_model's
+    // (the same storage: they only read them, between two updates); each
+    // has its own gradients.
+    std::vector<Gpt> m_replicas;
     std::unique_ptr<ThreadTeam> m_team;
+    std::unique_ptr<AdamW8bit> m_adamW8bit; // when options.int8Moments
 };
 
 // "auto" picks CUDA when available. Errors on an unknown or absent device.

@@ -527,6 +527,53 @@ private slots:
         QCOMPARE(limits::memoryBudget(gib / 2, 0, 1024), uint64_t(0));
     }
 
+    // One GPU (issue 41): plain while the fp32 state and a sequence fit,
+    // then checkpointing, 8-bit moments, bf16 with the master in host RAM.
+    void planFitsGpt2ToOneCard()
+    {
+        const uint64_t gib = uint64_t(1) << 30;
+        const limits::ModelShape small{12, 12, 768, 1024, 50257, 124439808};
+        const limits::ModelShape xl{48, 25, 1600, 1024, 50257, 1557611200};
+        std::string why;
+        auto plan = limits::planDevices(small, 8, 1, 24 * gib, why);
+        QVERIFY2(plan, why.c_str());
+        QVERIFY(!plan->activationCheckpointing && !plan->int8Moments && !plan->bf16HostMaster);
+        QCOMPARE(plan->fixedBytes, limits::fixedTrainingBytes(small));
+        QVERIFY2(plan->reason.find("plain") == 0, plan->reason.c_str());
+
+        // 1.5B on 24 GiB: 24.9 GB of fp32 state does not fit 21.6 GiB usable;
+        // 8-bit moments (15.6 GB) do, with checkpointing (9.5 GB a plain sequence).
+        plan = limits::planDevices(xl, 8, 1, 24 * gib, why);
+        QVERIFY2(plan, why.c_str());
+        QVERIFY(plan->int8Moments && plan->activationCheckpointing && !plan->bf16HostMaster);
+        QCOMPARE(plan->fixedBytes, limits::int8MomentsTrainingBytes(xl));
+        QVERIFY(plan->fixedBytes + uint64_t(plan->microBatch) * limits::checkpointedBytesPerSequence(xl)
+            <= 24 * gib * 9 / 10);
+        QVERIFY2(plan->reason.find("8-bit AdamW moments") == 0, plan->reason.c_str());
+        QCOMPARE(plan->hostBytes, uint64_t(0));
+
+        // 1.5B on 12 GiB: bf16 weights and gradients with 8-bit moments on
+        // the card, the fp32 master (4 B a parameter) in host RAM.
+        plan = limits::planDevices(xl, 8, 1, 12 * gib, why);
+        QVERIFY2(plan, why.c_str());
+        QVERIFY(plan->bf16HostMaster && plan->int8Moments && plan->activationCheckpointing);
+        QCOMPARE(plan->hostBytes, uint64_t(1557611200) * 4);
+        QVERIFY(plan->fixedBytes < 6 * uint64_t(1557611200) + uint64_t(1557611200) / 16);
+        QVERIFY(plan->fixedBytes + limits::checkpointedBytesPerSequence(xl) <= 12 * gib * 9 / 10);
+        QVERIFY2(plan->reason.find("host RAM") != std::string::npos, plan->reason.c_str());
+
+        // 124M on a card too small for its plain activations: checkpointing first.
+        const uint64_t tight
+            = (limits::fixedTrainingBytes(small) + limits::checkpointedBytesPerSequence(small)) * 10 / 9 + (64 << 20);
+        plan = limits::planDevices(small, 8, 1, tight, why);
+        QVERIFY2(plan, why.c_str());
+        QVERIFY(plan->activationCheckpointing && !plan->int8Moments);
+
+        // 4 GiB holds not even 1.5B's 6 B a parameter: refused, with why.
+        QVERIFY(!limits::planDevices(xl, 8, 1, 4 * gib, why));
+        QVERIFY2(why.find("even with bf16 weights") != std::string::npos, why.c_str());
+    }
+
     // Gradient accumulation keeps the task's batch: micro-batches of 2
     // train the same step as the batch of 8, up to float rounding.
     void microBatchesKeepTheTasksBatch()

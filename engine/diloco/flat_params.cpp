@@ -3,8 +3,12 @@
 #include "engine/error_codes.h"
 #include "engine/model_io.h"
 
+#include "core/file_io.h"
+
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 namespace crowdtrain::diloco {
 
@@ -66,6 +70,68 @@ Status assign(engine::Gpt& model, const float* flat, int64_t n)
         offset += param.numel();
     }
     return Status::success();
+}
+
+namespace {
+
+bool directlyWritable(const torch::Tensor& t)
+{
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
+}
+
+} // namespace
+
+Status assignFromFile(engine::Gpt& model, const std::filesystem::path& file)
+{
+    const auto params = engine::namedParameters(model);
+    int64_t total = 0;
+    for (const auto& item : params)
+        total += item.second.numel();
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(file, ec);
+    if (ec)
+        return core::ioError("cannot read the size of", file, ec.value());
+    if (bytes != uint64_t(total) * sizeof(float))
+        return Error::make(engine::errc::kBadSize,
+            file.string() + " holds " + std::to_string(bytes) + " bytes, not the model's " + std::to_string(total)
+                + " floats");
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+        return core::ioError("cannot open", file);
+    torch::NoGradGuard noGrad;
+    std::vector<float> buffer;
+    for (const auto& item : params) {
+        torch::Tensor param = item.second;
+        const auto size = std::streamsize(param.numel() * int64_t(sizeof(float)));
+        if (directlyWritable(param)) {
+            in.read(reinterpret_cast<char*>(param.data_ptr<float>()), size);
+        } else {
+            buffer.resize(std::size_t(param.numel()));
+            in.read(reinterpret_cast<char*>(buffer.data()), size);
+            param.copy_(torch::from_blob(buffer.data(), param.sizes(), torch::kFloat32));
+        }
+        if (!in)
+            return core::ioError("cannot read", file);
+    }
+    return Status::success();
+}
+
+Status writeFlatFile(engine::Gpt& model, const std::filesystem::path& file)
+{
+    torch::NoGradGuard noGrad;
+    auto out = core::AtomicFile::create(file);
+    if (!out)
+        return out.error();
+    for (const auto& item : engine::namedParameters(model)) {
+        const torch::Tensor cpu = item.second.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+        const float* values = cpu.data_ptr<float>();
+        for (int64_t i = 0; i < cpu.numel(); ++i)
+            if (!std::isfinite(values[i]))
+                return Error::make(engine::errc::kNonFinite, "weight " + item.first + " is not finite");
+        if (Status wrote = out->write(values, std::size_t(cpu.numel()) * sizeof(float)); !wrote)
+            return wrote;
+    }
+    return out->commit();
 }
 
 } // namespace crowdtrain::diloco

@@ -11,6 +11,7 @@
 #include "engine/gpt.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,17 @@ std::vector<float> flatten(engine::Gpt& model);
 // Copies a flat vector into the model's parameters (any device and dtype).
 // "bad_size" unless n equals the parameter count; nothing changes then.
 Status assign(engine::Gpt& model, const float* flat, int64_t n);
+
+// The same from a file of the flat vector (P float32, little-endian), read
+// parameter by parameter straight into a CPU float32 model (other models
+// through one parameter's buffer): no second copy of the weights. Errors:
+// "bad_size" unless the file holds exactly P floats (nothing changes then);
+// "io_error" (a read failed: the model may then be partly overwritten).
+Status assignFromFile(engine::Gpt& model, const std::filesystem::path& file);
+
+// Writes the flat vector to `file` (atomically), parameter by parameter,
+// without a whole-vector copy. Errors: "non_finite" when a weight is NaN or
+// infinite (no file is written then), "io_error".
+Status writeFlatFile(engine::Gpt& model, const std::filesystem::path& file);
 
 } // namespace crowdtrain::diloco

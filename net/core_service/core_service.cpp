@@ -38,29 +38,6 @@ namespace {
 using corelink::CoreChannel;
 using corelink::Frame;
 
-Result<std::vector<float>> readFloats(const std::string& file, uint64_t elements)
-{
-    auto bytes = core::readFile(file, std::size_t(elements) * 4 + 1);
-    if (!bytes)
-        return bytes.error();
-    if (bytes->size() != elements * 4)
-        return Error::make(net::errc::kBadSize,
-            file + " holds " + std::to_string(bytes->size()) + " bytes, not " + std::to_string(elements) + " floats");
-    std::vector<float> values(elements);
-    std::memcpy(values.data(), bytes->data(), bytes->size());
-    return values;
-}
-
-Status writeFloats(const std::string& file, const std::vector<float>& values)
-{
-    auto out = core::AtomicFile::create(file);
-    if (!out)
-        return out.error();
-    if (Status wrote = out->write(values.data(), values.size() * sizeof(float)); !wrote)
-        return wrote;
-    return out->commit();
-}
-
 corelink::CoreHello hello()
 {
     corelink::CoreHello h;
@@ -157,9 +134,6 @@ private:
             m_devices = describe(r.devices);
         }
         m_stepInTask = 0;
-        auto theta = readFloats(r.thetaFile, r.elements);
-        if (!theta)
-            return theta.error();
         auto source = corelink::WindowsFileSource::open(r.windowsFile, model.blockSize, model.vocabSize);
         if (!source)
             return source.error();
@@ -174,14 +148,16 @@ private:
             return sent;
 
         std::atomic<bool> abort{false}, wrapUp{false};
-        auto outcome = m_trainer->run(*theta, std::move(*source), r.steps, r.firstGlobalStep, abort, wrapUp,
-            [&](const engine::StepReport& report) { afterStep(report, abort, wrapUp); });
+        // Theta goes from its file straight into the model and the local
+        // weights from the model into theirs (docs/architecture.md, "A
+        // volunteer's memory").
+        auto outcome
+            = m_trainer->runFiles(r.thetaFile, r.elements, r.localFile, std::move(*source), r.steps, r.firstGlobalStep,
+                abort, wrapUp, [&](const engine::StepReport& report) { afterStep(report, abort, wrapUp); });
         if (!m_channel.open())
             return Error::make(corelink::kClosed, "the daemon went away");
         if (!outcome)
             return outcome.error();
-        if (Status wrote = writeFloats(r.localFile, outcome->local); !wrote)
-            return wrote;
         corelink::TrainDone done;
         done.steps = outcome->steps;
         done.tokens = outcome->tokens;
@@ -243,11 +219,10 @@ private:
         if (Status valid = engine::validate(model); !valid)
             return valid;
         engine::Gpt gpt = diloco::seededModel(model, r.seed);
-        const std::vector<float> values = diloco::flatten(gpt);
-        if (Status wrote = writeFloats(r.outFile, values); !wrote)
+        if (Status wrote = diloco::writeFlatFile(gpt, r.outFile); !wrote)
             return wrote;
         net::MapWriter w = corelink::message(corelink::type::kInitialized);
-        w.u64("elements", values.size());
+        w.u64("elements", uint64_t(gpt->parameterCount()));
         return m_channel.send(w);
     }
 

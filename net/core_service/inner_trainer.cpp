@@ -4,8 +4,11 @@
 #include "engine/parallel/device_team.h"
 #include "net/wire/error_codes.h"
 
+#include "core/file_io.h"
+
 #include <ATen/Parallel.h>
 #include <cmath>
+#include <fstream>
 #include <limits>
 
 namespace crowdtrain::coreservice {
@@ -44,6 +47,9 @@ InnerTrainer::InnerTrainer(engine::GptConfig model, net::InnerSettings inner, Tr
     m_options.evalInterval = 0;
     m_options.evalIters = 0;
     m_options.device = m_devices.device;
+    // On one device the trainer checkpoints per block itself (a team's
+    // ranks do in ParallelTrainer).
+    m_options.activationCheckpointing = m_devices.team.empty() && m_devices.activationCheckpointing;
 }
 
 InnerTrainer::~InnerTrainer() = default;
@@ -169,13 +175,89 @@ bool InnerTrainer::sameSettings(const engine::GptConfig& model, const net::Inner
     return config == m_options.model && inner == m_inner;
 }
 
+namespace {
+
+Status finiteOrError(const std::vector<float>& local)
+{
+    for (float v : local)
+        if (!std::isfinite(v))
+            return Error::make(net::errc::kNonFinite, "the local weights are not finite after the inner steps");
+    return Status::success();
+}
+
+// The flat vector from a file of exactly `elements` float32, read straight
+// into the vector.
+Result<std::vector<float>> readFlat(const std::filesystem::path& file, uint64_t elements)
+{
+    std::vector<float> values(elements);
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+        return core::ioError("cannot open", file);
+    in.read(reinterpret_cast<char*>(values.data()), std::streamsize(elements * sizeof(float)));
+    if (!in)
+        return core::ioError("cannot read", file);
+    return values;
+}
+
+} // namespace
+
 Result<TaskOutcome> InnerTrainer::run(const std::vector<float>& theta, std::unique_ptr<engine::BatchSource> source,
     uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
     const std::function<void(const engine::StepReport&)>& onStep)
 {
+    return guarded([&] { return assign(theta); }, std::move(source), steps, firstGlobalStep, abort, wrapUp, onStep,
+        [&](TaskOutcome& outcome) {
+            outcome.local = local();
+            return finiteOrError(outcome.local);
+        });
+}
+
+Result<TaskOutcome> InnerTrainer::runFiles(const std::filesystem::path& thetaFile, uint64_t elements,
+    const std::filesystem::path& localFile, std::unique_ptr<engine::BatchSource> source, uint64_t steps,
+    uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+    const std::function<void(const engine::StepReport&)>& onStep)
+{
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(thetaFile, ec);
+    if (ec)
+        return core::ioError("cannot read the size of", thetaFile, ec.value());
+    if (bytes != elements * sizeof(float))
+        return Error::make(net::errc::kBadSize,
+            thetaFile.string() + " holds " + std::to_string(bytes) + " bytes, not " + std::to_string(elements)
+                + " floats");
+    const Load load = [&]() -> Status {
+        if (!m_team)
+            return diloco::assignFromFile(m_trainer->model(), thetaFile);
+        auto theta = readFlat(thetaFile, elements);
+        return theta ? assign(*theta) : Status(theta.error());
+    };
+    const Finish finish = [&](TaskOutcome&) -> Status {
+        if (!m_team) {
+            Status wrote = diloco::writeFlatFile(m_trainer->model(), localFile);
+            if (!wrote && wrote.error().code == net::errc::kNonFinite)
+                return Error::make(net::errc::kNonFinite, "the local weights are not finite after the inner steps");
+            return wrote;
+        }
+        const std::vector<float> values = local();
+        if (Status finite = finiteOrError(values); !finite)
+            return finite;
+        auto out = core::AtomicFile::create(localFile);
+        if (!out)
+            return out.error();
+        if (Status wrote = out->write(values.data(), values.size() * sizeof(float)); !wrote)
+            return wrote;
+        return out->commit();
+    };
+    return guarded(load, std::move(source), steps, firstGlobalStep, abort, wrapUp, onStep, finish);
+}
+
+Result<TaskOutcome> InnerTrainer::guarded(const Load& load, std::unique_ptr<engine::BatchSource> source, uint64_t steps,
+    uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+    const std::function<void(const engine::StepReport&)>& onStep, const Finish& finish)
+{
     std::string why;
     try {
-        return runUnguarded(theta, std::move(source), steps, firstGlobalStep, abort, wrapUp, onStep);
+        return runUnguarded(load, std::move(source), steps, firstGlobalStep, abort, wrapUp, onStep, finish);
     } catch (const c10::Error& e) {
         why = e.what_without_backtrace();
     } catch (const std::exception& e) {
@@ -188,10 +270,9 @@ Result<TaskOutcome> InnerTrainer::run(const std::vector<float>& theta, std::uniq
     return Error::make(net::errc::kTrainingFailed, "training failed: " + why);
 }
 
-Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
-    std::unique_ptr<engine::BatchSource> source, uint64_t steps, uint64_t firstGlobalStep,
-    const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
-    const std::function<void(const engine::StepReport&)>& onStep)
+Result<TaskOutcome> InnerTrainer::runUnguarded(const Load& load, std::unique_ptr<engine::BatchSource> source,
+    uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+    const std::function<void(const engine::StepReport&)>& onStep, const Finish& finish)
 {
     // The OpenMP thread count is per thread: a fresh training thread starts
     // with the default, not what main() configured.
@@ -199,8 +280,8 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
         at::set_num_threads(m_torchThreads);
     if (Status prepared = prepare(std::move(source)); !prepared)
         return prepared.error();
-    if (Status assigned = assign(theta); !assigned)
-        return assigned.error();
+    if (Status loaded = load(); !loaded)
+        return loaded.error();
 
     TaskOutcome outcome;
     double lossSum = 0;
@@ -217,12 +298,14 @@ Result<TaskOutcome> InnerTrainer::runUnguarded(const std::vector<float>& theta,
         if (onStep)
             onStep(report);
     }
+    // Between tasks the core holds the weights and AdamW's moments, not the
+    // last step's gradients (the next step writes them afresh).
+    if (m_trainer)
+        m_trainer->releaseGradients();
     outcome.tokens = outcome.steps * uint64_t(rowsPerStep()) * uint64_t(m_options.model.blockSize);
     outcome.meanLoss = outcome.steps ? lossSum / double(outcome.steps) : 0.0;
-    outcome.local = local();
-    for (float v : outcome.local)
-        if (!std::isfinite(v))
-            return Error::make(net::errc::kNonFinite, "the local weights are not finite after the inner steps");
+    if (Status finished = finish(outcome); !finished)
+        return finished.error();
     return outcome;
 }
 

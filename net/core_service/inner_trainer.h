@@ -28,6 +28,7 @@
 #include "net/wire/messages_common.h"
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -72,6 +73,17 @@ public:
         uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
         const std::function<void(const engine::StepReport&)>& onStep);
 
+    // The same with theta read from `thetaFile` and the local weights
+    // written to `localFile` (each P = `elements` float32): on one device
+    // straight between the files and the model, so that the core holds no
+    // flat copy of the weights; a team goes through one flat vector. The
+    // outcome's `local` stays empty. Also "bad_size" (the theta file does
+    // not hold `elements` floats) and "io_error".
+    Result<TaskOutcome> runFiles(const std::filesystem::path& thetaFile, uint64_t elements,
+        const std::filesystem::path& localFile, std::unique_ptr<engine::BatchSource> source, uint64_t steps,
+        uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+        const std::function<void(const engine::StepReport&)>& onStep);
+
     int64_t innerStepsTaken() const;
     int64_t microBatch() const { return m_options.batchSize; }
     // The device training runs on ("cpu", "cuda:0"; a team's joined by
@@ -82,9 +94,16 @@ public:
     bool sameSettings(const engine::GptConfig& model, const net::InnerSettings& inner) const;
 
 private:
-    Result<TaskOutcome> runUnguarded(const std::vector<float>& theta, std::unique_ptr<engine::BatchSource> source,
-        uint64_t steps, uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
-        const std::function<void(const engine::StepReport&)>& onStep);
+    // How a task's weights come in (into the model or team) and go out
+    // (into the outcome or a file).
+    using Load = std::function<Status()>;
+    using Finish = std::function<Status(TaskOutcome&)>;
+    Result<TaskOutcome> guarded(const Load& load, std::unique_ptr<engine::BatchSource> source, uint64_t steps,
+        uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+        const std::function<void(const engine::StepReport&)>& onStep, const Finish& finish);
+    Result<TaskOutcome> runUnguarded(const Load& load, std::unique_ptr<engine::BatchSource> source, uint64_t steps,
+        uint64_t firstGlobalStep, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+        const std::function<void(const engine::StepReport&)>& onStep, const Finish& finish);
 
     // Builds the trainer or team at the first task, else gives it the source.
     Status prepare(std::unique_ptr<engine::BatchSource> source);

@@ -1,6 +1,7 @@
 #include "net/limits/memory.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace crowdtrain::limits {
 
@@ -55,6 +56,35 @@ uint64_t checkpointedBytesPerSequence(const ModelShape& model)
     return uint64_t(model.layers) * t * uint64_t(model.width) * 4 + oneLayer + t * uint64_t(model.vocab) * 10;
 }
 
+namespace {
+
+// The 8-bit moments: one byte each, and a float32 scale per block of 256
+// for each of the two.
+uint64_t int8MomentBytes(const ModelShape& model)
+{
+    const uint64_t p = uint64_t(model.parameters);
+    return 2 * p + 8 * ((p + 255) / 256);
+}
+
+std::string gib(uint64_t bytes)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / double(uint64_t(1) << 30));
+    return text;
+}
+
+} // namespace
+
+uint64_t int8MomentsTrainingBytes(const ModelShape& model)
+{
+    return uint64_t(model.parameters) * 8 + int8MomentBytes(model);
+}
+
+uint64_t bf16HostMasterTrainingBytes(const ModelShape& model)
+{
+    return uint64_t(model.parameters) * 4 + int8MomentBytes(model);
+}
+
 uint64_t shardedTrainingBytes(const ModelShape& model, int devices)
 {
     const uint64_t c = uint64_t(model.width);
@@ -62,6 +92,53 @@ uint64_t shardedTrainingBytes(const ModelShape& model, int devices)
     const uint64_t block = 12 * c * c + 13 * c;
     const uint64_t n = uint64_t(std::max(devices, 1));
     return (fixedTrainingBytes(model) + n - 1) / n + 4 * embeddings + 8 * block;
+}
+
+std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why)
+{
+    const uint64_t usable = budgetBytes - budgetBytes / 10;
+    const uint64_t plainFixed = fixedTrainingBytes(model);
+    const uint64_t plain = bytesPerSequence(model), checkpointed = checkpointedBytesPerSequence(model);
+    DevicePlan plan;
+    const std::string of = " of " + gib(usable) + " usable";
+    // Each mode in turn, the first that holds one sequence beside its state.
+    struct Mode {
+        uint64_t fixed, perSequence;
+        bool checkpointing, int8, hostMaster;
+        const char* words;
+    };
+    const Mode modes[] = {
+        {plainFixed, plain, false, false, false, "plain: fp32 weights, gradients and AdamW moments (16 B a parameter)"},
+        {plainFixed, checkpointed, true, false, false,
+            "activation checkpointing per block: the fp32 state (16 B a parameter) leaves too little for a "
+            "sequence's activations"},
+        {int8MomentsTrainingBytes(model), plain, false, true, false,
+            "8-bit AdamW moments (10 B a parameter): the fp32 state (16 B a parameter) does not fit"},
+        {int8MomentsTrainingBytes(model), checkpointed, true, true, false,
+            "8-bit AdamW moments (10 B a parameter) with activation checkpointing: the fp32 state (16 B a "
+            "parameter) does not fit"},
+        {bf16HostMasterTrainingBytes(model), checkpointed, true, true, true,
+            "bf16 weights and gradients with 8-bit AdamW moments on the GPU (6 B a parameter), the fp32 master "
+            "weights in host RAM (4 B a parameter), activation checkpointing: 10 B a parameter do not fit"},
+    };
+    for (const Mode& mode : modes) {
+        auto micro = largestFit(mode.fixed, mode.perSequence, batch, budgetBytes);
+        if (!micro)
+            continue;
+        plan.microBatch = *micro;
+        plan.fixedBytes = mode.fixed;
+        plan.activationCheckpointing = mode.checkpointing;
+        plan.int8Moments = mode.int8;
+        plan.bf16HostMaster = mode.hostMaster;
+        plan.hostBytes = mode.hostMaster ? uint64_t(model.parameters) * 4 : 0;
+        plan.reason = std::string(mode.words) + "; state " + gib(mode.fixed) + " + " + std::to_string(*micro)
+            + " sequence(s) a pass at " + gib(mode.perSequence) + of;
+        return plan;
+    }
+    why = "the model needs about " + mib(bf16HostMasterTrainingBytes(model) + checkpointed + budgetBytes / 10)
+        + " of GPU memory even with bf16 weights, 8-bit moments and activation checkpointing; the limit allows "
+        + mib(budgetBytes);
+    return std::nullopt;
 }
 
 std::optional<DevicePlan> planDevices(
@@ -80,11 +157,7 @@ std::optional<DevicePlan> planDevices(
             plan.microBatch = batch;
             return plan;
         }
-        auto micro = chooseMicroBatch(model, batch, budgetBytes, why);
-        if (!micro)
-            return std::nullopt;
-        plan.microBatch = *micro;
-        return plan;
+        return planOneDevice(model, batch, budgetBytes, why);
     }
     const uint64_t perSequence = bytesPerSequence(model);
     plan.mode = DeviceMode::DataParallel;

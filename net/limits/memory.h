@@ -19,6 +19,14 @@
 // else ZeRO-3 with activation checkpointing per block (a sequence then
 // keeps each block's fp32 input, T*C*4 bytes a layer, plus one block's
 // activations while it is recomputed, plus the logits).
+// One device (issue 41): the whole state when it fits beside a sequence;
+// else activation checkpointing per block; else AdamW's moments in 8 bits
+// (engine/adamw8bit.h: 4 + 4 + 2 bytes a parameter, plus 8 bytes a block
+// of 256), with checkpointing when a plain sequence does not fit beside
+// them; else bf16 weights and gradients with 8-bit moments on the device
+// (2 + 2 + 2 bytes a parameter) and the fp32 master weights in host RAM
+// (4 bytes a parameter there), always checkpointed. The plan's `reason`
+// says which and why, in words for the volunteer's status.
 // No libtorch here: the caller passes the model's numbers.
 
 #include <cstdint>
@@ -50,11 +58,24 @@ struct DevicePlan {
     DeviceMode mode = DeviceMode::Single;
     int64_t microBatch = 1; // sequences per forward/backward pass on each device
     uint64_t fixedBytes = 0; // per device
-    bool activationCheckpointing = false; // Sharded only
+    bool activationCheckpointing = false; // per block
+    bool int8Moments = false; // AdamW's moments in 8 bits (one device)
+    bool bf16HostMaster = false; // bf16 weights and gradients on the device, fp32 master in host RAM
+    uint64_t hostBytes = 0; // host RAM the optimizer's state takes besides (the master)
+    std::string reason; // the choice, and why, for `status`
 };
+
+// The state one device holds in each single-device mode (weights,
+// gradients, AdamW's moments): 16, 10 and 6 bytes a parameter plus the
+// 8-bit moments' block scales.
+uint64_t int8MomentsTrainingBytes(const ModelShape& model);
+uint64_t bf16HostMasterTrainingBytes(const ModelShape& model);
 
 uint64_t shardedTrainingBytes(const ModelShape& model, int devices);
 uint64_t checkpointedBytesPerSequence(const ModelShape& model);
+
+// One device of `budgetBytes` (> 0): the first mode that fits, as above.
+std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why);
 
 // The plan for `batch` sequences a step on up to `devices` devices of
 // `budgetBytes` each (0: no cap: data parallel, the whole share at once);

@@ -1,0 +1,76 @@
+#pragma once
+
+// AdamW with 8-bit moments (issue 41, item 4), as bitsandbytes' 8-bit
+// optimizers keep them: each parameter's two moments are cut into blocks of
+// kMomentBlock elements; a block stores one float32 scale (its largest
+// magnitude) and one byte per element, the index of the nearest value in a
+// fixed non-linear map of [-1, 1] (the first moment, signed) or [0, 1] (the
+// second, unsigned). The maps give each decade below the block's maximum
+// half the values of the decade above (the signed map: 64 values in
+// [0.1, 1], 32 in [0.01, 0.1], ... 1 in [1e-7, 1e-6]; the unsigned map
+// twice as many), so the error is relative to each element's own size
+// rather than to the block's maximum. A step dequantises a block, updates
+// it in float32 exactly as libtorch's AdamW does (decoupled weight decay,
+// bias correction, no amsgrad), takes the parameter's step from the
+// float32 moments and stores them quantised again: 2 bytes a parameter
+// (plus 8 bytes a block) instead of 8.
+//
+// CPU float32 parameters only (the raw-pointer kernel); the moments live
+// here, not in the libtorch optimizer, which only lends its groups' rates,
+// betas, decay and eps. prepare() on one thread, then run() over any slices
+// of the blocks taken end to end, each slice once, from any thread.
+
+#include <array>
+#include <cstdint>
+#include <torch/torch.h>
+#include <vector>
+
+namespace crowdtrain::engine {
+
+inline constexpr int64_t kMomentBlock = 256;
+
+// The signed and unsigned maps, ascending; quantise() gives the nearest
+// entry's index, dequantise the value.
+const std::array<float, 256>& signedMomentMap();
+const std::array<float, 256>& unsignedMomentMap();
+uint8_t quantise(const std::array<float, 256>& map, float x);
+
+class AdamW8bit {
+public:
+    // False, with nothing changed, unless every parameter with a gradient
+    // (and its gradient) is a contiguous float32 CPU tensor and amsgrad is
+    // off. Each gradient is read multiplied by gradScale.
+    bool prepare(torch::optim::AdamW& optimizer, float gradScale = 1.0f);
+    int64_t blocks() const { return m_totalBlocks; }
+    void run(int64_t beginBlock, int64_t endBlock);
+    // A whole step on the calling thread's intra-op pool.
+    bool step(torch::optim::AdamW& optimizer, float gradScale = 1.0f);
+
+    // Bytes the moments take (codes and scales).
+    int64_t stateBytes() const;
+    int64_t stepCount() const { return m_step; }
+
+private:
+    struct Moments {
+        std::vector<int8_t> m;
+        std::vector<uint8_t> v;
+        std::vector<float> mScale, vScale;
+    };
+    struct Item {
+        float* param;
+        const float* grad;
+        Moments* moments;
+        int64_t numel;
+        float decay, stepSize, sqrtBiasCorrection2, eps, beta1, beta2;
+    };
+    void runBlock(const Item& item, int64_t block) const;
+
+    std::vector<Moments> m_moments; // one per parameter, in the groups' order
+    std::vector<Item> m_items;
+    std::vector<int64_t> m_blockCounts;
+    int64_t m_totalBlocks = 0;
+    int64_t m_step = 0;
+    float m_gradScale = 1.0f;
+};
+
+} // namespace crowdtrain::engine
