@@ -18,6 +18,7 @@
 # HOSTILE_AFTER=N their first N tasks are honest) beside the honest ones;
 # the honest ones are stopped after STALL_SECONDS (default 1200) if the
 # project stalls. bench/attack_swarm.sh uses both.
+# TRUST_SPEC='{...}': the spec's "trust" object (bench/attack_swarm.sh).
 # CHURN_SECONDS=N: every N seconds one volunteer (in turn) is SIGKILLed and,
 # CHURN_DOWN_SECONDS (default 5) later, started again on its data folder
 # (its theta on disk, its error-feedback buffer lost); each run of a
@@ -59,7 +60,7 @@ cat > "$work/spec.json" <<JSON
            "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
  "outer": {"lr": $outer_lr, "momentum": $outer_momentum, "nesterov": true},
  "round": {"token_target": $((volunteers * H * batch * block)), "deadline_seconds": 600},
- $codec_json "checkpoints": {"every_rounds": 1000, "keep_last": 1},
+ $codec_json ${TRUST_SPEC:+"trust": $TRUST_SPEC,} "checkpoints": {"every_rounds": 1000, "keep_last": 1},
  "validation": {"batches": 100, "batch_size": 16}}
 JSON
 "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" --bind 'tcp://127.0.0.1:*' \

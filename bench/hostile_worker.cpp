@@ -6,7 +6,8 @@
 //                  gate's 4x ceiling, as an attacker estimating the median
 //                  would send),
 //   flip         - its honest update with the sign flipped,
-//   big          - its honest update times 20 (a Sybil setting the norm),
+//   big          - its honest update times HOSTILE_SCALE (environment,
+//                  default 20; a Sybil setting the norm),
 //   ramp         - its honest update times 3.5^k at its k-th hostile task,
 //   concentrated - 3x its honest norm, all on element 0 (wte[0]).
 // HOSTILE_AFTER=N (environment, default 0): its first N tasks are honest
@@ -65,7 +66,9 @@ int main(int argc, char** argv)
     const char* after = std::getenv("HOSTILE_AFTER");
     const long honestTasks = after ? std::strtol(after, nullptr, 10) : 0;
     long tasks = 0;
-    options.alterPseudoGradient = [mode, honestTasks, &tasks, &rng](std::vector<float>& delta) {
+    const char* scaleText = std::getenv("HOSTILE_SCALE");
+    const float bigScale = scaleText ? std::strtof(scaleText, nullptr) : 20.0f;
+    options.alterPseudoGradient = [mode, honestTasks, bigScale, &tasks, &rng](std::vector<float>& delta) {
         if (tasks++ < honestTasks)
             return;
         const long hostile = tasks - honestTasks; // 1, 2, ...
@@ -79,7 +82,7 @@ int main(int argc, char** argv)
             for (float& x : delta)
                 x = -x;
         } else if (mode == "big" || mode == "ramp") {
-            const float scale = mode == "big" ? 20.0f : float(std::pow(3.5, double(hostile - 1)));
+            const float scale = mode == "big" ? bigScale : float(std::pow(3.5, double(hostile - 1)));
             for (float& x : delta)
                 x *= scale;
         } else if (mode == "concentrated") {

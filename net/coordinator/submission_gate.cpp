@@ -37,8 +37,14 @@ Status Submissions::open(const std::string& record)
 {
     std::filesystem::create_directories(pendingDir());
     takeDirection();
-    if (record.empty()) // version 0, or written before the norms were kept
+    if (m_calibration) { // the project's first reference: before anything is served
+        m_calibration->start(m_round.version(), m_round.sharedParams(), m_round.momentum());
+        takeCalibration(true);
+    }
+    if (record.empty()) { // version 0, or written before the norms were kept
+        restoreGate({});
         return Status::success();
+    }
     const auto json = nlohmann::json::parse(record, nullptr, false);
     if (!json.is_object() || !json.contains("accepted_norms") || !json["accepted_norms"].is_array())
         return Error::make(net::errc::kStateCorrupt, "the state file's service bytes are not a norm record");
@@ -73,7 +79,9 @@ Status Submissions::open(const std::string& record)
             sample.cosine = cosines[i].get<double>();
         samples.push_back(std::move(sample));
     }
-    m_gate.restore({std::move(samples), {}});
+    if (!m_defences)
+        samples.clear();
+    restoreGate(std::move(samples));
     return Status::success();
 }
 
@@ -110,10 +118,10 @@ void Submissions::roundClosed()
     for (const AcceptedSubmission& a : m_roundAccepted) {
         m_previousShas.insert(a.record.payloadSha256);
         const double weight = m_trust.trust(a.record.publicKey);
-        if (weight > 0)
+        if (weight > 0 && m_defences)
             previous.push_back({a.record.publicKey, a.gate.norm, a.gate.cosine, weight});
     }
-    m_gate.restore({std::move(previous), {}});
+    restoreGate(std::move(previous));
     m_roundAccepted.clear();
     m_previousSketches = std::move(m_roundSketches);
     m_roundSketches.clear();
@@ -121,6 +129,42 @@ void Submissions::roundClosed()
     m_directionRejections = 0;
     m_referenceRejections = 0;
     takeDirection();
+    if (m_calibration) // the new version's measure; the last one counts until it is ready
+        m_calibration->start(m_round.version(), m_round.sharedParams(), m_direction);
+}
+
+// The host's measure counts as a named key's sample: in the previous
+// round's statistics (restoreGate), and in the open round's once the
+// measure of its version is ready.
+void Submissions::addHostSample(std::vector<diloco::NormGate::Sample>& round) const
+{
+    if (m_hostMeasure)
+        round.push_back({kHostKey, m_hostMeasure->norm, m_hostMeasure->cosine, KeyTrust::kMaxTrust});
+}
+
+void Submissions::restoreGate(std::vector<diloco::NormGate::Sample> previous)
+{
+    addHostSample(previous);
+    std::vector<diloco::NormGate::Sample> current;
+    if (m_hostMeasure && m_hostMeasure->version == m_round.version())
+        addHostSample(current);
+    m_gate.restore({std::move(previous), std::move(current)});
+}
+
+void Submissions::takeCalibration(bool wait)
+{
+    if (!m_calibration)
+        return;
+    std::optional<HostCalibration::Measure> measure = m_calibration->take(wait);
+    if (!measure)
+        return;
+    m_hostMeasure = measure;
+    if (measure->version == m_round.version())
+        m_gate.accept(measure->norm, measure->cosine, kHostKey, KeyTrust::kMaxTrust);
+    const std::optional<double> reference = m_gate.reference();
+    std::fprintf(stderr, "%s: the host's calibration task from version %lld: norm %s, cosine %s (gate reference %s)\n",
+        m_spec.name.c_str(), static_cast<long long>(measure->version), number(measure->norm).c_str(),
+        measure->cosine ? number(*measure->cosine).c_str() : "-", reference ? number(*reference).c_str() : "-");
 }
 
 // What an attack looks like from the host's side (called once the round
@@ -202,7 +246,7 @@ void Submissions::accepted(const AcceptedSubmission& a, PayloadSketch sketch)
 {
     m_roundSketches.push_back(std::move(sketch));
     const double trust = m_trust.trust(a.record.publicKey);
-    if (trust > 0) // keys without history never set the statistics
+    if (trust > 0 && m_defences) // keys without history never set the statistics
         m_gate.accept(a.gate.norm, a.gate.cosine, a.record.publicKey, trust);
     m_roundAccepted.push_back(a);
     m_referenceRejections = 0;
