@@ -27,7 +27,9 @@ build=${1:-$here/../build/dev}
 rounds=${2:-20}
 H=${3:-100}
 honest_count=${HONEST:-4}
-modes=(none ${MODES:-zeros noise flip})
+# BASELINE_VAL=x: the clean run's validation loss, measured before with the
+# same settings (its run is then skipped).
+if [ -n "${BASELINE_VAL:-}" ]; then modes=(${MODES:-zeros noise flip}); else modes=(none ${MODES:-zeros noise flip}); fi
 declare -A val reached outcome honest detect flagged
 for mode in "${modes[@]}"; do
     out=$(mktemp)
@@ -37,7 +39,12 @@ for mode in "${modes[@]}"; do
         KEEP_WORK=1 HOSTILE=$mode SKIP_SYNC=1 "$here/diloco_swarm.sh" "$build" "$rounds" "$honest_count" "$H" > "$out" 2> "$out.err"
     fi
     work=$(sed -n 's/^work: //p' "$out.err" | tail -n 1)
-    row=$(grep -m1 "^| $honest_count |" "$out")
+    row=$(grep -m1 "^| $honest_count |" "$out" || true)
+    if [ -z "$row" ]; then
+        echo "$mode: the run failed:" >&2; tail -n 20 "$out.err" >&2
+        [ -n "$work" ] && tail -n 5 "$work/server.err" >&2
+        exit 1
+    fi
     reached[$mode]=$(echo "$row" | awk -F'|' '{gsub(/ /, "", $3); print $3}')
     val[$mode]=$(echo "$row" | awk -F'|' '{gsub(/ /, "", $6); print $6}')
     # Everything else from the run's ledger and server log.
@@ -73,10 +80,13 @@ print(honest_text, outcome, detect, flagged)
 PY
 )
     echo "$mode: rounds ${reached[$mode]}, val ${val[$mode]}, honest ${honest[$mode]}, hostile ${outcome[$mode]}, detection ${detect[$mode]}, flagged ${flagged[$mode]}" >&2
+    grep -m2 "calibration task" "$work/server.err" >&2 || true
+    grep "calibration task" "$work/server.err" | tail -n 1 >&2 || true
     rm -rf "$out" "$out.err" "$work"
 done
 echo "| attacker (${HOSTILE_KEYS:-1} keys beside $honest_count, ${CODEC:-int8}, honest first ${HOSTILE_AFTER:-0}) | rounds | val loss after round $rounds | vs no attacker | honest accepted | hostile submissions (after their honest ones) | rounds to detection | rounds flagged in the log |"
 echo "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"
+[ -n "${BASELINE_VAL:-}" ] && val[none]=$BASELINE_VAL
 for mode in "${modes[@]}"; do
     ratio=$(/usr/bin/python3 -c "print(f'{float(\"${val[$mode]}\") / float(\"${val[none]}\") - 1:+.2%}')")
     echo "| $mode | ${reached[$mode]} | ${val[$mode]} | $ratio | ${honest[$mode]} | ${outcome[$mode]//_/ } | ${detect[$mode]} | ${flagged[$mode]} |"

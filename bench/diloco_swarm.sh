@@ -44,6 +44,8 @@ else
     outer_lr=${OUTER_LR:-0.7}; outer_momentum=${OUTER_MOMENTUM:-0.8}
     codec_json="\"codec\": \"$codec\","
 fi
+trust_json=
+[ -n "${TRUST_SPEC:-}" ] && trust_json="\"trust\": $TRUST_SPEC,"
 text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
 [ -f "$text" ] || { echo "$0: missing input $text (set CROWDTRAIN_SHAKESPEARE)" >&2; exit 1; }
 work=$(mktemp -d)
@@ -60,7 +62,7 @@ cat > "$work/spec.json" <<JSON
            "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
  "outer": {"lr": $outer_lr, "momentum": $outer_momentum, "nesterov": true},
  "round": {"token_target": $((volunteers * H * batch * block)), "deadline_seconds": 600},
- $codec_json ${TRUST_SPEC:+"trust": $TRUST_SPEC,} "checkpoints": {"every_rounds": 1000, "keep_last": 1},
+ $codec_json $trust_json "checkpoints": {"every_rounds": 1000, "keep_last": 1},
  "validation": {"batches": 100, "batch_size": 16}}
 JSON
 "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" --bind 'tcp://127.0.0.1:*' \
