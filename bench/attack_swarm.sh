@@ -77,6 +77,13 @@ else:
 log = open(f"{work}/server.err", errors="replace").read().splitlines()
 flagged = len({l.split("round ")[1].split()[0] for l in log if " closed with " in l})
 print(honest_text, outcome, detect, flagged)
+# For a person (stderr): what refused honest work, and when hostile work got in.
+refusals = collections.Counter((r[2], r[4][:90]) for r in honest if not r[3])
+for (round_, reason), n in sorted(refusals.items()):
+    print(f"  honest refused in round {round_} ({n}x): {reason}", file=sys.stderr)
+got_in = collections.Counter(r[2] for r in hostile if r[3])
+if got_in:
+    print("  hostile accepted by round: " + ", ".join(f"{k}: {v}" for k, v in sorted(got_in.items())), file=sys.stderr)
 PY
 )
     echo "$mode: rounds ${reached[$mode]}, val ${val[$mode]}, honest ${honest[$mode]}, hostile ${outcome[$mode]}, detection ${detect[$mode]}, flagged ${flagged[$mode]}" >&2

@@ -133,22 +133,24 @@ void Submissions::roundClosed()
         m_calibration->start(m_round.version(), m_round.sharedParams(), m_direction);
 }
 
-// The host's measure counts as a named key's sample: in the previous
-// round's statistics (restoreGate), and in the open round's once the
-// measure of its version is ready.
-void Submissions::addHostSample(std::vector<diloco::NormGate::Sample>& round) const
+// The host's latest measure counts as a named key's one sample: in the
+// open round's statistics once the measure of its version is ready, in the
+// previous round's until then (norms shrink as training goes on: the
+// older measure does not stay beside the newer).
+void Submissions::addHostSample(diloco::NormGate::State& state) const
 {
+    for (auto* round : {&state.previousRound, &state.currentRound})
+        std::erase_if(*round, [](const diloco::NormGate::Sample& s) { return s.who == kHostKey; });
     if (m_hostMeasure)
-        round.push_back({kHostKey, m_hostMeasure->norm, m_hostMeasure->cosine, KeyTrust::kMaxTrust});
+        (m_hostMeasure->version == m_round.version() ? state.currentRound : state.previousRound)
+            .push_back({kHostKey, m_hostMeasure->norm, m_hostMeasure->cosine, KeyTrust::kMaxTrust});
 }
 
 void Submissions::restoreGate(std::vector<diloco::NormGate::Sample> previous)
 {
-    addHostSample(previous);
-    std::vector<diloco::NormGate::Sample> current;
-    if (m_hostMeasure && m_hostMeasure->version == m_round.version())
-        addHostSample(current);
-    m_gate.restore({std::move(previous), std::move(current)});
+    diloco::NormGate::State state{std::move(previous), {}};
+    addHostSample(state);
+    m_gate.restore(std::move(state));
 }
 
 void Submissions::takeCalibration(bool wait)
@@ -159,8 +161,9 @@ void Submissions::takeCalibration(bool wait)
     if (!measure)
         return;
     m_hostMeasure = measure;
-    if (measure->version == m_round.version())
-        m_gate.accept(measure->norm, measure->cosine, kHostKey, KeyTrust::kMaxTrust);
+    diloco::NormGate::State state = m_gate.state();
+    addHostSample(state);
+    m_gate.restore(std::move(state));
     const std::optional<double> reference = m_gate.reference();
     std::fprintf(stderr, "%s: the host's calibration task from version %lld: norm %s, cosine %s (gate reference %s)\n",
         m_spec.name.c_str(), static_cast<long long>(measure->version), number(measure->norm).c_str(),

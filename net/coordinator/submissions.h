@@ -97,7 +97,7 @@ private:
     // spec trust.calibrate: the host's measure of its own task (HostCalibration)
     // as a named key's sample in the gate's statistics.
     void takeCalibration(bool wait);
-    void addHostSample(std::vector<diloco::NormGate::Sample>& round) const;
+    void addHostSample(diloco::NormGate::State& state) const;
     void restoreGate(std::vector<diloco::NormGate::Sample> previous);
     const float* direction() const { return m_directionNorm > 0 ? m_direction.data() : nullptr; }
     std::filesystem::path pendingDir() const;
