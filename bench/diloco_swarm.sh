@@ -68,7 +68,7 @@ JSON
 "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" --bind 'tcp://127.0.0.1:*' \
     --publish 'tcp://127.0.0.1:*' --heartbeat-ms 1000 --threads 1 > "$work/server.out" 2> "$work/server.err" &
 server_pid=$!
-for _ in $(seq 100); do [ -s "$work/server.out" ] && break; sleep 0.2; done
+for _ in $(seq 600); do [ -s "$work/server.out" ] && break; sleep 0.2; done   # up to 120 s: a calibrating project trains a task first
 key=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['public_key'])" "$work/server.out")
 endpoint=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['requests'])" "$work/server.out")
 

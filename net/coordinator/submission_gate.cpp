@@ -201,17 +201,21 @@ void Submissions::logClosedRound() const
 // nor holds a large part of the reference norm in one element (an honest
 // update spreads over thousands): a message with its mass on a few
 // elements (all on wte[0], say) is refused whatever its norm.
-std::optional<Error> Submissions::checkElements(const diloco::PayloadStats& stats) const
+// `scale`: as the norm's, sqrt(task tokens / tokens) for a dense task cut
+// short by a wrap-up (its elements moved less, as its norm did; else a cut
+// task could carry its mass on one element), 1 for sparse.
+std::optional<Error> Submissions::checkElements(const diloco::PayloadStats& stats, double scale) const
 {
     if (m_elementCeiling > 0 && stats.maxAbs > m_elementCeiling)
         return Error::make(net::errc::kNormOutOfBounds,
             "element_too_large: an element of magnitude " + number(stats.maxAbs) + " exceeds the per-element ceiling "
                 + number(m_elementCeiling));
     const std::optional<double> reference = m_gate.reference();
-    if (reference && stats.maxAbs > kMaxElementShare * *reference)
+    if (reference && stats.maxAbs * scale > kMaxElementShare * *reference)
         return Error::make(net::errc::kNormOutOfBounds,
-            "element_too_large: an element of magnitude " + number(stats.maxAbs) + " exceeds "
-                + number(kMaxElementShare) + " x the reference norm " + number(*reference));
+            "element_too_large: an element of magnitude " + number(stats.maxAbs)
+                + (scale != 1.0 ? " (" + number(stats.maxAbs * scale) + " scaled to a whole task)" : std::string())
+                + " exceeds " + number(kMaxElementShare) + " x the reference norm " + number(*reference));
     return std::nullopt;
 }
 

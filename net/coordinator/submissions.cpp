@@ -236,7 +236,8 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
         return refuse(stats.error());
     if (!stats->finite)
         return refuse(Error::make(net::errc::kNonFinite, "the pseudo-gradient holds NaN or infinite values"));
-    if (auto why = m_defences ? checkElements(*stats) : std::nullopt)
+    const double cutScale = m_sparse ? 1.0 : std::sqrt(double(task.tokens) / double(request.tokens));
+    if (auto why = m_defences ? checkElements(*stats, cutScale) : std::nullopt)
         return refuse(*why);
     if (auto why = m_defences ? checkCopy(sha, sketch) : std::nullopt)
         return refuse(*why);
@@ -247,8 +248,7 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     // Not a sparse message: it is the top k of the volunteer's error-feedback
     // buffer, whose residual from earlier rounds does not shrink with the
     // task, so scaling would push an honest cut message over the bounds.
-    const double gateNorm
-        = m_sparse ? stats->l2Norm : stats->l2Norm * std::sqrt(double(task.tokens) / double(request.tokens));
+    const double gateNorm = stats->l2Norm * cutScale;
     std::optional<double> cosine;
     if (direction() && stats->l2Norm > 0)
         cosine = stats->dot / (stats->l2Norm * m_directionNorm);

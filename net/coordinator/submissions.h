@@ -87,7 +87,7 @@ private:
     Status acceptDurably(const std::string& key, const OpenTask& task, const net::SubmitRequest& request,
         GateStats gate, PayloadSketch sketch, int64_t nowMs);
     PayloadSketch sketchOf(const std::filesystem::path& payload) const;
-    std::optional<Error> checkElements(const diloco::PayloadStats& stats) const;
+    std::optional<Error> checkElements(const diloco::PayloadStats& stats, double scale) const;
     std::optional<Error> checkCopy(const std::string& sha, const PayloadSketch& sketch) const;
     // What the gate measured of an accepted submission, and its trust class.
     void accepted(const AcceptedSubmission& a, PayloadSketch sketch);
