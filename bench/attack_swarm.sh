@@ -13,7 +13,8 @@
 #   bench/attack_swarm.sh [BUILD_DIR] [ROUNDS] [H]
 #
 # MODES (default "zeros noise flip"): the hostile modes to run, of zeros,
-# noise, flip, big, ramp, concentrated (bench/hostile_worker.cpp). Sybils:
+# noise, flip, big, ramp, concentrated, flat (bench/hostile_worker.cpp;
+# HOSTILE_SCALE sets big's and flat's factor). Sybils:
 # HOSTILE_KEYS=N hostile keys at once (beside HONEST honest ones: N=1 of
 # HONEST=9 is 10% of the keys, 2 of 4 33%, 4 of 4 50%, 30 of 1 many fresh
 # keys); HOSTILE_AFTER=T: their first T tasks are honest (keys that earn

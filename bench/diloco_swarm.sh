@@ -13,7 +13,7 @@
 # seeds theta_0 (the spec's init.seed) and the synchronous run.
 # OVERLAP=1 runs the volunteers with --overlap (the next round's task trains
 # while the last uploads and the round closes).
-# HOSTILE=zeros|noise|flip|big|ramp|concentrated adds HOSTILE_KEYS (default
+# HOSTILE=zeros|noise|flip|big|ramp|concentrated|flat adds HOSTILE_KEYS (default
 # 1) hostile volunteers (bench_hostile_worker, each its own key; with
 # HOSTILE_AFTER=N their first N tasks are honest) beside the honest ones;
 # the honest ones are stopped after STALL_SECONDS (default 1200) if the

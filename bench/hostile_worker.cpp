@@ -9,7 +9,10 @@
 //   big          - its honest update times HOSTILE_SCALE (environment,
 //                  default 20; a Sybil setting the norm),
 //   ramp         - its honest update times 3.5^k at its k-th hostile task,
-//   concentrated - 3x its honest norm, all on element 0 (wte[0]).
+//   concentrated - 3x its honest norm, all on element 0 (wte[0]),
+//   flat         - its honest update's signs, every element the same
+//                  magnitude, HOSTILE_SCALE x its honest norm in all (no
+//                  element stands out: only the norm reference stops it).
 // HOSTILE_AFTER=N (environment, default 0): its first N tasks are honest
 // (a key that earns trust, then attacks).
 //
@@ -43,12 +46,12 @@ int main(int argc, char** argv)
     using namespace crowdtrain;
     if (argc != 7) {
         std::fprintf(stderr,
-            "usage: %s ENDPOINT PROJECT SERVER_KEY DATA_DIR STATE_DIR zeros|noise|flip|big|ramp|concentrated\n",
+            "usage: %s ENDPOINT PROJECT SERVER_KEY DATA_DIR STATE_DIR zeros|noise|flip|big|ramp|concentrated|flat\n",
             argv[0]);
         return 2;
     }
     const std::string mode = argv[6];
-    const std::set<std::string> modes{"zeros", "noise", "flip", "big", "ramp", "concentrated"};
+    const std::set<std::string> modes{"zeros", "noise", "flip", "big", "ramp", "concentrated", "flat"};
     if (!modes.contains(mode)) {
         std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
         return 2;
@@ -85,6 +88,10 @@ int main(int argc, char** argv)
             const float scale = mode == "big" ? bigScale : float(std::pow(3.5, double(hostile - 1)));
             for (float& x : delta)
                 x *= scale;
+        } else if (mode == "flat") {
+            const float each = float(bigScale * norm / std::sqrt(double(std::max<std::size_t>(delta.size(), 1))));
+            for (float& x : delta)
+                x = x < 0 ? -each : each;
         } else if (mode == "concentrated") {
             std::fill(delta.begin(), delta.end(), 0.0f);
             if (!delta.empty())
