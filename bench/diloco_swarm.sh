@@ -13,11 +13,12 @@
 # seeds theta_0 (the spec's init.seed) and the synchronous run.
 # OVERLAP=1 runs the volunteers with --overlap (the next round's task trains
 # while the last uploads and the round closes).
-# HOSTILE=zeros|noise|flip|big|ramp|concentrated adds HOSTILE_KEYS (default
+# HOSTILE=zeros|noise|flip|big|ramp|concentrated|flat adds HOSTILE_KEYS (default
 # 1) hostile volunteers (bench_hostile_worker, each its own key; with
 # HOSTILE_AFTER=N their first N tasks are honest) beside the honest ones;
 # the honest ones are stopped after STALL_SECONDS (default 1200) if the
 # project stalls. bench/attack_swarm.sh uses both.
+# TRUST_SPEC='{...}': the spec's "trust" object (bench/attack_swarm.sh).
 # CHURN_SECONDS=N: every N seconds one volunteer (in turn) is SIGKILLed and,
 # CHURN_DOWN_SECONDS (default 5) later, started again on its data folder
 # (its theta on disk, its error-feedback buffer lost); each run of a
@@ -43,6 +44,8 @@ else
     outer_lr=${OUTER_LR:-0.7}; outer_momentum=${OUTER_MOMENTUM:-0.8}
     codec_json="\"codec\": \"$codec\","
 fi
+trust_json=
+[ -n "${TRUST_SPEC:-}" ] && trust_json="\"trust\": $TRUST_SPEC,"
 text=${CROWDTRAIN_SHAKESPEARE:-$here/../../shared/data/tinyshakespeare.txt}
 [ -f "$text" ] || { echo "$0: missing input $text (set CROWDTRAIN_SHAKESPEARE)" >&2; exit 1; }
 work=$(mktemp -d)
@@ -59,13 +62,13 @@ cat > "$work/spec.json" <<JSON
            "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
  "outer": {"lr": $outer_lr, "momentum": $outer_momentum, "nesterov": true},
  "round": {"token_target": $((volunteers * H * batch * block)), "deadline_seconds": 600},
- $codec_json "checkpoints": {"every_rounds": 1000, "keep_last": 1},
+ $codec_json $trust_json "checkpoints": {"every_rounds": 1000, "keep_last": 1},
  "validation": {"batches": 100, "batch_size": 16}}
 JSON
 "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" --bind 'tcp://127.0.0.1:*' \
     --publish 'tcp://127.0.0.1:*' --heartbeat-ms 1000 --threads 1 > "$work/server.out" 2> "$work/server.err" &
 server_pid=$!
-for _ in $(seq 100); do [ -s "$work/server.out" ] && break; sleep 0.2; done
+for _ in $(seq 600); do [ -s "$work/server.out" ] && break; sleep 0.2; done   # up to 120 s: a calibrating project trains a task first
 key=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['public_key'])" "$work/server.out")
 endpoint=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['requests'])" "$work/server.out")
 

@@ -6,9 +6,13 @@
 //                  gate's 4x ceiling, as an attacker estimating the median
 //                  would send),
 //   flip         - its honest update with the sign flipped,
-//   big          - its honest update times 20 (a Sybil setting the norm),
+//   big          - its honest update times HOSTILE_SCALE (environment,
+//                  default 20; a Sybil setting the norm),
 //   ramp         - its honest update times 3.5^k at its k-th hostile task,
-//   concentrated - 3x its honest norm, all on element 0 (wte[0]).
+//   concentrated - 3x its honest norm, all on element 0 (wte[0]),
+//   flat         - its honest update's signs, every element the same
+//                  magnitude, HOSTILE_SCALE x its honest norm in all (no
+//                  element stands out: only the norm reference stops it).
 // HOSTILE_AFTER=N (environment, default 0): its first N tasks are honest
 // (a key that earns trust, then attacks).
 //
@@ -42,12 +46,12 @@ int main(int argc, char** argv)
     using namespace crowdtrain;
     if (argc != 7) {
         std::fprintf(stderr,
-            "usage: %s ENDPOINT PROJECT SERVER_KEY DATA_DIR STATE_DIR zeros|noise|flip|big|ramp|concentrated\n",
+            "usage: %s ENDPOINT PROJECT SERVER_KEY DATA_DIR STATE_DIR zeros|noise|flip|big|ramp|concentrated|flat\n",
             argv[0]);
         return 2;
     }
     const std::string mode = argv[6];
-    const std::set<std::string> modes{"zeros", "noise", "flip", "big", "ramp", "concentrated"};
+    const std::set<std::string> modes{"zeros", "noise", "flip", "big", "ramp", "concentrated", "flat"};
     if (!modes.contains(mode)) {
         std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
         return 2;
@@ -65,7 +69,9 @@ int main(int argc, char** argv)
     const char* after = std::getenv("HOSTILE_AFTER");
     const long honestTasks = after ? std::strtol(after, nullptr, 10) : 0;
     long tasks = 0;
-    options.alterPseudoGradient = [mode, honestTasks, &tasks, &rng](std::vector<float>& delta) {
+    const char* scaleText = std::getenv("HOSTILE_SCALE");
+    const float bigScale = scaleText ? std::strtof(scaleText, nullptr) : 20.0f;
+    options.alterPseudoGradient = [mode, honestTasks, bigScale, &tasks, &rng](std::vector<float>& delta) {
         if (tasks++ < honestTasks)
             return;
         const long hostile = tasks - honestTasks; // 1, 2, ...
@@ -79,9 +85,13 @@ int main(int argc, char** argv)
             for (float& x : delta)
                 x = -x;
         } else if (mode == "big" || mode == "ramp") {
-            const float scale = mode == "big" ? 20.0f : float(std::pow(3.5, double(hostile - 1)));
+            const float scale = mode == "big" ? bigScale : float(std::pow(3.5, double(hostile - 1)));
             for (float& x : delta)
                 x *= scale;
+        } else if (mode == "flat") {
+            const float each = float(bigScale * norm / std::sqrt(double(std::max<std::size_t>(delta.size(), 1))));
+            for (float& x : delta)
+                x = x < 0 ? -each : each;
         } else if (mode == "concentrated") {
             std::fill(delta.begin(), delta.end(), 0.0f);
             if (!delta.empty())

@@ -87,6 +87,7 @@ struct SpecOptions {
     // "trust": the keys the host vouches for, and the new keys' share (< 0: the default).
     std::vector<std::string> trustedKeys = {};
     double newKeyShare = -1;
+    bool calibrate = false; // trust.calibrate: the host trains a task per round
 };
 
 // A small model (2 layers, 32 wide, block 32) so that rounds take seconds.
@@ -110,10 +111,12 @@ inline std::filesystem::path writeSpec(
     if (!o.importDir.empty())
         spec["init"] = {{"import", o.importDir.string()}};
     spec["checkpoint_access"] = o.checkpointAccess;
-    if (!o.trustedKeys.empty() || o.newKeyShare >= 0) {
+    if (!o.trustedKeys.empty() || o.newKeyShare >= 0 || o.calibrate) {
         spec["trust"] = {{"keys", o.trustedKeys}};
         if (o.newKeyShare >= 0)
             spec["trust"]["new_key_share"] = o.newKeyShare;
+        if (o.calibrate)
+            spec["trust"]["calibrate"] = true;
     }
     std::filesystem::create_directories(dir);
     const auto file = dir / "tiny.project.json";

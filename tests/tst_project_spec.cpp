@@ -162,20 +162,27 @@ private slots:
             "trust.keys: each key must be a Z85");
         row("new key share above 1", R"({"trust": {"new_key_share": 1.5}})", "trust.new_key_share: must be in");
         row("trust unknown field", R"({"trust": {"vouch": []}})", "trust.vouch: unknown field");
+        row("calibrate not a boolean", R"({"trust": {"calibrate": 1}})", "trust.calibrate: must be true or false");
+        row("defences not a boolean", R"({"trust": {"defences": "off"}})", "trust.defences: must be true or false");
     }
 
     void trustedKeys()
     {
         json spec = goodSpec();
-        spec["trust"] = {{"keys", {"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"}}, {"new_key_share", 0.1}};
+        spec["trust"] = {{"keys", {"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"}}, {"new_key_share", 0.1},
+            {"calibrate", true}, {"defences", false}};
         auto parsed = loadProjectSpec(writeSpec(spec, "trust.json"));
         QVERIFY2(parsed, parsed ? "" : parsed.error().message.c_str());
         QCOMPARE(parsed->trust.keys, std::vector<std::string>{"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"});
         QCOMPARE(parsed->trust.newKeyShare, 0.1);
+        QVERIFY(parsed->trust.calibrate);
+        QVERIFY(!parsed->trust.defences);
         auto plain = loadProjectSpec(writeSpec(goodSpec(), "plain.json"));
         QVERIFY(plain);
         QVERIFY(plain->trust.keys.empty());
         QCOMPARE(plain->trust.newKeyShare, 0.25);
+        QVERIFY(!plain->trust.calibrate);
+        QVERIFY(plain->trust.defences);
     }
 
     void badField()

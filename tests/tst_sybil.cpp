@@ -21,6 +21,7 @@
 #include <QTemporaryDir>
 #include <cmath>
 #include <numeric>
+#include <regex>
 
 using namespace crowdtrain;
 using namespace crowdtrain::testing;
@@ -229,6 +230,65 @@ private slots:
         QCOMPARE(mine->stats.roundsRejected, uint64_t(0));
     }
 
+    // Item 1, a project that names no trusted key: the host's calibration
+    // task (trust.calibrate) sets the reference before anything is served,
+    // so six fresh keys at 5x the honest norm are refused from the first
+    // round on, while the one honest key at the calibrated norm is
+    // accepted in every round.
+    void hostCalibrationSetsTheReferenceFromTheFirstRound()
+    {
+        ServerProcess server;
+        startServer(server, "calibrated", SpecOptions{.tasksPerRound = 3, .deadlineSeconds = 600, .calibrate = true});
+        // The coordinator logs its measure once it has it (before it serves).
+        std::string log;
+        std::smatch found;
+        const std::regex line("calibration task from version 0: norm ([0-9.eE+-]+)");
+        QVERIFY2(waitFor(
+                     [&] {
+                         QCoreApplication::processEvents(); // the process's pipe is read in the event loop
+                         log += server.stderrText().toStdString();
+                         return std::regex_search(log, found, line);
+                     },
+                     20000),
+            log.c_str());
+        const double calibrated = std::stod(found[1].str());
+        QVERIFY(calibrated > 0);
+        auto honest = join(server, "honest");
+        std::vector<ProtocolVolunteer> sybils;
+        for (int i = 0; i < 6; ++i)
+            sybils.push_back(join(server, "sybil" + std::to_string(i)));
+        const int64_t n = elements(honest);
+        auto atNorm = [&](double norm, uint64_t seed) {
+            return int8Payload(randomDelta(n, float(norm / std::sqrt(double(n))), seed));
+        };
+        // Spread evenly (random signs), so that no element passes the
+        // per-element ceiling: the norm is what refuses them.
+        auto flatAtNorm = [&](double norm, uint64_t seed) {
+            auto delta = randomDelta(n, 1.0f, seed);
+            for (float& x : delta)
+                x = std::copysign(float(norm / std::sqrt(double(n))), x);
+            return int8Payload(delta);
+        };
+        for (uint64_t version = 0; version < 2; ++version) {
+            for (std::size_t i = 0; i < sybils.size(); ++i) {
+                auto r = uploadAndSubmit(
+                    sybils[i], task(sybils[i]), flatAtNorm(5 * calibrated, 100 * version + i), kTaskTokens);
+                QVERIFY(!r);
+                QCOMPARE(r.error().code, std::string("norm_out_of_bounds"));
+                QVERIFY2(r.error().message.find("x median") != std::string::npos, r.error().message.c_str());
+            }
+            for (uint64_t k = 0; k < 3; ++k) {
+                auto r = uploadAndSubmit(honest, task(honest), atNorm(calibrated, 100 * version + 50 + k), kTaskTokens);
+                QVERIFY2(r, r ? "" : r.error().message.c_str());
+            }
+            QVERIFY(waitFor([&] { return projectVersion(honest) == version + 1; }, 20000));
+        }
+        auto mine = honest.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
+        QVERIFY(mine);
+        QCOMPARE(mine->stats.roundsRejected, uint64_t(0));
+        QCOMPARE(mine->stats.tokens, uint64_t(6 * kTaskTokens));
+    }
+
     // Item 4: two keys get tasks accepted and stop; the third key hit its
     // rejection cap in the round. It gets work again (nobody else holds a
     // task), so the round ends.
@@ -360,6 +420,31 @@ private slots:
         QVERIFY(!r);
         QCOMPARE(r.error().code, std::string("norm_out_of_bounds"));
         QVERIFY2(r.error().message.find("element_too_large") != std::string::npos, r.error().message.c_str());
+    }
+
+    // Item 2, a task cut short: its elements are judged scaled to a whole
+    // task, as its norm is. One element at a fifth of the reference norm
+    // in a message sent with a sixteenth of the task's tokens counts as
+    // four fifths of it, and is refused (it passed unscaled: a wrap-up let
+    // such messages in on the benches).
+    void concentratedCutTaskIsRefused()
+    {
+        ServerProcess server;
+        startServer(server, "element-cut", SpecOptions{.tasksPerRound = 1});
+        auto honest = join(server, "honest"), attacker = join(server, "attacker");
+        const int64_t n = elements(honest);
+        honestUntil(honest, 1, 60);
+        honestUntil(honest, 2, 70);
+        const double reference = std::sqrt(double(n)) * 1e-3;
+        auto delta = randomDelta(n, 2.5e-4f, 80);
+        delta[0] = float(0.2 * reference);
+        auto r = uploadAndSubmit(attacker, task(attacker), int8Payload(delta), kTaskTokens / 16);
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, std::string("norm_out_of_bounds"));
+        QVERIFY2(r.error().message.find("scaled to a whole task") != std::string::npos, r.error().message.c_str());
+        // The same message as a whole task passes.
+        auto whole = uploadAndSubmit(attacker, task(attacker), int8Payload(delta), kTaskTokens);
+        QVERIFY2(whole, whole ? "" : whole.error().message.c_str());
     }
 
     // Item 5: another key's copy of an accepted payload, or a near-copy, is

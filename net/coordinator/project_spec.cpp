@@ -354,7 +354,8 @@ std::optional<Error> parseTerms(const FieldReader& top, const json& root, Projec
     return std::nullopt;
 }
 
-// "trust": {"keys": [Z85 public keys], "new_key_share": s in [0, 1]}.
+// "trust": {"keys": [Z85 public keys], "new_key_share": s in [0, 1],
+//           "calibrate": bool, "defences": bool}.
 std::optional<Error> parseTrust(const FieldReader& top, const json& root, ProjectSpec& spec)
 {
     const json* o = nullptr;
@@ -362,8 +363,10 @@ std::optional<Error> parseTrust(const FieldReader& top, const json& root, Projec
     if (!o)
         return std::nullopt;
     const FieldReader r = top.nested("trust");
-    CT_TRY(r.checkKeys(*o, {"keys", "new_key_share"}));
+    CT_TRY(r.checkKeys(*o, {"keys", "new_key_share", "calibrate", "defences"}));
     CT_TRY(r.number(*o, "new_key_share", spec.trust.newKeyShare, 0.0, 1.0));
+    CT_TRY(r.boolean(*o, "calibrate", spec.trust.calibrate));
+    CT_TRY(r.boolean(*o, "defences", spec.trust.defences));
     if (!o->contains("keys"))
         return std::nullopt;
     const json& keys = (*o)["keys"];

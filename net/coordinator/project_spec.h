@@ -92,6 +92,14 @@ struct TrustSpec {
     // The most of a round's weight new keys (without earned trust) take
     // together, when keys with trust have work in it.
     double newKeyShare = 0.25;
+    // The coordinator trains one task per round itself and its measure sets
+    // the gate's reference as a named key's would (HostCalibration).
+    bool calibrate = false;
+    // Benchmarks only (bench/attack_swarm.sh's honest cost): false turns the
+    // gate's defences off (the reference bounds on norm and direction, the
+    // per-element bounds, the copy check, the new keys' cap, clipping); the
+    // absolute norm bounds and the finiteness check stay.
+    bool defences = true;
     static constexpr std::size_t kMaxKeys = 1024;
 };
 

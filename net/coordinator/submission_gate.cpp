@@ -37,8 +37,14 @@ Status Submissions::open(const std::string& record)
 {
     std::filesystem::create_directories(pendingDir());
     takeDirection();
-    if (record.empty()) // version 0, or written before the norms were kept
+    if (m_calibration) { // the project's first reference: before anything is served
+        m_calibration->start(m_round.version(), m_round.sharedParams(), m_round.momentum());
+        takeCalibration(true);
+    }
+    if (record.empty()) { // version 0, or written before the norms were kept
+        restoreGate({});
         return Status::success();
+    }
     const auto json = nlohmann::json::parse(record, nullptr, false);
     if (!json.is_object() || !json.contains("accepted_norms") || !json["accepted_norms"].is_array())
         return Error::make(net::errc::kStateCorrupt, "the state file's service bytes are not a norm record");
@@ -73,7 +79,9 @@ Status Submissions::open(const std::string& record)
             sample.cosine = cosines[i].get<double>();
         samples.push_back(std::move(sample));
     }
-    m_gate.restore({std::move(samples), {}});
+    if (!m_defences)
+        samples.clear();
+    restoreGate(std::move(samples));
     return Status::success();
 }
 
@@ -110,10 +118,10 @@ void Submissions::roundClosed()
     for (const AcceptedSubmission& a : m_roundAccepted) {
         m_previousShas.insert(a.record.payloadSha256);
         const double weight = m_trust.trust(a.record.publicKey);
-        if (weight > 0)
+        if (weight > 0 && m_defences)
             previous.push_back({a.record.publicKey, a.gate.norm, a.gate.cosine, weight});
     }
-    m_gate.restore({std::move(previous), {}});
+    restoreGate(std::move(previous));
     m_roundAccepted.clear();
     m_previousSketches = std::move(m_roundSketches);
     m_roundSketches.clear();
@@ -121,6 +129,45 @@ void Submissions::roundClosed()
     m_directionRejections = 0;
     m_referenceRejections = 0;
     takeDirection();
+    if (m_calibration) // the new version's measure; the last one counts until it is ready
+        m_calibration->start(m_round.version(), m_round.sharedParams(), m_direction);
+}
+
+// The host's latest measure counts as a named key's one sample: in the
+// open round's statistics once the measure of its version is ready, in the
+// previous round's until then (norms shrink as training goes on: the
+// older measure does not stay beside the newer).
+void Submissions::addHostSample(diloco::NormGate::State& state) const
+{
+    for (auto* round : {&state.previousRound, &state.currentRound})
+        std::erase_if(*round, [](const diloco::NormGate::Sample& s) { return s.who == kHostKey; });
+    if (m_hostMeasure)
+        (m_hostMeasure->version == m_round.version() ? state.currentRound : state.previousRound)
+            .push_back({kHostKey, m_hostMeasure->norm, m_hostMeasure->cosine, KeyTrust::kMaxTrust});
+}
+
+void Submissions::restoreGate(std::vector<diloco::NormGate::Sample> previous)
+{
+    diloco::NormGate::State state{std::move(previous), {}};
+    addHostSample(state);
+    m_gate.restore(std::move(state));
+}
+
+void Submissions::takeCalibration(bool wait)
+{
+    if (!m_calibration)
+        return;
+    std::optional<HostCalibration::Measure> measure = m_calibration->take(wait);
+    if (!measure)
+        return;
+    m_hostMeasure = measure;
+    diloco::NormGate::State state = m_gate.state();
+    addHostSample(state);
+    m_gate.restore(std::move(state));
+    const std::optional<double> reference = m_gate.reference();
+    std::fprintf(stderr, "%s: the host's calibration task from version %lld: norm %s, cosine %s (gate reference %s)\n",
+        m_spec.name.c_str(), static_cast<long long>(measure->version), number(measure->norm).c_str(),
+        measure->cosine ? number(*measure->cosine).c_str() : "-", reference ? number(*reference).c_str() : "-");
 }
 
 // What an attack looks like from the host's side (called once the round
@@ -154,17 +201,21 @@ void Submissions::logClosedRound() const
 // nor holds a large part of the reference norm in one element (an honest
 // update spreads over thousands): a message with its mass on a few
 // elements (all on wte[0], say) is refused whatever its norm.
-std::optional<Error> Submissions::checkElements(const diloco::PayloadStats& stats) const
+// `scale`: as the norm's, sqrt(task tokens / tokens) for a dense task cut
+// short by a wrap-up (its elements moved less, as its norm did; else a cut
+// task could carry its mass on one element), 1 for sparse.
+std::optional<Error> Submissions::checkElements(const diloco::PayloadStats& stats, double scale) const
 {
     if (m_elementCeiling > 0 && stats.maxAbs > m_elementCeiling)
         return Error::make(net::errc::kNormOutOfBounds,
             "element_too_large: an element of magnitude " + number(stats.maxAbs) + " exceeds the per-element ceiling "
                 + number(m_elementCeiling));
     const std::optional<double> reference = m_gate.reference();
-    if (reference && stats.maxAbs > kMaxElementShare * *reference)
+    if (reference && stats.maxAbs * scale > kMaxElementShare * *reference)
         return Error::make(net::errc::kNormOutOfBounds,
-            "element_too_large: an element of magnitude " + number(stats.maxAbs) + " exceeds "
-                + number(kMaxElementShare) + " x the reference norm " + number(*reference));
+            "element_too_large: an element of magnitude " + number(stats.maxAbs)
+                + (scale != 1.0 ? " (" + number(stats.maxAbs * scale) + " scaled to a whole task)" : std::string())
+                + " exceeds " + number(kMaxElementShare) + " x the reference norm " + number(*reference));
     return std::nullopt;
 }
 
@@ -202,7 +253,7 @@ void Submissions::accepted(const AcceptedSubmission& a, PayloadSketch sketch)
 {
     m_roundSketches.push_back(std::move(sketch));
     const double trust = m_trust.trust(a.record.publicKey);
-    if (trust > 0) // keys without history never set the statistics
+    if (trust > 0 && m_defences) // keys without history never set the statistics
         m_gate.accept(a.gate.norm, a.gate.cosine, a.record.publicKey, trust);
     m_roundAccepted.push_back(a);
     m_referenceRejections = 0;

@@ -73,14 +73,17 @@ Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t p
     gate.absoluteMax = diloco::adamNormCeiling(parameters, spec.inner.steps, spec.inner.learningRate);
     gate.absoluteMin = gate.absoluteMax * 1e-6;
     m_gate = diloco::NormGate(gate);
-    m_trust = KeyTrust(spec.trust.keys, spec.trust.newKeyShare);
+    m_defences = spec.trust.defences;
+    m_trust = KeyTrust(spec.trust.keys, m_defences ? spec.trust.newKeyShare : 1.0);
     m_round.setFreshScale([this](double established, double fresh) { return m_trust.freshScale(established, fresh); });
     // An AdamW step moves a weight by about lr at most: H steps by H * lr;
     // twice that is the ceiling, as for the norm. A sparse message is the
     // top k of an error-feedback buffer that keeps decay x what was not
     // sent: an element can gather up to 1 / (1 - decay) times that.
     const double perElement = 2.0 * double(spec.inner.steps) * spec.inner.learningRate;
-    if (!sparse)
+    if (!m_defences)
+        m_elementCeiling = 0;
+    else if (!sparse)
         m_elementCeiling = perElement;
     else if (spec.sparse.decay < 1.0)
         m_elementCeiling = perElement / (1.0 - spec.sparse.decay);
@@ -88,6 +91,8 @@ Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t p
     // round's sketches are made again when its submissions are replayed).
     if (!sparse)
         m_sketchPositions = PayloadSketch::positions(parameters, std::random_device{}());
+    if (spec.trust.calibrate && m_defences)
+        m_calibration = std::make_unique<HostCalibration>(spec, parameters, sparse);
 }
 
 std::filesystem::path Submissions::pendingDir() const
@@ -188,6 +193,7 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     if (found->ahead)
         return aheadTooEarly(*found);
     const OpenTask task = *found;
+    takeCalibration(false);
     auto refuse = [&](Error why) -> Result<net::SubmitReply> {
         m_endTask(request.taskId);
         if (Status s = reject(key, task, request, why, nowMs); !s)
@@ -230,9 +236,10 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
         return refuse(stats.error());
     if (!stats->finite)
         return refuse(Error::make(net::errc::kNonFinite, "the pseudo-gradient holds NaN or infinite values"));
-    if (auto why = checkElements(*stats))
+    const double cutScale = m_sparse ? 1.0 : std::sqrt(double(task.tokens) / double(request.tokens));
+    if (auto why = m_defences ? checkElements(*stats, cutScale) : std::nullopt)
         return refuse(*why);
-    if (auto why = checkCopy(sha, sketch))
+    if (auto why = m_defences ? checkCopy(sha, sketch) : std::nullopt)
         return refuse(*why);
     // A task cut short by a wrap-up moved the weights less: the gate compares
     // norms scaled to a whole task, by sqrt (Adam steps add up between
@@ -241,8 +248,7 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
     // Not a sparse message: it is the top k of the volunteer's error-feedback
     // buffer, whose residual from earlier rounds does not shrink with the
     // task, so scaling would push an honest cut message over the bounds.
-    const double gateNorm
-        = m_sparse ? stats->l2Norm : stats->l2Norm * std::sqrt(double(task.tokens) / double(request.tokens));
+    const double gateNorm = stats->l2Norm * cutScale;
     std::optional<double> cosine;
     if (direction() && stats->l2Norm > 0)
         cosine = stats->dot / (stats->l2Norm * m_directionNorm);
@@ -258,7 +264,7 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
         // New keys' refusals never count: a swarm of them would reset it.
         if (!direction && m_trust.established(key) && why->find(" x median ") != std::string::npos
             && ++m_referenceRejections >= kStaleReferenceRejections) {
-            m_gate.restore({});
+            restoreGate({}); // the host's calibration stays
             m_referenceRejections = 0;
             std::fprintf(stderr,
                 "%s: round %lld: %d refusals of established keys on the norm reference in a row; the reference "

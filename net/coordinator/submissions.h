@@ -25,6 +25,7 @@
 #include "net/coordinator/key_trust.h"
 #include "net/coordinator/payload_sketch.h"
 #include "net/coordinator/round_state.h"
+#include "net/coordinator/submissions_calibration.h"
 #include "net/coordinator/task_board.h"
 #include "net/wire/messages.h"
 
@@ -73,6 +74,8 @@ public:
     // (nothing accepted between them), the gate forgets its statistics:
     // they came from keys that are gone (docs/architecture.md).
     static constexpr int kStaleReferenceRejections = 3;
+    // Who the host's calibration samples are in the gate (no Z85 key is).
+    static constexpr const char* kHostKey = "host calibration";
 
 private:
     Error aheadTooEarly(const OpenTask& task) const;
@@ -84,13 +87,18 @@ private:
     Status acceptDurably(const std::string& key, const OpenTask& task, const net::SubmitRequest& request,
         GateStats gate, PayloadSketch sketch, int64_t nowMs);
     PayloadSketch sketchOf(const std::filesystem::path& payload) const;
-    std::optional<Error> checkElements(const diloco::PayloadStats& stats) const;
+    std::optional<Error> checkElements(const diloco::PayloadStats& stats, double scale) const;
     std::optional<Error> checkCopy(const std::string& sha, const PayloadSketch& sketch) const;
     // What the gate measured of an accepted submission, and its trust class.
     void accepted(const AcceptedSubmission& a, PayloadSketch sketch);
     double clipOf(double gateNorm) const;
     void takeDirection(); // the round's reference direction from the outer momentum
     void logClosedRound() const;
+    // spec trust.calibrate: the host's measure of its own task (HostCalibration)
+    // as a named key's sample in the gate's statistics.
+    void takeCalibration(bool wait);
+    void addHostSample(diloco::NormGate::State& state) const;
+    void restoreGate(std::vector<diloco::NormGate::Sample> previous);
     const float* direction() const { return m_directionNorm > 0 ? m_direction.data() : nullptr; }
     std::filesystem::path pendingDir() const;
 
@@ -116,6 +124,9 @@ private:
     std::vector<PayloadSketch> m_roundSketches; // of m_roundAccepted
     std::vector<PayloadSketch> m_previousSketches; // of the previous round's (since this start)
     std::map<std::string, int> m_refusals; // the open round's, by code (for the log)
+    bool m_defences = true; // spec trust.defences (benchmarks turn them off)
+    std::unique_ptr<HostCalibration> m_calibration; // spec trust.calibrate
+    std::optional<HostCalibration::Measure> m_hostMeasure; // its latest
     // The outer momentum as the round opened (norm 0 before the first outer step).
     std::vector<float> m_direction;
     double m_directionNorm = 0;
