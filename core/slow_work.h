@@ -2,22 +2,25 @@
 
 // A piece of a loop's work that must stay short: one that took longer than
 // its bound is named on stderr when it ends ("the loop was busy 549 ms (38
-// ms of it on the CPU) with a submit request"), so that a host sees what
+// ms of it on the CPU) with a request of type submit"), so that a host sees what
 // held the loop, and whether it worked or waited (a disk, other programs
 // holding the CPU).
 
 #include <chrono>
 #include <cstdio>
-#include <string>
+#include <string_view>
 #include <time.h>
-#include <utility>
 
 namespace crowdtrain::core {
 
 class SlowWork {
 public:
-    explicit SlowWork(std::string what, std::chrono::milliseconds bound = std::chrono::milliseconds(250))
-        : m_what(std::move(what))
+    // Named "<what><detail>" when slow; nothing is formatted otherwise (the
+    // loop makes one for every request). Both must outlive the object.
+    explicit SlowWork(std::string_view what, std::string_view detail = {},
+        std::chrono::milliseconds bound = std::chrono::milliseconds(250))
+        : m_what(what)
+        , m_detail(detail)
         , m_bound(bound)
     { }
     SlowWork(const SlowWork&) = delete;
@@ -26,9 +29,10 @@ public:
     {
         const auto took = std::chrono::steady_clock::now() - m_started;
         if (took >= m_bound)
-            std::fprintf(stderr, "the loop was busy %lld ms (%.0f ms of it on the CPU) with %s\n",
+            std::fprintf(stderr, "the loop was busy %lld ms (%.0f ms of it on the CPU) with %.*s%.*s\n",
                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
-                (threadCpuSeconds() - m_cpuStarted) * 1e3, m_what.c_str());
+                (threadCpuSeconds() - m_cpuStarted) * 1e3, int(m_what.size()), m_what.data(), int(m_detail.size()),
+                m_detail.data());
     }
 
 private:
@@ -39,7 +43,8 @@ private:
         return double(now.tv_sec) + double(now.tv_nsec) * 1e-9;
     }
 
-    std::string m_what;
+    std::string_view m_what;
+    std::string_view m_detail;
     std::chrono::milliseconds m_bound;
     std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
     double m_cpuStarted = threadCpuSeconds();

@@ -132,7 +132,7 @@ void CoordinatorServer::tickProjects()
     for (auto& [name, runtime] : m_projects) {
         try {
             const int64_t now = core::unixNowMs();
-            const core::SlowWork slow(name + "'s tick");
+            const core::SlowWork slow("the tick of ", name);
             publish(runtime->tick(now));
             if (m_tickObserver)
                 m_tickObserver(*runtime, now);
@@ -174,7 +174,7 @@ std::string CoordinatorServer::handle(
     if (!envelope)
         return net::encodeErrorReply(net::bestEffortRequestId(request), envelope.error());
     try {
-        const core::SlowWork slow("a " + envelope->type + " request");
+        const core::SlowWork slow("a request of type ", envelope->type);
         auto reply = dispatch(*envelope, peerKey, nowMs, peerAddress);
         if (!reply)
             return net::encodeErrorReply(envelope->id, net::protocolError(reply.error()));

@@ -288,7 +288,7 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
         m_options.faultPoint("tick", m_round->openRound());
     PublishedEvents events;
     {
-        const core::SlowWork slow("publishing round " + std::to_string(m_round->openRound()));
+        const core::SlowWork slow("publishing a round's close");
         collectClose(false, events);
     }
     {
@@ -309,7 +309,7 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
     // One close at a time, its evaluation included (the model is the
     // evaluation's): a round due meanwhile waits, the loop does not.
     if (m_policy->roundDue() && !closing()) {
-        const core::SlowWork slow("beginning the close of round " + std::to_string(m_round->openRound()));
+        const core::SlowWork slow("beginning a round's close");
         beginClose(nowMs);
     }
     return events;
