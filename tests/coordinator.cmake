@@ -4,8 +4,9 @@ crowdtrain_test(tst_project_spec SOURCES tst_project_spec.cpp ${_ct_coordinator_
     LIBS crowdtrain::coordinator_store)
 crowdtrain_test(tst_ledger SOURCES tst_ledger.cpp ${_ct_coordinator_fixtures}
     LIBS crowdtrain::coordinator_store)
+# (and RoundState's close over it: crowdtrain::coordinator)
 crowdtrain_test(tst_state_store SOURCES tst_state_store.cpp ${_ct_coordinator_fixtures}
-    LIBS crowdtrain::coordinator_store)
+    LIBS crowdtrain::coordinator)
 crowdtrain_test(tst_data_plan SOURCES tst_data_plan.cpp ${_ct_coordinator_fixtures}
     LIBS crowdtrain::coordinator_store)
 crowdtrain_test(tst_checkpoint_store SOURCES tst_checkpoint_store.cpp ${_ct_coordinator_fixtures}

@@ -653,8 +653,15 @@ private slots:
             if (avg[i] == 0.0f)
                 QCOMPARE(u[i], 0.0f);
         }
+        // In place (the coordinator's close): the same values over the
+        // accumulator, which is then spent until reset().
+        const std::span<float> inPlace = *aggregator.averageInPlace();
+        QVERIFY(std::equal(inPlace.begin(), inPlace.end(), avg.begin(), avg.end()));
+        QCOMPARE(aggregator.add(messages[0], 1.0).error().code, std::string("aggregator_failed"));
+        QCOMPARE(aggregator.average().error().code, std::string("aggregator_failed"));
         aggregator.reset();
         QCOMPARE(aggregator.submissions(), int64_t(0));
+        QVERIFY(aggregator.add(messages[0], 1.0).ok());
     }
 
     // An independent decoder (tests/sparse_reference.py, numpy, written from

@@ -4,6 +4,10 @@
 // with SIGKILL.
 #include "coordinator_fixtures.h"
 
+#include "engine/diloco/aggregator.h"
+#include "engine/diloco/codec.h"
+#include "engine/diloco/outer_optimizer.h"
+#include "net/coordinator/round_state.h"
 #include "net/coordinator/state_store.h"
 
 #include <QCoreApplication>
@@ -15,6 +19,7 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <stdexcept>
 
 using namespace crowdtrain;
 using namespace crowdtrain::coordinator;
@@ -328,6 +333,90 @@ private slots:
             QCOMPARE(lease.epoch, uint64_t(0));
             QVERIFY(std::find(completed.begin(), completed.end(), lease.range) == completed.end());
         }
+    }
+
+    // Issue 41: a round close works in place (the average and the outer step
+    // over the aggregate's sum, the momentum and residual where they are,
+    // no copies). It makes what the whole-vector arithmetic makes, bit for
+    // bit; and a close that fails after its files were written (an
+    // exception at "close-written") puts the round back, so that the next
+    // close makes the same version and momentum as one that never failed.
+    void aCloseInPlaceIsExactAndAFailedOnePutsTheRoundBack()
+    {
+        struct Made {
+            std::string thetaSha, update;
+            std::vector<float> momentum;
+        };
+        std::vector<std::vector<float>> deltas;
+        const auto closeIn = [&](const std::string& name, bool failFirst) {
+            const auto dir = path(name);
+            const ProjectSpec spec = specIn(dir);
+            ProjectStore store = orFail(ProjectStore::open(spec, dir));
+            const int64_t p = int64_t(store.parameterCount());
+            RoundState round(spec, store, p);
+            if (Status s = round.createVersionZero(valuesOf(std::size_t(p), 0.1f), std::nullopt, 0); !s)
+                qFatal("version 0: %s", s.error().message.c_str());
+            std::mt19937 rng(7);
+            std::normal_distribution<float> normal(0.0f, 1e-3f);
+            deltas.assign(3, std::vector<float>(std::size_t(p)));
+            for (int i = 0; i < 3; ++i) { // the last from a new key: the capped part
+                for (float& v : deltas[std::size_t(i)])
+                    v = normal(rng);
+                const auto payload = dir / ("payload-" + std::to_string(i));
+                testing::writeAll(payload, diloco::encode(diloco::Codec::Int8, deltas[std::size_t(i)].data(), p));
+                AcceptedSubmission a;
+                a.record = ContributionRecord{1, "key-" + std::to_string(i), 100 + 50 * i, 5, 2.0, true, "", 1, 0, {}};
+                a.fresh = i == 2;
+                if (Status s = round.add(a, payload, diloco::Codec::Int8); !s)
+                    qFatal("add: %s", s.error().message.c_str());
+            }
+            RoundState::CloseInput input;
+            input.nowMs = 2;
+            input.serviceBytes = "{}";
+            if (failFirst) {
+                bool thrown = false;
+                try {
+                    (void)round.computeClose(input, [](std::string_view where, int64_t) {
+                        if (where == "close-written")
+                            throw std::runtime_error("injected");
+                    });
+                } catch (const std::runtime_error&) {
+                    thrown = true;
+                }
+                if (!thrown)
+                    qFatal("the injected failure did not happen");
+            }
+            RoundState::Closed closed = orFail(round.computeClose(input));
+            round.publishClose(closed);
+            return Made{closed.written.paramsSha256, closed.update, round.momentum()};
+        };
+        const Made once = closeIn("in-place-once", false);
+        const Made afterFailure = closeIn("in-place-failed", true);
+        QCOMPARE(afterFailure.thetaSha, once.thetaSha);
+        QVERIFY(afterFailure.update == once.update);
+        QVERIFY(afterFailure.momentum == once.momentum);
+
+        // The same arithmetic over whole vectors, as before issue 41.
+        const int64_t p = int64_t(deltas[0].size());
+        diloco::RoundAggregator established(p), fresh(p);
+        QVERIFY(established.add(diloco::Codec::Int8, diloco::encode(diloco::Codec::Int8, deltas[0].data(), p), 100.0));
+        QVERIFY(established.add(diloco::Codec::Int8, diloco::encode(diloco::Codec::Int8, deltas[1].data(), p), 150.0));
+        QVERIFY(fresh.add(diloco::Codec::Int8, diloco::encode(diloco::Codec::Int8, deltas[2].data(), p), 200.0));
+        std::vector<float> avg = *established.average();
+        const std::vector<float> freshAvg = *fresh.average();
+        const double we = 250, wn = 200, total = we + wn; // the fresh scale is 1 when nobody sets it
+        for (std::size_t i = 0; i < avg.size(); ++i)
+            avg[i] = float(we / total * double(avg[i]) + wn / total * double(freshAvg[i]));
+        const ProjectSpec spec = specIn(path("in-place-once"));
+        diloco::OuterNesterov outer(p, diloco::OuterOptions{spec.outer.lr, spec.outer.momentum, spec.outer.nesterov});
+        const std::vector<float> u = outer.step(avg.data());
+        std::vector<float> residual(std::size_t(p), 0.0f);
+        QVERIFY(diloco::encode(diloco::Codec::Int8, u.data(), p, residual.data()) == once.update);
+        QVERIFY(outer.momentum() == once.momentum);
+        // theta_1 (written over theta_0's buffer) = theta_0 + decode(u).
+        std::vector<float> theta = valuesOf(std::size_t(p), 0.1f);
+        QVERIFY(diloco::applyUpdate(diloco::Codec::Int8, once.update, p, theta.data()));
+        QCOMPARE(parametersSha256Hex(theta), once.thetaSha);
     }
 
     void killDuringCommit()

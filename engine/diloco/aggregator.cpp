@@ -36,8 +36,14 @@ std::string number(double value)
 } // namespace
 
 RoundAggregator::RoundAggregator(int64_t n)
-    : m_acc(static_cast<std::size_t>(std::max<int64_t>(n, 0)), 0.0f)
+    : m_size(std::max<int64_t>(n, 0))
 { }
+
+void RoundAggregator::allocate()
+{
+    if (m_acc.empty())
+        m_acc.assign(std::size_t(m_size), 0.0f);
+}
 
 Status RoundAggregator::checkUsable() const
 {
@@ -54,6 +60,7 @@ Status RoundAggregator::add(Codec codec, std::string_view payload, double weight
         return usable;
     if (Status weight = checkWeight(weightTokens); !weight)
         return weight;
+    allocate();
     if (Status added = decodeAccumulate(codec, payload, size(), float(weightTokens), m_acc.data()); !added)
         return added;
     ++m_submissions;
@@ -67,6 +74,7 @@ Status RoundAggregator::begin(Codec codec, double weightTokens)
         return usable;
     if (Status weight = checkWeight(weightTokens); !weight)
         return weight;
+    allocate();
     m_stream.emplace(codec, size());
     m_streamWeight = weightTokens;
     return Status::success();
@@ -123,6 +131,19 @@ Result<std::vector<float>> RoundAggregator::average() const
     for (std::size_t i = 0; i < m_acc.size(); ++i)
         avg[i] = float(double(m_acc[i]) / total);
     return avg;
+}
+
+Result<std::span<float>> RoundAggregator::averageInPlace()
+{
+    if (m_failed)
+        return *m_failed;
+    if (m_submissions == 0)
+        return Error::make(engine::errc::kEmpty, "no submissions to average");
+    const double total = m_totalWeight;
+    for (float& v : m_acc)
+        v = float(double(v) / total);
+    m_failed = Error::make(engine::errc::kAggregatorFailed, "the sum was averaged in place: reset() first");
+    return std::span<float>(m_acc);
 }
 
 void RoundAggregator::reset()

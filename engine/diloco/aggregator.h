@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,11 @@ namespace crowdtrain::diloco {
 // at the end (in double, rounded once to float).
 class RoundAggregator {
 public:
+    // The sum's n floats are allocated at the first submission (a round
+    // with no new keys never pays for their aggregator).
     explicit RoundAggregator(int64_t n);
 
-    int64_t size() const { return int64_t(m_acc.size()); }
+    int64_t size() const { return m_size; }
 
     // All or nothing: the payload is checked ("bad_size", "non_finite") and
     // the weight ("bad_weight": must be finite and > 0) before anything is
@@ -43,11 +46,16 @@ public:
 
     // "empty" when nothing was added.
     Result<std::vector<float>> average() const;
+    // The same values, computed over the sum itself (no second P floats):
+    // the sum is spent, and every later call but reset() fails until then.
+    Result<std::span<float>> averageInPlace();
     void reset();
 
 private:
     Status checkUsable() const;
+    void allocate();
 
+    int64_t m_size = 0;
     std::vector<float> m_acc;
     int64_t m_submissions = 0;
     double m_totalWeight = 0.0;

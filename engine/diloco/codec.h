@@ -102,6 +102,14 @@ public:
     StreamInspector(Codec codec, int64_t n, const float* reference = nullptr);
     Status feed(std::string_view slice); // "bad_size" when too long
     Result<PayloadStats> finish(); // "bad_size" when short
+    // The reference is no longer read (its owner is about to change it):
+    // the dot product means nothing from here, which referenceDropped() says.
+    void dropReference()
+    {
+        m_reference = nullptr;
+        m_referenceDropped = true;
+    }
+    bool referenceDropped() const { return m_referenceDropped; }
 
 private:
     detail::DecodeCursor m_cursor;
@@ -110,6 +118,7 @@ private:
     double m_sumSquares = 0.0;
     double m_maxAbs = 0.0;
     const float* m_reference = nullptr;
+    bool m_referenceDropped = false;
     double m_dot = 0.0;
 };
 

@@ -72,6 +72,25 @@ Status assign(engine::Gpt& model, const float* flat, int64_t n)
     return Status::success();
 }
 
+Status borrow(engine::Gpt& model, const float* flat, int64_t n)
+{
+    const auto params = engine::namedParameters(model);
+    int64_t total = 0;
+    for (const auto& item : params)
+        total += item.second.numel();
+    if (n != total || (total > 0 && flat == nullptr))
+        return Error::make(engine::errc::kBadSize,
+            "flat vector has " + std::to_string(n) + " elements, the model has " + std::to_string(total));
+    torch::NoGradGuard noGrad;
+    int64_t offset = 0;
+    for (const auto& item : params) {
+        torch::Tensor param = item.second;
+        param.set_data(torch::from_blob(const_cast<float*>(flat + offset), param.sizes(), torch::kFloat32));
+        offset += param.numel();
+    }
+    return Status::success();
+}
+
 namespace {
 
 bool directlyWritable(const torch::Tensor& t)

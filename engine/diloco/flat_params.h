@@ -34,6 +34,11 @@ std::vector<float> flatten(engine::Gpt& model);
 // Copies a flat vector into the model's parameters (any device and dtype).
 // "bad_size" unless n equals the parameter count; nothing changes then.
 Status assign(engine::Gpt& model, const float* flat, int64_t n);
+// The parameters of a CPU float32 model become views over `flat`, no copy
+// (the model's own weights are freed): for reading only (evaluation and
+// sampling under no_grad), while `flat` lives and keeps its address.
+// "bad_size" unless n equals the parameter count; nothing changes then.
+Status borrow(engine::Gpt& model, const float* flat, int64_t n);
 
 // The same from a file of the flat vector (P float32, little-endian), read
 // parameter by parameter straight into a CPU float32 model (other models

@@ -2,6 +2,7 @@
 
 #include "engine/error_codes.h"
 
+#include <algorithm>
 #include <string>
 
 namespace crowdtrain::diloco {
@@ -33,6 +34,16 @@ void OuterNesterov::step(const float* averagedDelta, float* update)
         const float stepValue = nesterov ? g + mu * m[i] : m[i];
         update[i] = minusLr * stepValue;
     }
+}
+
+Status OuterNesterov::loadMomentum(std::span<const float> momentum)
+{
+    if (momentum.size() != m_momentum.size())
+        return Error::make(engine::errc::kBadSize,
+            "momentum has " + std::to_string(momentum.size()) + " elements, expected "
+                + std::to_string(m_momentum.size()));
+    std::copy(momentum.begin(), momentum.end(), m_momentum.begin());
+    return Status::success();
 }
 
 Status OuterNesterov::setMomentum(std::vector<float> momentum)

@@ -10,6 +10,7 @@
 #include "core/result.h"
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace crowdtrain::diloco {
@@ -34,6 +35,8 @@ public:
     // For checkpoints. "bad_size" unless it has size() elements.
     const std::vector<float>& momentum() const { return m_momentum; }
     Status setMomentum(std::vector<float> momentum);
+    // The same, copied into the buffer it has (whose address others keep).
+    Status loadMomentum(std::span<const float> momentum);
 
 private:
     OuterOptions m_options;

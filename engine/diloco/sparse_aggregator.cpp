@@ -10,11 +10,12 @@ namespace crowdtrain::diloco {
 
 SparseAggregator::SparseAggregator(SparseLayout layout)
     : m_layout(std::move(layout))
-    , m_acc(size_t(m_layout.elements()), 0.0f)
 { }
 
 Status SparseAggregator::add(std::string_view message, double weightTokens)
 {
+    if (m_spent)
+        return Error::make(engine::errc::kAggregatorFailed, "the sum was averaged in place: reset() first");
     if (!(std::isfinite(weightTokens) && weightTokens > 0.0)) {
         std::ostringstream why;
         why << "submission weight must be a positive token count, got " << weightTokens;
@@ -26,6 +27,8 @@ Status SparseAggregator::add(std::string_view message, double weightTokens)
     if (!(stats->l2Norm > 0.0))
         return Error::make(engine::errc::kNormTooSmall, "a sparse message of norm 0 cannot be scaled to the median");
     const float weight = float(weightTokens / stats->l2Norm);
+    if (m_acc.empty()) // allocated at the first message
+        m_acc.assign(size_t(m_layout.elements()), 0.0f);
     float* acc = m_acc.data();
     const int64_t* position = m_entries.position.data();
     const float* value = m_entries.value.data();
@@ -50,8 +53,23 @@ double SparseAggregator::medianNorm() const
     return (lower + norms[mid]) / 2.0;
 }
 
+Result<std::span<float>> SparseAggregator::averageInPlace()
+{
+    if (m_spent)
+        return Error::make(engine::errc::kAggregatorFailed, "the sum was averaged in place: reset() first");
+    if (m_norms.empty())
+        return Error::make(engine::errc::kEmpty, "no submissions to average");
+    const double factor = medianNorm() / m_totalWeight;
+    for (float& v : m_acc)
+        v = float(double(v) * factor);
+    m_spent = true;
+    return std::span<float>(m_acc);
+}
+
 Result<std::vector<float>> SparseAggregator::average() const
 {
+    if (m_spent)
+        return Error::make(engine::errc::kAggregatorFailed, "the sum was averaged in place: reset() first");
     if (m_norms.empty())
         return Error::make(engine::errc::kEmpty, "no submissions to average");
     const double factor = medianNorm() / m_totalWeight;
@@ -74,6 +92,7 @@ Result<std::string> SparseAggregator::closeRound(double outerLr) const
 
 void SparseAggregator::reset()
 {
+    m_spent = false;
     std::fill(m_acc.begin(), m_acc.end(), 0.0f);
     m_norms.clear();
     m_totalWeight = 0.0;

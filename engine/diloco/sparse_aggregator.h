@@ -9,10 +9,12 @@
 // messages' supports). Streaming: the median is not known until the round
 // closes, but scaling is linear, so the accumulator holds
 // sum_i w_i x_i / ||x_i|| and the close multiplies by the median. Memory:
-// one float per parameter plus one double per message. Not thread-safe.
+// one float per parameter (from the first message on) plus one double per
+// message. Not thread-safe.
 
 #include "engine/diloco/sparse_codec.h"
 
+#include <span>
 #include <vector>
 
 namespace crowdtrain::diloco {
@@ -37,6 +39,9 @@ public:
     // median * acc / total weight (double, rounded once to float); "empty"
     // when nothing was added.
     Result<std::vector<float>> average() const;
+    // The same values over the accumulator itself (no second P floats):
+    // spent until reset() (add() and the averages fail).
+    Result<std::span<float>> averageInPlace();
 
     // The round's close: u = float32(-lr) * avg, encoded as a sparse update
     // (encodeSparseUpdate). Apply it with applySparseUpdate.
@@ -50,6 +55,7 @@ private:
     std::vector<double> m_norms;
     SparseEntries m_entries; // scratch: the message being added
     double m_totalWeight = 0.0;
+    bool m_spent = false; // averaged in place
 };
 
 } // namespace crowdtrain::diloco

@@ -95,7 +95,9 @@ uint64_t CheckpointInfo::totalBytes() const
     return total;
 }
 
-Result<engine::NamedTensors> unflattenParameters(const engine::GptConfig& config, std::span<const float> flat)
+namespace {
+
+Result<engine::NamedTensors> namedOver(const engine::GptConfig& config, std::span<const float> flat, bool copy)
 {
     engine::NamedTensors named;
     std::size_t offset = 0;
@@ -106,15 +108,27 @@ Result<engine::NamedTensors> unflattenParameters(const engine::GptConfig& config
         if (offset + std::size_t(count) > flat.size())
             return Error::make(net::errc::kBadParameters,
                 "the flat vector holds " + std::to_string(flat.size()) + " values, fewer than the model's");
-        // from_blob does not own the memory: clone into a tensor that does.
-        torch::Tensor t = torch::from_blob(const_cast<float*>(flat.data() + offset), shape, torch::kFloat32).clone();
-        named.emplace_back(name, std::move(t));
+        // from_blob does not own the memory: cloned into a tensor that does, unless views are asked for.
+        torch::Tensor t = torch::from_blob(const_cast<float*>(flat.data() + offset), shape, torch::kFloat32);
+        named.emplace_back(name, copy ? t.clone() : t);
         offset += std::size_t(count);
     }
     if (offset != flat.size())
         return Error::make(net::errc::kBadParameters,
             "the flat vector holds " + std::to_string(flat.size()) + " values, the model " + std::to_string(offset));
     return named;
+}
+
+} // namespace
+
+Result<engine::NamedTensors> unflattenParameters(const engine::GptConfig& config, std::span<const float> flat)
+{
+    return namedOver(config, flat, true);
+}
+
+Result<engine::NamedTensors> parameterViews(const engine::GptConfig& config, std::span<const float> flat)
+{
+    return namedOver(config, flat, false);
 }
 
 CheckpointStore::CheckpointStore(std::filesystem::path dir, CheckpointSpec retention)

@@ -52,6 +52,9 @@ struct CheckpointInfo {
 // The flat parameter vector (docs/protocol.md, §7) as named tensors in
 // engine::gptParameterShapes(config) order; error when the size is wrong.
 Result<engine::NamedTensors> unflattenParameters(const engine::GptConfig& config, std::span<const float> flat);
+// The same as views over `flat`, no copy (a checkpoint's export at GPT-2
+// 1.5B would otherwise hold 6 GB more): valid while `flat` lives, read only.
+Result<engine::NamedTensors> parameterViews(const engine::GptConfig& config, std::span<const float> flat);
 
 class CheckpointStore {
 public:

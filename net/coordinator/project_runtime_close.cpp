@@ -28,6 +28,7 @@ void ProjectRuntime::beginClose(int64_t nowMs)
         = RoundState::closeInput(nowMs, m_sessions->online(), *m_plan, m_submissions->gateRecord());
     m_report = Report{RoundReport{}, steadyNowMs()};
     m_report->report.project = m_spec.name;
+    m_submissions->closeBegins();
     m_round->setClosing(true);
     m_closing = m_worker->post([this, input = std::move(input)]() -> Result<RoundState::Closed> {
         try {
@@ -125,7 +126,7 @@ void ProjectRuntime::exportCheckpoint(Evaluation::Done& done)
 {
     if (!m_checkpoints->isDue(done.round))
         return;
-    auto named = unflattenParameters(m_spec.model, *done.params);
+    auto named = parameterViews(m_spec.model, *done.params); // done.params outlives the export
     auto published = named
         ? m_checkpoints->publish(done.round, done.tokens, done.valLoss, m_spec.model, *named, core::unixNowMs(),
             done.samplesJson.empty() ? std::map<std::string, std::string>{}

@@ -5,6 +5,8 @@
 #include "net/coordinator/file_slices.h"
 #include "net/wire/error_codes.h"
 
+#include <cstdio>
+
 namespace crowdtrain::coordinator {
 
 RoundState::RoundState(
@@ -25,7 +27,7 @@ RoundState::RoundState(
 
 Status RoundState::createVersionZero(std::vector<float> params, std::optional<double> valLoss, int64_t nowMs)
 {
-    m_params = std::make_shared<const std::vector<float>>(std::move(params));
+    m_params = std::make_shared<std::vector<float>>(std::move(params));
     m_residual.assign(std::size_t(m_parameters), 0.0f);
     m_version = 0;
     m_lastValLoss = valLoss;
@@ -46,7 +48,7 @@ Result<std::string> RoundState::load()
     if (!state)
         return state.error();
     m_version = state->version;
-    m_params = std::make_shared<const std::vector<float>>(std::move(state->params));
+    m_params = std::make_shared<std::vector<float>>(std::move(state->params));
     m_paramsSha = std::move(state->paramsSha256);
     m_residual = state->updateResidual.size() == std::size_t(m_parameters)
         ? std::move(state->updateResidual)
@@ -69,6 +71,7 @@ int64_t RoundState::target() const
 
 Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec)
 {
+    accepted.payload = payload;
     if (Status s = sum(accepted, payload, codec); !s)
         return s;
     noteAccepted(std::move(accepted));
@@ -79,17 +82,27 @@ Status RoundState::sum(const AcceptedSubmission& accepted, const std::filesystem
 {
     if (m_closing)
         return Error::make(net::errc::kUnavailable, "the round is closing");
+    if (codec != m_spec.codec)
+        return Error::make(net::errc::kBadShape, "a payload of another codec than the project's");
+    if (accepted.payload != payload)
+        return Error::make(net::errc::kInternal, "the accepted submission names another payload file");
+    return sumAgain(accepted);
+}
+
+// Into the established keys' aggregate or the new keys'.
+Status RoundState::sumAgain(const AcceptedSubmission& accepted)
+{
     if (m_sparse) { // a few MB at most: read whole; scaled to one norm at the close, not clipped
-        auto bytes = engine::readWholeFile(payload);
+        auto bytes = engine::readWholeFile(accepted.payload);
         if (!bytes)
             return bytes.error();
         diloco::SparseAggregator& sum = accepted.fresh ? *m_freshSparse : *m_sparse;
         return sum.add(*bytes, double(accepted.record.tokens));
     }
     diloco::RoundAggregator& sum = accepted.fresh ? m_freshAggregator : m_aggregator;
-    if (Status s = sum.begin(codec, double(accepted.record.tokens) * accepted.clip); !s)
+    if (Status s = sum.begin(m_spec.codec, double(accepted.record.tokens) * accepted.clip); !s)
         return s;
-    if (Status s = forEachSlice(payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
+    if (Status s = forEachSlice(accepted.payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
         return s;
     return sum.commit();
 }
@@ -121,26 +134,36 @@ RoundState::CloseInput RoundState::closeInput(
 }
 
 // The outer step and the files of the next version: `closed` is what was
-// written. Changes momentum and residual even when it fails (restore()
-// puts them back).
-Status RoundState::writeNext(const std::vector<float>& average, Closed& closed, const CloseInput& input)
+// written. Works in place: the aggregate's sum becomes the average, then
+// the outer step's u; the momentum and the residual move on (restore()
+// puts all of it back on a failure).
+Status RoundState::writeNext(Closed& closed, const CloseInput& input)
 {
     // Delta = theta_v - theta_local plays the gradient: theta_{v+1} = theta_v + u,
     // with u quantised (error feedback on our side, or on the volunteers'
     // for sparse) so that volunteers who apply the same bytes get the same
     // weights, bit for bit.
-    auto next = std::make_shared<std::vector<float>>(*m_params);
     if (m_sparse) {
         if (Status s = sparseUpdate(closed.update); !s)
             return s;
-        if (Status s = diloco::applySparseUpdate(m_sparse->layout(), closed.update, next->data()); !s)
-            return s;
     } else {
-        std::vector<float> update = m_outer->step(average.data());
-        closed.update = diloco::encode(diloco::Codec::Int8, update.data(), m_parameters, m_residual.data());
-        if (Status s = diloco::applyUpdate(diloco::Codec::Int8, closed.update, m_parameters, next->data()); !s)
-            return s;
+        auto average = this->average();
+        if (!average)
+            return average.error();
+        float* u = average->data();
+        m_outer->step(u, u);
+        closed.update = diloco::encode(diloco::Codec::Int8, u, m_parameters, m_residual.data());
     }
+    // theta_{v+1} over theta_v when nobody else reads it (the close begins
+    // only once the evaluation is done; the host calibration may still read
+    // it): 4 bytes a parameter fewer at the close's peak.
+    closed.thetaInPlace = m_params.use_count() == 1 && !m_spec.trust.calibrate;
+    auto next = closed.thetaInPlace ? m_params : std::make_shared<std::vector<float>>(*m_params);
+    closed.params = next; // from here a failure must put theta back (restore)
+    if (Status s = m_sparse ? diloco::applySparseUpdate(m_sparse->layout(), closed.update, next->data())
+                            : diloco::applyUpdate(diloco::Codec::Int8, closed.update, m_parameters, next->data());
+        !s)
+        return s;
     double lossSum = 0;
     for (const AcceptedSubmission& a : m_accepted)
         lossSum += a.record.trainLoss * double(a.record.tokens);
@@ -157,7 +180,6 @@ Status RoundState::writeNext(const std::vector<float>& average, Closed& closed, 
     if (!written)
         return written.error();
     closed.written = std::move(*written);
-    closed.params = std::move(next);
     return Status::success();
 }
 
@@ -171,98 +193,99 @@ Status RoundState::sparseUpdate(std::string& update)
     auto average = sparseAverage();
     if (!average)
         return average.error();
-    std::vector<float> u;
+    float* u = average->data();
     if (m_outer->size() > 0) {
-        u = m_outer->step(average->data());
+        m_outer->step(u, u);
     } else {
-        u = std::move(*average);
         const float minusLr = float(-m_spec.outer.lr);
-        for (float& v : u)
+        for (float& v : *average)
             v = minusLr * v;
     }
-    update
-        = diloco::encodeSparseRoundUpdate(m_sparse->layout(), u.data(), int64_t(m_spec.sparseDownK), m_residual.data());
+    update = diloco::encodeSparseRoundUpdate(m_sparse->layout(), u, int64_t(m_spec.sparseDownK), m_residual.data());
     return Status::success();
 }
 
 // The established keys' average and the new keys', the latter weighing
 // at most its capped part: (W_e avg_e + lambda W_n avg_n) / (W_e + lambda W_n).
-Result<std::vector<float>> RoundState::average() const
+// In place: over the established keys' sum (the new keys' alone when
+// there are none).
+Result<std::span<float>> RoundState::average()
 {
     if (m_freshAggregator.submissions() == 0)
-        return m_aggregator.average();
+        return m_aggregator.averageInPlace();
     if (m_aggregator.submissions() == 0)
-        return m_freshAggregator.average();
-    auto established = m_aggregator.average();
-    if (!established)
-        return established.error();
-    auto fresh = m_freshAggregator.average();
-    if (!fresh)
-        return fresh.error();
+        return m_freshAggregator.averageInPlace();
     const double we = m_aggregator.totalWeight(), wn = m_freshAggregator.totalWeight();
     const double lambda = m_freshScale ? m_freshScale(we, wn) : 1.0;
     const double total = we + lambda * wn;
     const double a = we / total, b = lambda * wn / total;
-    std::vector<float>& avg = *established;
+    auto established = m_aggregator.averageInPlace();
+    if (!established)
+        return established.error();
+    auto fresh = m_freshAggregator.averageInPlace();
+    if (!fresh)
+        return fresh.error();
+    std::span<float> avg = *established;
+    const float* other = fresh->data();
     for (std::size_t i = 0; i < avg.size(); ++i)
-        avg[i] = float(a * double(avg[i]) + b * double((*fresh)[i]));
-    return std::move(*established);
+        avg[i] = float(a * double(avg[i]) + b * double(other[i]));
+    return avg;
 }
 
 // Each message scaled to one norm M (the median of the established keys'
 // messages, else of the new keys'): each aggregator's average is
 // M_own x S / W, so S = avg W / M_own, and the round's average is
-// M (S_e + lambda S_n) / (W_e + lambda W_n).
-Result<std::vector<float>> RoundState::sparseAverage() const
+// M (S_e + lambda S_n) / (W_e + lambda W_n). In place, as average().
+Result<std::span<float>> RoundState::sparseAverage()
 {
-    const diloco::SparseAggregator& e = *m_sparse;
-    const diloco::SparseAggregator& n = *m_freshSparse;
+    diloco::SparseAggregator& e = *m_sparse;
+    diloco::SparseAggregator& n = *m_freshSparse;
     if (n.submissions() == 0)
-        return e.average();
+        return e.averageInPlace();
     if (e.submissions() == 0)
-        return n.average();
+        return n.averageInPlace();
     const double we = e.totalWeight(), wn = n.totalWeight();
     const double lambda = m_freshScale ? m_freshScale(we, wn) : 1.0;
     const double total = we + lambda * wn;
-    auto established = e.average();
-    if (!established)
-        return established.error();
-    auto fresh = n.average();
-    if (!fresh)
-        return fresh.error();
     // avg_e already carries M / W_e: (W_e avg_e + lambda W_n avg_n M / M_n) / total.
     const double a = we / total, b = lambda * wn / total * e.medianNorm() / n.medianNorm();
-    std::vector<float>& avg = *established;
+    auto established = e.averageInPlace();
+    if (!established)
+        return established.error();
+    auto fresh = n.averageInPlace();
+    if (!fresh)
+        return fresh.error();
+    std::span<float> avg = *established;
+    const float* other = fresh->data();
     for (std::size_t i = 0; i < avg.size(); ++i)
-        avg[i] = float(a * double(avg[i]) + b * double((*fresh)[i]));
-    return std::move(*established);
+        avg[i] = float(a * double(avg[i]) + b * double(other[i]));
+    return avg;
 }
 
 Result<RoundState::Closed> RoundState::computeClose(const CloseInput& input, const FaultPoint& fault)
 {
+    if (m_broken)
+        return *m_broken;
     if (fault)
         fault("close-begun", openRound());
-    auto average = m_sparse ? Result<std::vector<float>>(std::vector<float>()) : this->average();
-    if (!average)
-        return average.error();
-    if (m_sparse && m_sparse->submissions() + m_freshSparse->submissions() == 0)
+    const int64_t submissions = m_sparse ? m_sparse->submissions() + m_freshSparse->submissions()
+                                         : m_aggregator.submissions() + m_freshAggregator.submissions();
+    if (submissions == 0)
         return Error::make(engine::errc::kEmpty, "no submissions to average");
     Closed closed;
-    closed.savedMomentum = m_outer->momentum();
-    closed.savedResidual = m_residual;
     try {
-        if (Status s = writeNext(*average, closed, input); !s) {
-            restore(closed);
+        if (Status s = writeNext(closed, input); !s) {
+            (void)restore(closed);
             return s.error();
         }
         if (fault)
             fault("close-written", closed.round);
         if (Status s = commit(closed); !s) {
-            restore(closed);
+            (void)restore(closed);
             return s.error();
         }
     } catch (...) {
-        restore(closed);
+        (void)restore(closed);
         throw;
     }
     // Committed: the aggregate is spent. Zeroed here rather than on the loop
@@ -281,12 +304,50 @@ Result<RoundState::Closed> RoundState::computeClose(const CloseInput& input, con
     return closed;
 }
 
-void RoundState::restore(Closed& closed)
+// After a failed close: the files it wrote removed, the momentum and the
+// residual read back from the last committed state, the aggregate summed
+// again from the accepted payloads in pending/. Should that fail, no close
+// runs again until a restart (which does the same from disk).
+Status RoundState::restore(Closed& closed)
 {
-    if (closed.params) // written, never committed
+    if (closed.round == m_version + 1) // (partly) written, never committed
         m_store.removeUncommitted(closed.round);
-    (void)m_outer->setMomentum(std::move(closed.savedMomentum));
-    m_residual = std::move(closed.savedResidual);
+    closed.params.reset();
+    Status restored = [&]() -> Status {
+        m_residual = std::vector<float>(); // freed before the saved ones are read
+        auto saved = closed.thetaInPlace ? m_store.loadLatest() : m_store.loadLatestOptimizer();
+        if (!saved)
+            return saved.error();
+        if (closed.thetaInPlace) { // into the same buffer: the evaluation's model has views over it
+            if (saved->params.size() != m_params->size())
+                return Error::make(net::errc::kStateCorrupt, "the last state's theta has another size");
+            std::copy(saved->params.begin(), saved->params.end(), m_params->begin());
+            saved->params = std::vector<float>();
+        }
+        m_residual = saved->updateResidual.size() == std::size_t(m_parameters)
+            ? std::move(saved->updateResidual)
+            : std::vector<float>(std::size_t(m_parameters), 0.0f);
+        if (m_outer->size() > 0) // in place: the gate's direction points at it
+            if (Status s = m_outer->loadMomentum(saved->momentum); !s)
+                return s;
+        m_aggregator.reset();
+        m_freshAggregator.reset();
+        if (m_sparse) {
+            m_sparse->reset();
+            m_freshSparse->reset();
+        }
+        for (const AcceptedSubmission& a : m_accepted)
+            if (Status s = sumAgain(a); !s)
+                return s;
+        return Status::success();
+    }();
+    if (!restored) {
+        m_broken = Error::make(net::errc::kInternal,
+            "a failed close could not put the round back (" + restored.error().message
+                + "): restart the coordinator, which rebuilds it from disk");
+        std::fprintf(stderr, "%s: %s\n", m_spec.name.c_str(), m_broken->message.c_str());
+    }
+    return restored;
 }
 
 Status RoundState::commit(Closed& closed)
@@ -305,10 +366,9 @@ void RoundState::publishClose(Closed& closed)
 {
     m_store.noteCommitted(closed.committed);
     // Committed: the new version is the truth from here on.
-    closed.savedMomentum = std::vector<float>();
-    closed.savedResidual = std::vector<float>();
     m_version = closed.round;
-    m_params = closed.params;
+    if (!closed.thetaInPlace) // made by writeNext as a mutable vector
+        m_params = std::const_pointer_cast<std::vector<float>>(closed.params);
     m_paramsSha = closed.written.paramsSha256;
     m_totalTokens += m_acceptedTokens;
     m_accepted.clear();

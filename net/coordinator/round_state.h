@@ -39,6 +39,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 
 namespace crowdtrain::coordinator {
 
@@ -58,6 +59,7 @@ struct AcceptedSubmission {
     // Its weight is tokens x clip (int8: a norm above the clipping bound is
     // scaled down to it).
     double clip = 1.0;
+    std::filesystem::path payload; // under pending/ (a failed close sums it again)
 };
 
 class RoundState {
@@ -118,15 +120,21 @@ public:
         std::shared_ptr<const std::vector<float>> params; // theta of the new version
         WrittenState written;
         RoundRecord committed; // as the ledger has it
-        // The optimizer's state before the close, put back if it is not committed.
-        std::vector<float> savedMomentum, savedResidual;
+        // theta_{v+1} was made over theta_v's own buffer (nobody else held
+        // it): a failure reads theta_v back from its file.
+        bool thetaInPlace = false;
     };
     using FaultPoint = std::function<void(std::string_view, int64_t)>;
     // The round's close up to the files of the next version and their
-    // commit in the ledger (on a worker thread, while closing()). On an
-    // error or an exception nothing changed but the orphan files, which
-    // open() removes. Committed, the new version is the truth: a crash
-    // before publishClose() restarts from it.
+    // commit in the ledger (on a worker thread, while closing()). It works
+    // in place: the average and the outer step over the aggregate's sum,
+    // the momentum and the residual updated where they are (no copies: at
+    // GPT-2 1.5B each is 6 GB). On an error or an exception it puts the
+    // round back as it was: the momentum and residual read again from the
+    // last committed state, the aggregate summed again from pending/, the
+    // orphan files removed (open() removes any a crash left). Committed,
+    // the new version is the truth: a crash before publishClose() restarts
+    // from it.
     Result<Closed> computeClose(const CloseInput& input, const FaultPoint& fault = {});
     // The switch to the version computeClose() committed (on the loop).
     void publishClose(Closed& closed);
@@ -138,17 +146,20 @@ public:
 
 private:
     Status sparseUpdate(std::string& update);
-    Result<std::vector<float>> average() const;
-    Result<std::vector<float>> sparseAverage() const;
-    Status writeNext(const std::vector<float>& average, Closed& closed, const CloseInput& input);
-    void restore(Closed& closed);
+    Result<std::span<float>> average();
+    Result<std::span<float>> sparseAverage();
+    Status writeNext(Closed& closed, const CloseInput& input);
+    Status sumAgain(const AcceptedSubmission& accepted);
+    Status restore(Closed& closed);
     Status commit(Closed& closed);
 
     const ProjectSpec& m_spec;
     ProjectStore& m_store;
     int64_t m_parameters;
     int64_t m_version = 0;
-    std::shared_ptr<const std::vector<float>> m_params;
+    // theta_v; the close writes theta_{v+1} over it when it holds the only
+    // reference (no evaluation or host calibration reads it then).
+    std::shared_ptr<std::vector<float>> m_params;
     std::string m_paramsSha;
     std::unique_ptr<diloco::OuterNesterov> m_outer;
     std::vector<float> m_residual;
@@ -162,6 +173,8 @@ private:
     std::vector<AcceptedSubmission> m_accepted;
     int64_t m_acceptedTokens = 0;
     bool m_closing = false;
+    // A failed close could not read the optimizer back: no close until a restart.
+    std::optional<Error> m_broken;
     std::optional<Ledger> m_workerLedger; // the worker's connection, opened at its first use
 };
 

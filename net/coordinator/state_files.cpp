@@ -210,7 +210,8 @@ Status readTheta(const std::filesystem::path& stateFile, int64_t version, const 
 
 } // namespace
 
-Result<GlobalState> readGlobalState(const std::filesystem::path& file, std::optional<uint64_t> expectedParameters)
+Result<GlobalState> readGlobalState(
+    const std::filesystem::path& file, std::optional<uint64_t> expectedParameters, bool withParams)
 {
     std::ifstream in(file, std::ios::binary);
     if (!in)
@@ -224,7 +225,8 @@ Result<GlobalState> readGlobalState(const std::filesystem::path& file, std::opti
     state.version = header->version;
     const std::size_t p = std::size_t(header->parameters);
     const bool inlineParams = header->formatVersion == kInlineParamsFormat;
-    state.params.resize(p);
+    if (withParams || inlineParams)
+        state.params.resize(p);
     state.momentum.resize(p);
     state.updateResidual.resize(p);
     state.extra.resize(std::size_t(header->bytes));
@@ -241,6 +243,10 @@ Result<GlobalState> readGlobalState(const std::filesystem::path& file, std::opti
         return corrupt(file, "checksum mismatch (the file is damaged)");
     if (inlineParams) {
         state.paramsSha256 = parametersSha256Hex(state.params);
+        if (!withParams)
+            state.params = std::vector<float>();
+    } else if (!withParams) {
+        state.paramsSha256 = net::toHex(thetaDigest);
     } else {
         if (Status s = readTheta(file, state.version, thetaDigest, state.params); !s)
             return s.error();

@@ -154,9 +154,19 @@ void ProjectStore::releaseTheta(int64_t version)
 
 Result<GlobalState> ProjectStore::loadLatest()
 {
+    return loadLast(true);
+}
+
+Result<GlobalState> ProjectStore::loadLatestOptimizer()
+{
+    return loadLast(false);
+}
+
+Result<GlobalState> ProjectStore::loadLast(bool withParams)
+{
     if (!m_lastRound)
         return Error::make(net::errc::kNoState, m_dir.string() + " holds no committed round yet");
-    auto state = readGlobalState(m_dir / m_lastRound->stateFile, m_parameters);
+    auto state = readGlobalState(m_dir / m_lastRound->stateFile, m_parameters, withParams);
     if (!state)
         return state.error();
     if (state->version != m_lastRound->version)

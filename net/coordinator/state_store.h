@@ -83,8 +83,9 @@ Result<WrittenState> writeGlobalState(const std::filesystem::path& file, const G
 // Error "state_corrupt" naming the file when it (or its theta file) is
 // truncated, damaged or not a state file; "state_mismatch" when it holds
 // another P than expected.
-Result<GlobalState> readGlobalState(
-    const std::filesystem::path& file, std::optional<uint64_t> expectedParameters = std::nullopt);
+// withParams false: theta is not read (params stay empty; its hash is filled in).
+Result<GlobalState> readGlobalState(const std::filesystem::path& file,
+    std::optional<uint64_t> expectedParameters = std::nullopt, bool withParams = true);
 
 Status writeUpdateFile(
     const std::filesystem::path& file, int64_t version, uint64_t parameters, std::string_view payload);
@@ -109,6 +110,9 @@ public:
     // The state named by the ledger's last round, verified. Error "no_state"
     // for a fresh project.
     Result<GlobalState> loadLatest();
+    // The same without theta: the outer momentum and residual (a failed
+    // close puts them back from here rather than from copies in memory).
+    Result<GlobalState> loadLatestOptimizer();
 
     // Writes the state (and the encoded update, unless empty), then commits
     // the round naming them; commit.record's state/update file names and
@@ -161,6 +165,7 @@ public:
     std::filesystem::path thetaFile(int64_t version) const { return m_dir / "state" / thetaFileName(version); }
 
 private:
+    Result<GlobalState> loadLast(bool withParams);
     ProjectStore(std::filesystem::path dir, Ledger ledger, uint64_t parameters, uint64_t tokensPerPiece,
         uint32_t piecesPerTask, uint64_t dataSeed, int64_t leaseMs);
     Status checkNext(int64_t version, uint64_t parameters, bool withUpdate) const;

@@ -130,7 +130,7 @@ void Submissions::roundClosed()
     m_referenceRejections = 0;
     takeDirection();
     if (m_calibration) // the new version's measure; the last one counts until it is ready
-        m_calibration->start(m_round.version(), m_round.sharedParams(), m_direction);
+        m_calibration->start(m_round.version(), m_round.sharedParams(), m_round.momentum());
 }
 
 // The host's latest measure counts as a named key's one sample: in the

@@ -103,11 +103,19 @@ std::filesystem::path Submissions::pendingDir() const
 
 void Submissions::takeDirection()
 {
-    m_direction = m_round.momentum();
+    const std::vector<float>& momentum = m_round.momentum();
+    m_direction = momentum.empty() ? nullptr : momentum.data();
     double sum = 0;
-    for (float v : m_direction)
+    for (float v : momentum)
         sum += double(v) * double(v);
     m_directionNorm = std::sqrt(sum);
+}
+
+void Submissions::closeBegins()
+{
+    for (const auto& [id, task] : m_tasks.tasks())
+        if (task.checks)
+            task.checks->inspector.dropReference();
 }
 
 // The chunks a volunteer sent before a restart stay: the whole ones are
@@ -175,8 +183,11 @@ Result<net::UploadChunkReply> Submissions::uploadChunk(
                 + std::to_string(net::kDefaultChunkBytes));
     if (Status s = writeAt(task.uploadFile, task.receivedBytes, request.data, request.index == 0); !s)
         return s.error();
-    if (request.index == 0)
+    if (request.index == 0) {
         task.checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
+        if (m_round.closing()) // begun without the direction: its check is skipped (closeBegins)
+            task.checks->inspector.dropReference();
+    }
     task.checks->sha.update(request.data);
     if (task.checks->inspected && !m_sparse)
         task.checks->inspected = task.checks->inspector.feed(request.data);
@@ -270,7 +281,7 @@ Result<net::SubmitReply> Submissions::check(
     // task, so scaling would push an honest cut message over the bounds.
     const double gateNorm = stats->l2Norm * cutScale;
     std::optional<double> cosine;
-    if (direction() && stats->l2Norm > 0)
+    if (direction() && stats->l2Norm > 0 && (m_sparse || !task.checks->inspector.referenceDropped()))
         cosine = stats->dot / (stats->l2Norm * m_directionNorm);
     // Established keys are held to this round's direction only: the
     // previous round's cosines were measured against another momentum, and
@@ -386,8 +397,8 @@ struct Submissions::Durable {
 
 // On the worker. Payload first (fsynced, renamed), then its record: a record
 // on disk always has its payload; then its ledger row and the aggregate.
-// Until the record is written a failure puts the upload back, so that the
-// submit can be sent again.
+// Until its ledger row is in, a failure puts the upload back (and removes
+// the record), so that the submit can be sent again.
 Status Submissions::makeDurable(const Durable& d)
 {
     if (m_fault)
@@ -402,11 +413,21 @@ Status Submissions::makeDurable(const Durable& d)
         std::filesystem::rename(d.payload, d.upload, ec);
         return s;
     }
+    // Without its ledger row the record must go too: a restart would
+    // replay as accepted what the volunteer was told failed.
+    const auto unrecord = [&] {
+        std::filesystem::remove(d.record, ec);
+        std::filesystem::rename(d.payload, d.upload, ec);
+    };
     auto ledger = m_round.workerLedger();
-    if (!ledger)
+    if (!ledger) {
+        unrecord();
         return ledger.error();
-    if (Status s = (*ledger)->recordContribution(d.contribution); !s)
+    }
+    if (Status s = (*ledger)->recordContribution(d.contribution); !s) {
+        unrecord();
         return s;
+    }
     if (Status s = m_round.sum(d.accepted, d.payload, d.codec); !s)
         return s;
     if (m_fault)
@@ -437,8 +458,9 @@ void Submissions::accept(const std::string& key, OpenTask& task, const net::Subm
         record["cosine"] = *gate.cosine;
     ContributionRecord contribution{m_round.openRound(), key, int64_t(request.tokens), computeMs, request.trainLoss,
         true, "", nowMs, task.lease.id, request.sha256};
-    const AcceptedSubmission accepted{contribution, task.lease.range, gate, fresh, clip};
-    auto durable = std::make_shared<const Durable>(Durable{task.uploadFile, pendingDir() / (stem + ".bin"),
+    const AcceptedSubmission accepted{
+        contribution, task.lease.range, gate, fresh, clip, pendingDir() / (stem + ".bin")};
+    auto durable = std::make_shared<const Durable>(Durable{task.uploadFile, accepted.payload,
         pendingDir() / (stem + ".json"), record.dump(), contribution, accepted, m_codec});
     task.accepting = true;
     Accepting& a = m_accepting.emplace_back(Accepting{accepted, std::move(sketch), {}, {}});
@@ -557,7 +579,7 @@ Status Submissions::replayPending()
     });
     for (Pending& p : records) {
         const auto payload = std::filesystem::path(p.path).replace_extension(".bin");
-        const AcceptedSubmission accepted{p.contribution, p.range, p.gate, p.fresh, p.clip};
+        const AcceptedSubmission accepted{p.contribution, p.range, p.gate, p.fresh, p.clip, payload};
         if (Status s = m_round.add(accepted, payload, m_codec); !s) {
             setAsidePending(p.path, s.error().message);
             continue;

@@ -75,6 +75,10 @@ public:
     void collectAccepted(bool wait);
     // Whether an acceptance is on the worker (a close waits for none).
     bool accepting() const { return !m_accepting.empty(); }
+    // A close is about to change the momentum in place: the uploads in
+    // progress stop reading it (their direction check is then skipped; they
+    // are of the round being closed).
+    void closeBegins();
     // Points to crash at on the worker (the restart tests): "accept-begun",
     // "accept-durable" (then the reply is not sent yet).
     void setFaultPoint(RoundState::FaultPoint fault) { m_fault = std::move(fault); }
@@ -124,7 +128,8 @@ private:
     void takeCalibration(bool wait);
     void addHostSample(diloco::NormGate::State& state) const;
     void restoreGate(std::vector<diloco::NormGate::Sample> previous);
-    const float* direction() const { return m_directionNorm > 0 ? m_direction.data() : nullptr; }
+    // Not while the round is closing: the close changes the momentum in place.
+    const float* direction() const { return m_directionNorm > 0 && !m_round.closing() ? m_direction : nullptr; }
     std::filesystem::path pendingDir() const;
 
     const ProjectSpec& m_spec;
@@ -152,8 +157,9 @@ private:
     bool m_defences = true; // spec trust.defences (benchmarks turn them off)
     std::unique_ptr<HostCalibration> m_calibration; // spec trust.calibrate
     std::optional<HostCalibration::Measure> m_hostMeasure; // its latest
-    // The outer momentum as the round opened (norm 0 before the first outer step).
-    std::vector<float> m_direction;
+    // The outer momentum itself (not a copy: 6 GB at GPT-2 1.5B), as the
+    // round opened; norm 0 before the first outer step.
+    const float* m_direction = nullptr;
     double m_directionNorm = 0;
     ProjectWorker& m_worker;
     // Acceptances on the worker, in the order posted (= finished).
