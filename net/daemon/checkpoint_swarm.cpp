@@ -110,9 +110,16 @@ void CheckpointSwarm::applyLimits(swarm::SwarmSession& session)
 
 void CheckpointSwarm::countTraffic(swarm::SwarmSession& session)
 {
+    // Each byte once, and from the same budget as the chunks and the
+    // agent's requests. A total that went back (a torrent's counters start
+    // again when it restarts) adds nothing rather than wrapping around.
+    auto grown = [](uint64_t now, uint64_t counted) { return now > counted ? now - counted : 0; };
     const swarm::SwarmTotals totals = session.totals();
-    if (m_options.throttle)
-        m_options.throttle->count((totals.uploaded - m_countedUp) + (totals.downloaded - m_countedDown));
+    if (m_options.throttle) {
+        using Direction = limits::NetworkThrottle::Direction;
+        m_options.throttle->charge(Direction::Up, grown(totals.uploaded, m_countedUp));
+        m_options.throttle->charge(Direction::Down, grown(totals.downloaded, m_countedDown));
+    }
     m_countedUp = totals.uploaded;
     m_countedDown = totals.downloaded;
 }
