@@ -115,7 +115,7 @@ bool plantSeeded(const fs::path& data, int round, uint64_t bytes)
 {
     const fs::path folder = data / "checkpoints" / "bench" / ("round-" + std::to_string(round));
     fs::create_directories(folder);
-    std::mt19937_64 random(uint64_t(round));
+    std::mt19937_64 random{uint64_t(round)};
     std::string content(bytes, '\0');
     for (char& c : content)
         c = char(random());
