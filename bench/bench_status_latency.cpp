@@ -3,11 +3,17 @@
 // connect, request, reply) and of one ControlClient::call, in three
 // situations: idle; following six hubs that never answer while a catalog
 // refresh (2 s per hub, in turn) is always in flight; and while a join of
-// the demo is starting its coordinator. Starts its own daemon
-// (crowdtrain-worker run) in a temporary folder.
+// the demo is starting its coordinator. Issue 43 added: the swarm starting
+// (seeding turned on with eight downloaded checkpoints planted: the
+// libtorrent session starts and adds them), and a slow disk (the demo
+// training, its traffic counted into data_usage.json with an fsync, the
+// /proc scan of `pause_programs` every 2 s, while another writer floods the
+// same disk with fsynced writes). Starts its own daemon (crowdtrain-worker
+// run) in a temporary folder.
 //
 //   bench_status_latency BIN_DIR [N]
 #include "net/control/control_client.h"
+#include "net/swarm/torrent_file.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -18,7 +24,9 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <netinet/in.h>
+#include <random>
 #include <spawn.h>
 #include <string>
 #include <sys/socket.h>
@@ -101,6 +109,49 @@ int silentListener(uint16_t& port)
     return fd;
 }
 
+// A downloaded checkpoint the daemon seeds when the setting allows:
+// <data>/checkpoints/bench/round-R/ with the file, its .torrent and .hub.
+bool plantSeeded(const fs::path& data, int round, uint64_t bytes)
+{
+    const fs::path folder = data / "checkpoints" / "bench" / ("round-" + std::to_string(round));
+    fs::create_directories(folder);
+    std::mt19937_64 random{uint64_t(round)};
+    std::string content(bytes, '\0');
+    for (char& c : content)
+        c = char(random());
+    std::ofstream(folder / "model.safetensors", std::ios::binary) << content;
+    auto torrent = swarm::makeTorrent(folder / "model.safetensors");
+    if (!torrent)
+        return false;
+    std::ofstream(folder / ".model.safetensors.torrent", std::ios::binary) << torrent->bytes;
+    std::ofstream(folder / ".hub") << "demo\n";
+    return true;
+}
+
+// Rewrites `file` (64 MiB a time, fsynced) until `done`: a disk another
+// program keeps busy.
+void floodDisk(const fs::path& file, const std::atomic<bool>& done)
+{
+    const std::string block(1 << 20, 'f');
+    while (!done) {
+        const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return;
+        for (int i = 0; i < 64 && !done; ++i)
+            if (::write(fd, block.data(), block.size()) < 0)
+                break;
+        (void)::fsync(fd);
+        ::close(fd);
+    }
+}
+
+control::Value setting(const std::string& key, control::Value value)
+{
+    control::Value body = control::Value::map();
+    body.set("key", key).set("value", std::move(value));
+    return body;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -115,6 +166,13 @@ int main(int argc, char** argv)
     const fs::path root = ::mkdtemp(pattern);
     fs::create_directories(root / "run");
     const fs::path control = root / "run" / "crowdtrain";
+    for (int round = 1; round <= 8; ++round)
+        if (!plantSeeded(root / "data", round, 4 << 20)) {
+            std::fprintf(stderr, "bench_status_latency: cannot plant a seeded checkpoint\n");
+            return 1;
+        }
+    fs::create_directories(root / "config");
+    std::ofstream(root / "config" / "settings.json") << R"({"settings": {"seeding": "never"}})";
     const std::string worker = (bin / "crowdtrain-worker").string();
     const pid_t daemon = spawn({worker, "run", "--data-dir", (root / "data").string(), "--config-dir",
                                    (root / "config").string(), "--control-dir", control.string()},
@@ -138,6 +196,29 @@ int main(int argc, char** argv)
     for (int i = 0; i < n; ++i)
         measureOnce(idle, cli, *client);
     print("idle", idle);
+
+    // The swarm starting: seeding turned on, the next tick starts the
+    // libtorrent session and adds the eight planted torrents.
+    if (!client->call("settings_set", setting("seeding", "always"), 10000))
+        ++idle.failures;
+    Sample swarmStart;
+    const auto swarmFrom = Clock::now();
+    bool seeding = false;
+    while (!seeding || Clock::now() - swarmFrom < std::chrono::seconds(3)) {
+        measureOnce(swarmStart, cli, *client);
+        if (!seeding)
+            if (auto s = client->call("status", control::Value::map(), 10000)) {
+                const control::Value torrents = (*s)["swarm"]["torrents"];
+                seeding = torrents.size() == 8;
+                for (std::size_t i = 0; seeding && i < torrents.size(); ++i)
+                    seeding = torrents.at(i)["active"].toBool();
+            }
+        if (Clock::now() - swarmFrom > std::chrono::seconds(60))
+            break;
+    }
+    print("swarm starting: seeding on, 8 torrents added", swarmStart);
+    std::fprintf(stderr, "seeding all 8 after %.0f ms: %s\n",
+        std::chrono::duration<double, std::milli>(Clock::now() - swarmFrom).count(), seeding ? "yes" : "no");
 
     // Six hubs that never answer, and a catalog refresh always in flight.
     std::vector<int> listeners;
@@ -193,6 +274,23 @@ int main(int argc, char** argv)
     joiner.join();
     print("join demo: its coordinator starting", starting);
     std::fprintf(stderr, "the join took %.0f ms\n", joinMs);
+
+    // A slow disk: the demo trains (its traffic goes into data_usage.json,
+    // fsynced), `pause_programs` makes the limits scan /proc every 2 s, and
+    // another writer floods the same disk with fsynced writes.
+    if (!client->call("settings_set", setting("pause_programs", "bench-no-such-program"), 10000))
+        ++starting.failures;
+    std::atomic<bool> flooded{false};
+    std::thread flooder([&] { floodDisk(root / "flood.bin", flooded); });
+    Sample slowDisk;
+    for (int i = 0; i < n; ++i)
+        measureOnce(slowDisk, cli, *client);
+    flooded = true;
+    flooder.join();
+    print("slow disk: demo training, /proc scans, flood", slowDisk);
+    if (auto s = client->call("status", control::Value::map(), 10000))
+        std::fprintf(stderr, "state %s, month_bytes %llu\n", (*s)["state"].toString().c_str(),
+            (unsigned long long)(*s)["limits"]["month_bytes"].toUInt());
 
     ::kill(daemon, SIGTERM);
     int status = 0;

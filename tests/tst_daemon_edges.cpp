@@ -5,10 +5,14 @@
 // the daemon did not write (skipped, or set aside with a notice); replies
 // out of order while a hub call is slow; "busy" told from "no daemon" and
 // the command line's mistakes; a download that names the demo hub resumes
-// against the hub as it is now.
+// against the hub as it is now. And status answered while a part of the
+// daemon is stuck (in-process: a /proc scan that hangs, a swarm session
+// that takes its time to start).
 
 // libtorch's headers before Qt's: Qt's `slots` macro breaks them.
+#include "net/daemon/checkpoint_swarm.h"
 #include "net/daemon/checkpoints.h"
+#include "net/daemon/daemon.h"
 #include "net/daemon/hub_link.h"
 
 #include "daemon_process.h"
@@ -22,11 +26,14 @@
 #include <QTemporaryDir>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.hpp>
 
+#include <future>
 #include <mutex>
 
 using namespace crowdtrain;
@@ -102,6 +109,16 @@ CliResult worker(const Home& h, QStringList arguments)
         qFatal("crowdtrain-worker did not finish");
     return {cli.exitStatus() == QProcess::NormalExit ? cli.exitCode() : -1, cli.readAllStandardError()};
 }
+
+// Closes a file descriptor when the test ends, however it ends.
+struct FdCloser {
+    int fd = -1;
+    ~FdCloser()
+    {
+        if (fd >= 0)
+            ::close(fd);
+    }
+};
 
 bool anyNotice(const Value& status, const std::string& text)
 {
@@ -360,6 +377,88 @@ private slots:
         const CliResult s = worker(h, {QStringLiteral("status")});
         QCOMPARE(s.exitCode, 0);
         d.terminate();
+    }
+
+    // The limits' reading of the machine hangs (a /proc/<pid>/comm that is
+    // a FIFO nobody has written: the poller's scan waits in it); status is
+    // answered meanwhile, from what the last reading published, and the
+    // reading's outcome shows once it ends.
+    void statusIsAnsweredWhileTheMachineReadingHangs()
+    {
+        const Home h = home("hung-proc");
+        const std::filesystem::path proc = h.root / "proc";
+        std::filesystem::create_directories(proc);
+        std::filesystem::create_directories(h.config());
+        std::filesystem::create_directories(h.root / "run");
+        std::ofstream(h.config() / "settings.json") << R"({"settings": {"pause_programs": "blender"}})";
+        daemon::DaemonOptions options;
+        options.dataDir = h.data();
+        options.configDir = h.config();
+        options.controlDir = h.control();
+        options.pollMs = 100;
+        options.probes.proc = proc;
+        options.probes.nvmlLibrary = "libcrowdtrain-no-such-nvml.so";
+        auto opened = daemon::Daemon::open(options);
+        QVERIFY2(opened, opened ? "" : opened.error().message.c_str());
+        std::unique_ptr<daemon::Daemon> d = std::move(*opened);
+        const std::filesystem::path comm = proc / "4242" / "comm";
+        std::filesystem::create_directories(comm.parent_path());
+        QCOMPARE(::mkfifo(comm.c_str(), 0600), 0);
+        // A writer can open the FIFO once the scan (every 2 s) has it open
+        // to read; the scan then waits for a line, the poller's beat with it.
+        FdCloser writer; // declared after d: closed first, so the scan ends before the daemon stops
+        QVERIFY(waitUntil(
+            [&] {
+                writer.fd = ::open(comm.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+                return writer.fd >= 0;
+            },
+            30000));
+        auto status = std::async(std::launch::async, [&] { return d->status(); });
+        // The wait is only a backstop: today's answer comes at once.
+        const bool answeredWhileHung = status.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+        const Value during = answeredWhileHung ? status.get() : Value();
+        QCOMPARE(::write(writer.fd, "blender\n", 8), ssize_t(8));
+        ::close(writer.fd);
+        writer.fd = -1;
+        QVERIFY2(answeredWhileHung, "status waited for the /proc scan");
+        QCOMPARE(during["limit_code"].toString(), std::string()); // no program found yet
+        // The scan ended: the program it found pauses training.
+        QVERIFY(waitUntil([&] { return d->status()["limit"].toString() == "blender is running"; }, 30000));
+        if (status.valid())
+            (void)status.get();
+    }
+
+    // The swarm's session starting (seconds, up to five tries) holds the
+    // swarm's lock; its status is answered from the view it publishes.
+    void swarmStatusIsAnsweredWhileItsSessionStarts()
+    {
+        zmq::context_t context;
+        auto keys = net::generateKeyPair();
+        QVERIFY(keys);
+        daemon::HubDirectory hubs(context, *keys);
+        std::atomic<int> asked{0};
+        std::promise<void> release;
+        std::shared_future<void> released = release.get_future().share();
+        daemon::CheckpointSwarmOptions options;
+        options.listenPort = [&] {
+            ++asked;
+            released.wait(); // the start waits here, as a slow listen would
+            return uint16_t(0);
+        };
+        daemon::CheckpointSwarm swarm(hubs, std::move(options));
+        auto starting = std::async(std::launch::async, [&] { return swarm.sharedSession() != nullptr; });
+        const bool entered = waitUntil([&] { return asked.load() > 0; }, 30000);
+        auto status = std::async(std::launch::async, [&] { return swarm.status(); });
+        // The wait is only a backstop: today's answer comes at once.
+        const bool answered = status.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+        const bool stillStarting = starting.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+        release.set_value();
+        QVERIFY(entered);
+        QVERIFY2(answered, "status waited for the session's start");
+        QVERIFY(stillStarting);
+        QVERIFY(!status.get()["listening"].toBool());
+        QVERIFY(starting.get());
+        QVERIFY(waitUntil([&] { return swarm.status()["listening"].toBool(); }, 30000));
     }
 
     // The command line: mistakes are exit status 2 with a message; a daemon

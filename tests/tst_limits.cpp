@@ -1,13 +1,15 @@
 // The volunteer's limits (net/limits and the daemon's PauseGate): the
 // busy-share governor against simulated step times, the policy against a
 // made-up clock and made-up readings, the Linux readers against made-up
-// trees, NVML absent, the network token bucket, presets, and real CPU
-// training held to a busy share and paused mid-task without losing a step.
+// trees, NVML absent, the network token bucket and one budget across the
+// checkpoints' chunks and the swarm, presets, and real CPU training held to
+// a busy share and paused mid-task without losing a step.
 
 #include "engine/diloco/flat_params.h"
 #include "engine/gpt.h"
 #include "engine/token_shard.h"
 #include "net/core_service/inner_trainer.h"
+#include "net/daemon/checkpoint_transfer.h"
 #include "net/daemon/limits_monitor.h"
 #include "net/daemon/project_runner.h"
 #include "net/daemon/settings.h"
@@ -17,8 +19,10 @@
 #include "net/limits/nvml.h"
 #include "net/limits/policy.h"
 #include "net/limits/throttle.h"
+#include "net/transport/zap_authenticator.h"
 #include "net/volunteer/range_source.h"
 #include "synthetic_corpus.h"
+#include "transfer_server.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -501,6 +505,51 @@ private slots:
         QVERIFY(throttle.pass(limits::NetworkThrottle::Direction::Up, 123, nullptr));
         QVERIFY(throttle.pass(limits::NetworkThrottle::Direction::Down, 7, nullptr));
         QCOMPARE(throttle.totalBytes(), uint64_t(130));
+    }
+
+    // A checkpoint's chunks keep to the download limit from the first byte
+    // (each chunk is paid for before it is asked for: a file of one chunk
+    // no longer comes at full speed with the wait after it), out of the
+    // same budget as the swarm's bytes, each byte counted once. Checked as
+    // bytes per window: by the time the hub sends a chunk, everything sent
+    // so far fits one second of burst plus the rate since the start.
+    void checkpointChunksAndTheSwarmShareTheDownloadLimit()
+    {
+        using Direction = limits::NetworkThrottle::Direction;
+        constexpr uint64_t kRate = 100 * 1024;
+        constexpr uint64_t kSwarmBytes = 100 * 1024;
+        QTemporaryDir dir;
+        zmq::context_t context;
+        auto zap = net::ZapAuthenticator::start(context);
+        QVERIFY(zap.ok());
+        auto hubKeys = net::generateKeyPair();
+        auto ownKeys = net::generateKeyPair();
+        QVERIFY(hubKeys && ownKeys);
+        net::ResourceTable table;
+        QVERIFY(table.addBlob("model", std::string(300 * 1024, 'm'), 1 << 20)); // one chunk
+        QVERIFY(table.addBlob("tokenizer", std::string(200 * 1024, 't'), 64 * 1024)); // four
+        testing::TransferServer hub(context, *hubKeys, table);
+        auto client = net::Client::connect(context, {hub.endpoint, hubKeys->publicKey, *ownKeys});
+        QVERIFY(client);
+        limits::NetworkThrottle throttle;
+        throttle.setRates(0, kRate); // a second of burst
+        const auto started = std::chrono::steady_clock::now();
+        throttle.charge(Direction::Down, kSwarmBytes); // the swarm took this second's
+        for (const char* resource : {"model", "tokenizer"}) {
+            auto fetched = daemon::fetchResource(
+                **client, resource, dirOf(dir) / resource, daemon::FetchOptions{"tiny", 30000, &throttle, nullptr, {}});
+            QVERIFY2(fetched, fetched ? "" : fetched.error().message.c_str());
+        }
+        uint64_t bytes = kSwarmBytes;
+        const auto sent = hub.sent();
+        QCOMPARE(sent.size(), std::size_t(5));
+        for (const auto& chunk : sent) {
+            bytes += chunk.bytes;
+            const double seconds = std::chrono::duration<double>(chunk.at - started).count();
+            QVERIFY2(double(bytes) <= double(kRate) * (1 + seconds),
+                qPrintable(QStringLiteral("%1 bytes sent by %2 s").arg(bytes).arg(seconds)));
+        }
+        QCOMPARE(throttle.totalBytes(), kSwarmBytes + 500 * 1024);
     }
 
     void memoryCapChoosesTheMicroBatch()

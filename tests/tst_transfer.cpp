@@ -6,6 +6,7 @@
 #include "net/transfer/sha256.h"
 #include "net/transfer/socket_source.h"
 #include "net/transport/zap_authenticator.h"
+#include "transfer_server.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -20,6 +21,7 @@
 
 using namespace crowdtrain;
 using namespace crowdtrain::net;
+using crowdtrain::testing::TransferServer;
 
 namespace {
 
@@ -48,67 +50,6 @@ CurveKeyPair freshKeys()
         qFatal("%s", keys.error().message.c_str());
     return *keys;
 }
-
-// Serves a ResourceTable over a Curve ROUTER and counts fetches per chunk.
-class TransferServer {
-public:
-    TransferServer(zmq::context_t& context, const CurveKeyPair& keys, const ResourceTable& table)
-        : m_table(table)
-    {
-        auto socket = makeCurveServerSocket(context, zmq::socket_type::router, keys, "tcp://127.0.0.1:*");
-        if (!socket)
-            qFatal("%s", socket.error().message.c_str());
-        m_socket = std::move(*socket);
-        endpoint = lastEndpoint(m_socket);
-        m_thread = std::thread([this] { run(); });
-    }
-    ~TransferServer()
-    {
-        m_stop = true;
-        m_thread.join();
-    }
-
-    std::vector<uint64_t> fetched()
-    {
-        std::lock_guard lock(m_mutex);
-        return m_fetched;
-    }
-
-    std::string endpoint;
-
-private:
-    void run()
-    {
-        while (!m_stop) {
-            zmq::pollitem_t item{m_socket.handle(), 0, ZMQ_POLLIN, 0};
-            if (zmq::poll(&item, 1, std::chrono::milliseconds(20)) == 0)
-                continue;
-            auto request = receiveRequest(m_socket);
-            if (!request)
-                continue;
-            auto envelope = decodeEnvelope(request->payload, EnvelopeKind::Request);
-            if (!envelope) {
-                (void)sendReply(m_socket, request->route,
-                    encodeErrorReply(bestEffortRequestId(request->payload), envelope.error()));
-                continue;
-            }
-            if (auto fetch = decodeBody<FetchRequest>(*envelope)) {
-                std::lock_guard lock(m_mutex);
-                m_fetched.push_back(fetch->index);
-            }
-            auto reply = handleTransferRequest(m_table, *envelope);
-            (void)sendReply(m_socket, request->route,
-                reply ? *reply : encodeErrorReply(envelope->id, Error::make("unknown_type", "not served here")));
-        }
-    }
-
-    const ResourceTable& m_table;
-    zmq::socket_t m_socket;
-    std::mutex m_mutex;
-    std::vector<uint64_t> m_fetched;
-    std::atomic<bool> m_stop{false};
-    std::thread m_thread;
-};
 
 // Reads straight from a table, with hooks to break things.
 class TableSource : public ResourceSource {

@@ -83,6 +83,7 @@ swarm::SwarmSession* CheckpointSwarm::session()
     m_session = std::move(*started);
     if (m_options.log)
         m_options.log("checkpoint sharing (BitTorrent) listens on port " + std::to_string(m_session->listenPort()));
+    wakeTicker(); // the view says so
     return m_session.get();
 }
 
@@ -109,9 +110,16 @@ void CheckpointSwarm::applyLimits(swarm::SwarmSession& session)
 
 void CheckpointSwarm::countTraffic(swarm::SwarmSession& session)
 {
+    // Each byte once, and from the same budget as the chunks and the
+    // agent's requests. A total that went back (a torrent's counters start
+    // again when it restarts) adds nothing rather than wrapping around.
+    auto grown = [](uint64_t now, uint64_t counted) { return now > counted ? now - counted : 0; };
     const swarm::SwarmTotals totals = session.totals();
-    if (m_options.throttle)
-        m_options.throttle->count((totals.uploaded - m_countedUp) + (totals.downloaded - m_countedDown));
+    if (m_options.throttle) {
+        using Direction = limits::NetworkThrottle::Direction;
+        m_options.throttle->charge(Direction::Up, grown(totals.uploaded, m_countedUp));
+        m_options.throttle->charge(Direction::Down, grown(totals.downloaded, m_countedDown));
+    }
     m_countedUp = totals.uploaded;
     m_countedDown = totals.downloaded;
 }
@@ -228,7 +236,13 @@ void CheckpointSwarm::adopt(
     {
         std::lock_guard lock(m_mutex);
         activateLocked();
+        publishLocked();
     }
+    wakeTicker();
+}
+
+void CheckpointSwarm::wakeTicker()
+{
     {
         std::lock_guard lock(m_tickMutex);
         m_tickNow = true;
@@ -269,6 +283,7 @@ void CheckpointSwarm::forget(const std::filesystem::path& folder)
             m_session->remove(it->first);
         it = m_seeded.erase(it);
     }
+    publishLocked();
 }
 
 void CheckpointSwarm::activateLocked()
@@ -308,6 +323,7 @@ void CheckpointSwarm::tick()
             applyLimits(*m_session);
             countTraffic(*m_session);
         }
+        publishLocked();
     }
     // The hubs are asked outside the lock: each call may wait seconds.
     for (const Announce& a : announce) {
@@ -317,39 +333,54 @@ void CheckpointSwarm::tick()
     }
 }
 
+void CheckpointSwarm::publishLocked()
+{
+    View view;
+    view.listening = m_session != nullptr;
+    view.port = int64_t(m_session ? m_session->listenPort() : 0);
+    view.seeding = seedingAllowed();
+    view.totals = m_session ? m_session->totals() : swarm::SwarmTotals{};
+    for (const auto& [infoHash, seeded] : m_seeded) {
+        TorrentView t{seeded.project, seeded.torrent.fileName, infoHash, seeded.folder, seeded.active};
+        if (auto progress = seeded.active && m_session ? m_session->progress(infoHash) : std::nullopt) {
+            t.peers = progress->peers;
+            t.uploadedBytes = progress->uploadedPayload;
+        }
+        view.torrents.push_back(std::move(t));
+    }
+    std::lock_guard lock(m_viewMutex);
+    m_view = std::move(view);
+}
+
 control::Value CheckpointSwarm::folderStatus(const std::filesystem::path& folder) const
 {
-    std::lock_guard lock(m_mutex);
+    std::lock_guard lock(m_viewMutex);
     control::Value v;
-    for (const auto& [infoHash, seeded] : m_seeded) {
-        if (seeded.folder != folder)
+    for (const TorrentView& t : m_view.torrents) {
+        if (t.folder != folder)
             continue;
-        auto progress = seeded.active && m_session ? m_session->progress(infoHash) : std::nullopt;
-        v.set("seeding", seeded.active);
-        v.set("seed_peers", int64_t(progress ? progress->peers : 0));
-        v.set("uploaded_bytes", progress ? progress->uploadedPayload : uint64_t(0));
+        v.set("seeding", t.active);
+        v.set("seed_peers", t.peers);
+        v.set("uploaded_bytes", t.uploadedBytes);
     }
     return v;
 }
 
 control::Value CheckpointSwarm::status() const
 {
-    std::lock_guard lock(m_mutex);
+    std::lock_guard lock(m_viewMutex);
     control::Value v = control::Value::map();
-    v.set("listening", m_session != nullptr);
-    v.set("port", int64_t(m_session ? m_session->listenPort() : 0));
-    v.set("seeding", seedingAllowed());
-    const swarm::SwarmTotals totals = m_session ? m_session->totals() : swarm::SwarmTotals{};
-    v.set("uploaded_bytes", totals.uploaded).set("downloaded_bytes", totals.downloaded);
+    v.set("listening", m_view.listening);
+    v.set("port", m_view.port);
+    v.set("seeding", m_view.seeding);
+    v.set("uploaded_bytes", m_view.totals.uploaded).set("downloaded_bytes", m_view.totals.downloaded);
     control::Value torrents = control::Value::array();
-    for (const auto& [infoHash, seeded] : m_seeded) {
-        control::Value t = control::Value::map();
-        t.set("project", seeded.project).set("file", seeded.torrent.fileName);
-        t.set("folder", seeded.folder.string()).set("info_hash", infoHash).set("active", seeded.active);
-        auto progress = seeded.active && m_session ? m_session->progress(infoHash) : std::nullopt;
-        t.set("peers", int64_t(progress ? progress->peers : 0));
-        t.set("uploaded_bytes", progress ? progress->uploadedPayload : uint64_t(0));
-        torrents.push(t);
+    for (const TorrentView& t : m_view.torrents) {
+        control::Value e = control::Value::map();
+        e.set("project", t.project).set("file", t.file);
+        e.set("folder", t.folder.string()).set("info_hash", t.infoHash).set("active", t.active);
+        e.set("peers", t.peers).set("uploaded_bytes", t.uploadedBytes);
+        torrents.push(e);
     }
     v.set("torrents", torrents);
     return v;

@@ -21,7 +21,10 @@
 // The libtorrent session starts at the first torrent and listens on the
 // `swarm_port` setting (0: a free port). Thread-safe: download() runs on
 // the checkpoint worker, tick() on this class's own thread (every 2 s),
-// the rest anywhere.
+// the rest anywhere. m_mutex is held across the session's start (seconds,
+// up to five tries) and libtorrent's answers, so status() and
+// folderStatus() never take it: they read the view each change and each
+// tick publish (as qBittorrent caches libtorrent's status).
 
 #include "net/control/value.h"
 #include "net/daemon/hub_directory.h"
@@ -91,10 +94,11 @@ public:
     // torrents to their hubs every announceSeconds.
     void tick();
     // {listening, port, seeding: bool (allowed now), uploaded_bytes,
-    //  downloaded_bytes, torrents: [{project, file, folder, info_hash, peers, uploaded_bytes}]}
+    //  downloaded_bytes, torrents: [{project, file, folder, info_hash, peers, uploaded_bytes}]},
+    // as of the last tick or change (at most 2 s old).
     control::Value status() const;
     // For a folder that holds a seeded file: {seeding, seed_peers,
-    // uploaded_bytes}; nil otherwise.
+    // uploaded_bytes}; nil otherwise. As of the last tick or change.
     control::Value folderStatus(const std::filesystem::path& folder) const;
 
 private:
@@ -106,7 +110,26 @@ private:
         bool active = false; // in the session now
         std::chrono::steady_clock::time_point announcedAt{};
     };
+    // What status() shows: published under m_viewMutex by publishLocked().
+    struct TorrentView {
+        std::string project, file, infoHash;
+        std::filesystem::path folder;
+        bool active = false;
+        int64_t peers = 0;
+        uint64_t uploadedBytes = 0;
+    };
+    struct View {
+        bool listening = false;
+        int64_t port = 0;
+        bool seeding = false;
+        swarm::SwarmTotals totals;
+        std::vector<TorrentView> torrents;
+    };
+
     swarm::SwarmSession* session(); // started on first use; null if it cannot listen
+    // Asks libtorrent and publishes the view (m_mutex held).
+    void publishLocked();
+    void wakeTicker();
     // Seeds or stops each torrent as the setting allows now (m_mutex held).
     void activateLocked();
     void applyLimits(swarm::SwarmSession& session);
@@ -121,10 +144,12 @@ private:
     std::map<std::string, Seeded> m_seeded; // by info-hash
     uint64_t m_countedUp = 0;
     uint64_t m_countedDown = 0;
+    mutable std::mutex m_viewMutex; // guards m_view only; never held across anything else
+    View m_view;
     std::mutex m_tickMutex;
     std::condition_variable m_tickWake;
     bool m_stopping = false;
-    bool m_tickNow = false; // tick at once (a folder was adopted)
+    bool m_tickNow = true; // tick at once (at the start; a folder adopted, the session started)
     std::thread m_ticker; // tick() every 2 s
 };
 

@@ -16,7 +16,9 @@ namespace crowdtrain::daemon {
 namespace {
 
 // A resource source whose chunks keep to the volunteer's download limit and
-// count toward the month (net/limits/throttle.h).
+// count toward the month (net/limits/throttle.h). Each chunk's bytes are
+// reserved before it is asked for: a chunk is up to 1 MiB, so paying after
+// it came let a small file arrive at full speed and the wait follow it.
 class ThrottledSource : public net::ResourceSource {
 public:
     ThrottledSource(net::ResourceSource& inner, limits::NetworkThrottle* throttle, const std::atomic<bool>* cancel)
@@ -26,15 +28,24 @@ public:
     { }
     Result<net::ResourceDescription> describe(const std::string& resource) override
     {
-        return m_inner.describe(resource);
+        auto description = m_inner.describe(resource);
+        if (description)
+            m_description = *description;
+        return description;
     }
     Result<std::string> fetch(const std::string& resource, uint64_t index) override
     {
-        if (m_throttle && m_throttle->capReached())
+        if (!m_throttle)
+            return m_inner.fetch(resource, index);
+        if (m_throttle->capReached())
             return Error::make(net::errc::kUnavailable, "this month's data cap is reached (the limits' setting)");
+        using Direction = limits::NetworkThrottle::Direction;
+        const uint64_t expected
+            = m_description && index < m_description->chunkCount ? m_description->chunkLength(index) : 0;
+        if (!m_throttle->reserve(Direction::Down, expected, m_cancel))
+            return Error::make(net::errc::kCancelled, "cancelled");
         auto chunk = m_inner.fetch(resource, index);
-        if (chunk && m_throttle)
-            m_throttle->pass(limits::NetworkThrottle::Direction::Down, chunk->size(), m_cancel);
+        m_throttle->settle(Direction::Down, expected, chunk ? chunk->size() : 0);
         return chunk;
     }
 
@@ -42,6 +53,7 @@ private:
     net::ResourceSource& m_inner;
     limits::NetworkThrottle* m_throttle;
     const std::atomic<bool>* m_cancel;
+    std::optional<net::ResourceDescription> m_description; // of the resource being fetched
 };
 
 bool temporary(const Error& error)

@@ -21,7 +21,10 @@
 // something in the order it came, "reads" the hub reads), the poller and
 // its background queue, the runner's agent thread, and the checkpoint
 // worker. No lock is held across a hub call, a child process or the stop of
-// an agent, so status answers in milliseconds whatever else is going on.
+// an agent, and status reads what each part published (the limits' last
+// evaluation, the swarm's last view), never a lock held across NVML, /proc,
+// a file's fsync or libtorrent, so it answers in milliseconds whatever else
+// is going on.
 //
 // Its collaborators, one role each:
 //   RequestTable    request type -> handler (daemon_requests.h)  request_table.h

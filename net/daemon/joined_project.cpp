@@ -117,7 +117,7 @@ Status JoinedProject::startRunnerLocked(const std::string& hubText, const HubLin
 
 void JoinedProject::refreshPausedLocked()
 {
-    const limits::Decision& limit = m_parts.limits.decision();
+    const limits::Decision limit = m_parts.limits.decision();
     const int64_t now = unixNowMs();
     const bool snoozed = m_snoozeUntilMs > now;
     const bool paused = m_userPaused || snoozed || m_generating || !limit.run;
@@ -280,6 +280,10 @@ StatusInputs JoinedProject::tick()
     std::optional<DaemonStateFile::Snapshot> state;
     std::string change;
     StatusInputs inputs;
+    // The machine is read (NVML, /proc, the usage file written and synced)
+    // without m_mutex: status answers from what the last reading published.
+    const bool ranBefore = m_parts.limits.decision().run;
+    m_parts.limits.evaluate(settings, std::chrono::system_clock::now());
     {
         std::lock_guard lock(m_mutex);
         if (m_snoozeUntilMs && m_snoozeUntilMs <= unixNowMs()) {
@@ -288,11 +292,10 @@ StatusInputs JoinedProject::tick()
         }
         // The log says when limits stop or release training (the status
         // says which limit acts at every moment).
-        const bool ranBefore = m_parts.limits.decision().run;
-        m_parts.limits.evaluate(settings, std::chrono::system_clock::now());
         refreshPausedLocked();
-        if (const auto& now = m_parts.limits.decision(); now.run != ranBefore && !m_joinedProject.empty())
-            change = now.run ? std::string("limits allow training again") : "limits pause training: " + now.limit;
+        if (const bool runs = m_parts.limits.decision().run; runs != ranBefore && !m_joinedProject.empty())
+            change = runs ? std::string("limits allow training again")
+                          : "limits pause training: " + m_parts.limits.decision().limit;
         inputs = inputsLocked();
     }
     if (state)

@@ -7,8 +7,10 @@
 //
 // Thread-safety: every function may be called from any thread. m_mutex
 // guards the fields below and is never held across a hub call, the start
-// of the demo hub, a file write or the stop of an agent, so status reads
-// answer in milliseconds whatever else is going on. The changes (join,
+// of the demo hub, a file write, a reading of the machine (the limits' NVML,
+// /proc and usage file: tick() evaluates them first, then takes the lock)
+// or the stop of an agent, so status reads answer in milliseconds whatever
+// else is going on. The changes (join,
 // leave, pause, snooze, persist) come from the control API's "changes"
 // queue, one at a time; tick() from the poller.
 

@@ -75,6 +75,21 @@ LimitsMonitor::LimitsMonitor(std::filesystem::path dataDir, MachineProbes probes
         m_monthBytes = (*usage)["bytes"].get<uint64_t>();
         m_savedBytes = m_monthBytes;
     }
+    m_published.month = m_month;
+    m_published.monthBytes = m_monthBytes;
+    m_published.idleSource = m_idleSource;
+}
+
+limits::Decision LimitsMonitor::decision() const
+{
+    std::lock_guard lock(m_publishedMutex);
+    return m_published.decision;
+}
+
+std::optional<double> LimitsMonitor::gpuTemperatureC() const
+{
+    std::lock_guard lock(m_publishedMutex);
+    return m_published.gpu ? std::optional<double>(m_published.gpu->temperatureC) : std::nullopt;
 }
 
 std::string LimitsMonitor::cudaDevice(const Settings& settings)
@@ -162,6 +177,7 @@ void LimitsMonitor::countTraffic(std::chrono::system_clock::time_point now)
 
 limits::Decision LimitsMonitor::evaluate(const Settings& settings, std::chrono::system_clock::time_point now)
 {
+    std::lock_guard evaluating(m_evaluateMutex);
     m_limits = limitSettings(settings);
     m_throttle->setRates(uint64_t(settings.get(control::setting::kUploadLimitKibS)) * 1024,
         uint64_t(settings.get(control::setting::kDownloadLimitKibS)) * 1024);
@@ -191,25 +207,37 @@ limits::Decision LimitsMonitor::evaluate(const Settings& settings, std::chrono::
     m_readings.monthBytes = m_monthBytes;
     m_throttle->setCapReached(m_limits.monthlyDataCapBytes > 0 && m_monthBytes >= m_limits.monthlyDataCapBytes);
     m_decision = limits::decide(m_limits, m_readings, now, m_decision.memory);
+    Published published{m_decision, m_readings.gpu,
+        m_readings.gpu ? limits::temperatureLimit(m_limits, *m_readings.gpu) : 0.0, m_readings.onBattery, m_idleSource,
+        m_month, m_monthBytes, m_limits.monthlyDataCapBytes};
+    {
+        std::lock_guard lock(m_publishedMutex);
+        m_published = std::move(published);
+    }
     return m_decision;
 }
 
 Value LimitsMonitor::report(double busyMeasured, const Settings& settings) const
 {
+    Published p;
+    {
+        std::lock_guard lock(m_publishedMutex);
+        p = m_published;
+    }
     Value v = Value::map();
-    v.set("busy_target", m_decision.run ? m_decision.busyTarget : 0.0).set("busy_measured", busyMeasured);
-    v.set("in_use", m_decision.inUse).set("idle_source", m_idleSource);
-    v.set("on_battery", m_readings.onBattery ? Value(*m_readings.onBattery) : Value());
-    v.set("month", m_month).set("month_bytes", m_monthBytes).set("month_cap_bytes", m_limits.monthlyDataCapBytes);
+    v.set("busy_target", p.decision.run ? p.decision.busyTarget : 0.0).set("busy_measured", busyMeasured);
+    v.set("in_use", p.decision.inUse).set("idle_source", p.idleSource);
+    v.set("on_battery", p.onBattery ? Value(*p.onBattery) : Value());
+    v.set("month", p.month).set("month_bytes", p.monthBytes).set("month_cap_bytes", p.monthlyDataCapBytes);
     v.set("upload_limit_bytes_s", uint64_t(settings.get(control::setting::kUploadLimitKibS)) * 1024);
     v.set("download_limit_bytes_s", uint64_t(settings.get(control::setting::kDownloadLimitKibS)) * 1024);
     Value gpu = Value::map();
-    gpu.set("available", m_readings.gpu.has_value());
-    if (!m_readings.gpu) {
+    gpu.set("available", p.gpu.has_value());
+    if (!p.gpu) {
         gpu.set("why", m_nvml ? std::string("NVML gives no readings for this GPU") : m_nvmlWhy);
     } else {
-        const limits::GpuReading& r = *m_readings.gpu;
-        gpu.set("temperature_c", r.temperatureC).set("temperature_limit_c", limits::temperatureLimit(m_limits, r));
+        const limits::GpuReading& r = *p.gpu;
+        gpu.set("temperature_c", r.temperatureC).set("temperature_limit_c", p.temperatureLimitC);
         gpu.set("power_w", r.powerW ? Value(*r.powerW) : Value());
         gpu.set("utilization", r.utilization ? Value(*r.utilization) : Value());
         gpu.set("others_busy", r.othersBusy);

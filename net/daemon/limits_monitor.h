@@ -7,7 +7,11 @@
 // policy and says in plain words which limit acts, for the status's `limit`
 // and `limits` (docs/protocol.md 12.2).
 //
-// Not thread-safe: the daemon calls it with its mutex held.
+// Thread-safety: evaluate() runs on one thread at a time (the poller's
+// beat) and may be slow (NVML, a scan of /proc, an fsynced write of
+// data_usage.json); it publishes what it found at its end. Everything else
+// may be called from any thread meanwhile and answers at once from the
+// last published evaluation, so the status never waits for the machine.
 
 #include "net/control/value.h"
 #include "net/daemon/settings.h"
@@ -20,6 +24,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 
 namespace crowdtrain::daemon {
 
@@ -38,12 +44,10 @@ public:
 
     // Reads what is due and decides; `now` is the wall clock.
     limits::Decision evaluate(const Settings& settings, std::chrono::system_clock::time_point now);
-    const limits::Decision& decision() const { return m_decision; }
+    // What the last evaluation decided.
+    limits::Decision decision() const;
     // The last GPU temperature read (nullopt without NVML).
-    std::optional<double> gpuTemperatureC() const
-    {
-        return m_readings.gpu ? std::optional<double>(m_readings.gpu->temperatureC) : std::nullopt;
-    }
+    std::optional<double> gpuTemperatureC() const;
 
     // {busy_target, busy_measured, in_use, on_battery, idle_source, month,
     //  month_bytes, month_cap_bytes, upload_limit_bytes_s, download_limit_bytes_s,
@@ -66,6 +70,18 @@ public:
     std::string gpuLabel(const Settings& settings) const;
 
 private:
+    // What the readers see: a copy taken at the end of each evaluation.
+    struct Published {
+        limits::Decision decision;
+        std::optional<limits::GpuReading> gpu;
+        double temperatureLimitC = 0; // of `gpu`
+        std::optional<bool> onBattery;
+        std::string idleSource;
+        std::string month;
+        uint64_t monthBytes = 0;
+        uint64_t monthlyDataCapBytes = 0;
+    };
+
     void countTraffic(std::chrono::system_clock::time_point now);
     // The NVML numbers of the GPUs training uses: a team's, else the one.
     std::vector<unsigned> trainingGpus(const Settings& settings) const;
@@ -87,6 +103,10 @@ private:
     uint64_t m_monthBytes = 0;
     uint64_t m_countedTotal = 0; // of m_throttle->totalBytes()
     uint64_t m_savedBytes = 0;
+
+    std::mutex m_evaluateMutex; // one evaluation at a time
+    mutable std::mutex m_publishedMutex; // guards m_published only; never held across a reading
+    Published m_published;
 };
 
 } // namespace crowdtrain::daemon

@@ -40,17 +40,21 @@ std::chrono::milliseconds TokenBucket::take(uint64_t bytes, Clock::time_point no
     return std::chrono::milliseconds(int64_t(-m_tokens * 1000.0 / double(m_rate)) + 1);
 }
 
+void TokenBucket::giveBack(uint64_t bytes)
+{
+    std::lock_guard lock(m_mutex);
+    if (m_rate != 0)
+        m_tokens = std::min(double(m_rate), m_tokens + double(bytes));
+}
+
 void NetworkThrottle::setRates(uint64_t uploadBytesPerSecond, uint64_t downloadBytesPerSecond)
 {
     m_up.setRate(uploadBytesPerSecond);
     m_down.setRate(downloadBytesPerSecond);
 }
 
-bool NetworkThrottle::pass(Direction direction, uint64_t bytes, const std::atomic<bool>* cancel)
+bool NetworkThrottle::waitUntil(TokenBucket::Clock::time_point until, const std::atomic<bool>* cancel)
 {
-    m_total.fetch_add(bytes);
-    TokenBucket& bucket = direction == Direction::Up ? m_up : m_down;
-    const auto until = TokenBucket::Clock::now() + bucket.take(bytes, TokenBucket::Clock::now());
     while (TokenBucket::Clock::now() < until) {
         if (cancel && cancel->load())
             return false;
@@ -58,6 +62,37 @@ bool NetworkThrottle::pass(Direction direction, uint64_t bytes, const std::atomi
             std::min<TokenBucket::Clock::duration>(until - TokenBucket::Clock::now(), std::chrono::milliseconds(50)));
     }
     return true;
+}
+
+bool NetworkThrottle::pass(Direction direction, uint64_t bytes, const std::atomic<bool>* cancel)
+{
+    m_total.fetch_add(bytes);
+    const auto now = TokenBucket::Clock::now();
+    return waitUntil(now + bucket(direction).take(bytes, now), cancel);
+}
+
+bool NetworkThrottle::reserve(Direction direction, uint64_t bytes, const std::atomic<bool>* cancel)
+{
+    const auto now = TokenBucket::Clock::now();
+    if (waitUntil(now + bucket(direction).take(bytes, now), cancel))
+        return true;
+    bucket(direction).giveBack(bytes);
+    return false;
+}
+
+void NetworkThrottle::settle(Direction direction, uint64_t reserved, uint64_t moved)
+{
+    m_total.fetch_add(moved);
+    if (moved < reserved)
+        bucket(direction).giveBack(reserved - moved);
+    else if (moved > reserved)
+        (void)bucket(direction).take(moved - reserved, TokenBucket::Clock::now()); // the next transfer waits
+}
+
+void NetworkThrottle::charge(Direction direction, uint64_t bytes)
+{
+    m_total.fetch_add(bytes);
+    (void)bucket(direction).take(bytes, TokenBucket::Clock::now()); // the next transfer waits
 }
 
 } // namespace crowdtrain::limits
