@@ -38,7 +38,10 @@ inline constexpr std::string_view kExit = "exit"; // daemon: exit now (frees eve
 
 // What a task's inner steps produced.
 struct TaskOutcome {
-    std::vector<float> local; // theta after the inner steps, flat
+    std::vector<float> local; // theta after the inner steps, flat (the in-process trainer's)
+    // Where the daemon's CoreTrainer leaves them instead: the core's file of
+    // P float32, checked finite, read a chunk at a time (local stays empty).
+    std::string localFile;
     uint64_t steps = 0;
     uint64_t tokens = 0; // steps * batch * block
     double meanLoss = 0;

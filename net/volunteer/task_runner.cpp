@@ -217,14 +217,18 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
     TrainingThread thread(run,
         [run, trainer, request, theta = std::move(theta), source = std::move(source),
             betweenSteps = m_options.betweenSteps, release = m_options.releaseDevice]() mutable {
-            return trainer->run(request, theta->values, theta->sha256, *source, run->abort, run->wrapUp, release,
-                [&](const corelink::StepDone& report) {
-                    run->steps.store(report.step);
-                    run->lastLoss.store(report.loss);
-                    run->tokensPerSecond.store(report.tokensPerSecond);
-                    if (betweenSteps)
-                        betweenSteps(report.stepMs, run->abort);
-                });
+            auto onStep = [&](const corelink::StepDone& report) {
+                run->steps.store(report.step);
+                run->lastLoss.store(report.loss);
+                run->tokensPerSecond.store(report.tokensPerSecond);
+                if (betweenSteps)
+                    betweenSteps(report.stepMs, run->abort);
+            };
+            if (theta->values.empty()) // spilled: the core's copy comes from its file
+                return trainer->run(
+                    request, theta->file, theta->sha256, *source, run->abort, run->wrapUp, release, onStep);
+            return trainer->run(
+                request, theta->values, theta->sha256, *source, run->abort, run->wrapUp, release, onStep);
         });
     if (hooks.whileTraining) {
         hooks.whileTraining();
