@@ -80,8 +80,8 @@ seconds=$(( $(date +%s) - start ))
 kill -TERM "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true
 grep -q "accepted" "$work/v1.log" || { echo "$0: the task was not accepted:" >&2; tail -20 "$work/v1.log" >&2; exit 1; }
 
-P=$(sed -n 's/.*"elements": *\([0-9]*\).*/\1/p' "$work/state/gpt2/manifest.json" 2>/dev/null | head -1)
-[ -n "$P" ] || P=${ELEMENTS:-123751680}
+# P of `preset: gpt2` at block 128 (docs/architecture.md); ELEMENTS for another model.
+P=${ELEMENTS:-123751680}
 timed=$(awk '/Maximum resident set size/ {print $6 * 1024}' "$work/v1.log")
 row() { awk -v b="$2" -v p="$P" -v name="$1" 'BEGIN { printf "| %s | %.0f | %.1f |\n", name, b / 1e6, b / p }'; }
 echo "Volunteer memory: preset ${PRESET:-gpt2} (P = $P), block $block, batch $batch, H $H, $codec, ${THREADS:-1} thread(s), ${seconds} s"

@@ -624,7 +624,9 @@ private slots:
         summary.bytesReceived = 20;
         summary.version = 4;
         summary.unconfirmed = 1;
+        summary.memoryPlan = "8-bit AdamW moments (10 B a parameter): the fp32 state does not fit";
         const auto json = nlohmann::json::parse(summary.toJson());
+        QCOMPARE(json["memory_plan"].get<std::string>(), summary.memoryPlan);
         for (const char* key : {"tasks", "accepted", "rejected", "dropped", "unconfirmed", "tokens", "compute_s",
                  "wall_s", "bytes_sent", "bytes_received", "version"})
             QVERIFY2(json.contains(key), key);

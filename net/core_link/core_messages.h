@@ -54,7 +54,11 @@ struct TrainingDevices {
     std::string device = "cpu"; // the one device, when `team` lists fewer than two
     std::vector<std::string> team{}; // two or more: one rank each ("cuda:0", "cuda:1")
     int zeroStage = 0; // the team's: 0 data parallel, 3 sharded
-    bool activationCheckpointing = false; // the team's, per block
+    bool activationCheckpointing = false; // per block (a team's ranks, or the one device)
+    bool int8Moments = false; // AdamW's moments in 8 bits (the one device)
+    // The memory planner's choice and why (limits::DevicePlan::reason): the
+    // daemon's, for `status`; not sent.
+    std::string reason{};
     int64_t microBatch = 0; // sequences per pass on each device (0 = its whole share)
 };
 

@@ -42,6 +42,7 @@ std::string AgentSummary::toJson() const
         {"data_fetches", pieceFetches},
         {"device", deviceName},
         {"parallel_mode", parallelMode},
+        {"memory_plan", memoryPlan},
         {"micro_batch", microBatch},
     };
     return json.dump();
