@@ -7,7 +7,9 @@
 # core (crowdtrain-core), in MB and in bytes per parameter, and the
 # worker's "Maximum resident set size" from /usr/bin/time -v (the larger of
 # the two: the core is its child). VmHWM is polled every 20 ms; it only
-# grows, so the last reading is the peak up to 20 ms before the exit.
+# grows, so the last reading is the peak up to 20 ms before the exit. The
+# tree's figure is the largest sum of the two's current RSS seen by the
+# same polls (what the volunteer's machine holds at once).
 #
 #   bench/volunteer_memory.sh [BUILD_DIR]
 #
@@ -64,14 +66,20 @@ start=$(date +%s)
     --data-dir "$work/v1" --name v1 --threads "${THREADS:-1}" --max-tasks 1 \
     > /dev/null 2> "$work/v1.log" &
 timer=$!; pids+=($!)
-hwm() { awk '/^VmHWM:/ {print $2 * 1024}' "/proc/$1/status" 2>/dev/null || true; }
-worker=""; core=""; worker_peak=0; core_peak=0
+# "HWM RSS" of a live process, in bytes (nothing once it is gone).
+mem() { awk '/^VmHWM:/ {h = $2 * 1024} /^VmRSS:/ {r = $2 * 1024} END {if (h) print h, r}' "/proc/$1/status" 2>/dev/null || true; }
+worker=""; core=""; worker_peak=0; core_peak=0; tree_peak=0
 while kill -0 "$timer" 2>/dev/null; do
     [ -n "$worker" ] || worker=$(pgrep -P "$timer" || true)
     if [ -n "$worker" ]; then
         [ -n "$core" ] || core=$(pgrep -P "$worker" -x crowdtrain-core || true)
-        w=$(hwm "$worker"); [ -n "$w" ] && worker_peak=$w
-        if [ -n "$core" ]; then c=$(hwm "$core"); [ -n "$c" ] && core_peak=$c; fi
+        read -r wh wr <<< "$(mem "$worker")" || true
+        cr=0
+        if [ -n "$core" ]; then read -r ch cr <<< "$(mem "$core")" || true; [ -n "${ch:-}" ] && core_peak=$ch; fi
+        if [ -n "${wh:-}" ]; then
+            worker_peak=$wh
+            [ $((wr + ${cr:-0})) -gt "$tree_peak" ] && tree_peak=$((wr + ${cr:-0}))
+        fi
     fi
     sleep 0.02
 done
@@ -91,3 +99,4 @@ echo "|---|---:|---:|"
 row "daemon side (crowdtrain-worker join)" "$worker_peak"
 row "training core (crowdtrain-core)" "$core_peak"
 row "/usr/bin/time -v on the worker" "$timed"
+row "the two together (largest sampled sum of RSS)" "$tree_peak"

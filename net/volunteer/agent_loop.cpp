@@ -518,7 +518,7 @@ Status AgentLoop::trainTask(const net::Task& task)
     // Otherwise they stay in the core's file, which the uploader reads a
     // chunk at a time.
     if (m_options.overlap || task.version > theta->version)
-        if (Status loaded = loadLocalWeights(*outcome, theta->values.size()); !loaded)
+        if (Status loaded = loadLocalWeights(*outcome, m_theta->elements()); !loaded)
             return loaded;
     std::shared_ptr<const Theta> base = theta;
     if (task.version > theta->version) { // leased ahead: Delta is taken against theta of its version

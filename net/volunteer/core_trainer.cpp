@@ -1,8 +1,8 @@
 #include "net/volunteer/core_trainer.h"
 
 #include "core/file_io.h"
-#include "net/volunteer/local_store.h"
 #include "net/core_link/windows_file.h"
+#include "net/volunteer/local_store.h"
 #include "net/wire/error_codes.h"
 
 #include <chrono>
@@ -83,8 +83,7 @@ Result<TaskOutcome> CoreTrainer::run(const CoreTaskRequest& request, const std::
     const std::function<void(const corelink::StepDone&)>& onStep)
 {
     return start(
-        request, theta.size(), source, [&] { return writeTheta(theta, thetaSha256); }, abort, wrapUp, release,
-        onStep);
+        request, theta.size(), source, [&] { return writeTheta(theta, thetaSha256); }, abort, wrapUp, release, onStep);
 }
 
 Result<TaskOutcome> CoreTrainer::run(const CoreTaskRequest& request, const std::filesystem::path& thetaFile,
@@ -101,10 +100,9 @@ Result<TaskOutcome> CoreTrainer::run(const CoreTaskRequest& request, const std::
         release, onStep);
 }
 
-Result<TaskOutcome> CoreTrainer::start(const CoreTaskRequest& request, uint64_t elements,
-    engine::BatchSource& source, const std::function<Status()>& writeTheta, const std::atomic<bool>& abort,
-    const std::atomic<bool>& wrapUp, const std::function<bool()>& release,
-    const std::function<void(const corelink::StepDone&)>& onStep)
+Result<TaskOutcome> CoreTrainer::start(const CoreTaskRequest& request, uint64_t elements, engine::BatchSource& source,
+    const std::function<Status()>& writeTheta, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+    const std::function<bool()>& release, const std::function<void(const corelink::StepDone&)>& onStep)
 {
     std::error_code ec;
     std::filesystem::create_directories(m_options.scratchDir, ec);

@@ -110,8 +110,8 @@ Status checkFloatFileFinite(const std::filesystem::path& file, uint64_t elements
             return read;
         for (uint64_t i = 0; i < count; ++i)
             if (!std::isfinite(chunk[i]))
-                return Error::make(net::errc::kNonFinite,
-                    file.string() + ": value " + std::to_string(first + i) + " is not finite");
+                return Error::make(
+                    net::errc::kNonFinite, file.string() + ": value " + std::to_string(first + i) + " is not finite");
     }
     return Status::success();
 }

@@ -141,7 +141,8 @@ Result<TrainingDevices> trainingDevicesFor(const AgentOptions& options, const en
         if (plan->bf16HostMaster)
             return Error::make(net::errc::kBadOptions,
                 "the model needs bf16 weights with the fp32 master in host RAM under this GPU memory limit, "
-                "which this training core does not have yet (" + plan->reason + ")");
+                "which this training core does not have yet ("
+                    + plan->reason + ")");
         chosen.activationCheckpointing = plan->activationCheckpointing;
         chosen.int8Moments = plan->int8Moments;
     }

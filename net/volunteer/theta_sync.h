@@ -56,6 +56,7 @@ public:
     // "io_error" (it could not be saved; theta stays in RAM).
     Result<std::shared_ptr<const Theta>> spill();
     uint64_t version() const { return m_theta ? m_theta->version : 0; }
+    uint64_t elements() const { return m_elements; }
     // Forgets the weights (the project's model changed).
     void reset()
     {

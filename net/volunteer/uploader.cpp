@@ -144,8 +144,9 @@ Result<std::string> Uploader::encodeSubmission(const Theta& theta, const TaskOut
             return added.error();
     }
     if (thetaFile && thetaSha.finishHex() != theta.sha256)
-        return Error::make(net::errc::kIoError, theta.file.string() + " no longer holds theta version "
-                + std::to_string(theta.version) + " (SHA-256 differs)");
+        return Error::make(net::errc::kIoError,
+            theta.file.string() + " no longer holds theta version " + std::to_string(theta.version)
+                + " (SHA-256 differs)");
     return encoder.finish();
 }
 
