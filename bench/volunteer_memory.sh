@@ -67,7 +67,7 @@ start=$(date +%s)
     > /dev/null 2> "$work/v1.log" &
 timer=$!; pids+=($!)
 # "HWM RSS" of a live process, in bytes (nothing once it is gone).
-mem() { awk '/^VmHWM:/ {h = $2 * 1024} /^VmRSS:/ {r = $2 * 1024} END {if (h) print h, r}' "/proc/$1/status" 2>/dev/null || true; }
+mem() { awk '/^VmHWM:/ {h = $2} /^VmRSS:/ {r = $2} END {if (h) print h * 1024, r * 1024}' OFMT=%.0f CONVFMT=%.0f "/proc/$1/status" 2>/dev/null || true; }
 worker=""; core=""; worker_peak=0; core_peak=0; tree_peak=0
 while kill -0 "$timer" 2>/dev/null; do
     [ -n "$worker" ] || worker=$(pgrep -P "$timer" || true)
