@@ -295,18 +295,25 @@ private slots:
         QVERIFY2(refused.error().message.find("bf16") != std::string::npos, refused.error().message.c_str());
 
         // The flags reach the trainer: 8-bit moments move the weights
-        // otherwise than fp32 moments do, and close to them.
+        // otherwise than fp32 moments do, in much the same direction (the
+        // tolerance of tst_trainer_memory's 8-bit case: apart by under 30 %
+        // of plain's movement there, 50 % here after 3 steps).
         torch::manual_seed(3);
         engine::Gpt reference(model);
         const std::vector<float> theta = diloco::flatten(reference);
         const std::atomic<bool> no{false};
         coreservice::InnerTrainer fp32(model, inner, "cpu", 1);
         auto a = fp32.run(theta, std::make_unique<ShakespeareSource>(model.blockSize, 2), 3, 0, no, no, {});
-        coreservice::InnerTrainer int8(model, inner, {.device = "cpu", .int8Moments = true}, 1);
+        coreservice::InnerTrainer int8(
+            model, inner, volunteer::TrainingDevices{.device = "cpu", .int8Moments = true}, 1);
         auto b = int8.run(theta, std::make_unique<ShakespeareSource>(model.blockSize, 2), 3, 0, no, no, {});
         QVERIFY(a && b);
-        const double apart = maxAbsDifference(a->local, b->local);
-        QVERIFY2(apart > 0 && apart < 1e-2, qPrintable(QString::number(apart)));
+        double moved = 0, apart = 0;
+        for (std::size_t i = 0; i < theta.size(); ++i) {
+            moved += double(a->local[i] - theta[i]) * double(a->local[i] - theta[i]);
+            apart += double(b->local[i] - a->local[i]) * double(b->local[i] - a->local[i]);
+        }
+        QVERIFY2(apart > 0 && std::sqrt(apart / moved) < 0.5, qPrintable(QString::number(std::sqrt(apart / moved))));
     }
 
     // The devices a volunteer offers: those this libtorch cannot use are

@@ -372,7 +372,7 @@ private slots:
     {
         const int64_t n = 1000;
         const std::vector<float> global = randomVector(n, 1.0f, 6), local = randomVector(n, 1.0f, 7);
-        std::vector<float> residual(std::size_t(n), 0.5f), scratch(std::size_t(n));
+        std::vector<float> residual(std::size_t(n), 0.5f), scratch(std::size_t(n), 0.0f);
         SubmissionEncoder encoder(Codec::Int8, nullptr, n, residual.data());
         QCOMPARE(encoder.finish().error().code, std::string("bad_size")); // nothing added
         QCOMPARE(encoder.add(global.data(), local.data(), n + 1, scratch.data()).error().code, std::string("bad_size"));
