@@ -354,6 +354,12 @@ private slots:
         QCOMPARE(steps, (std::vector<uint64_t>{1, 2, 3, 4}));
         QCOMPARE(outcome->steps, expected->steps);
         QCOMPARE(outcome->tokens, expected->tokens);
+        // The daemon does not read the local weights whole: they stay in the
+        // core's file, for the uploader to read a chunk at a time.
+        QVERIFY(outcome->local.empty());
+        QCOMPARE(std::filesystem::file_size(outcome->localFile), theta.size() * sizeof(float));
+        QVERIFY(volunteer::loadLocalWeights(*outcome, theta.size()));
+        QVERIFY(outcome->localFile.empty());
         QCOMPARE(outcome->local.size(), expected->local.size());
         float worst = 0;
         for (std::size_t i = 0; i < theta.size(); ++i)

@@ -251,6 +251,71 @@ private slots:
         QCOMPARE(odd.innerStepsTaken(), int64_t(0));
     }
 
+    // One GPU under a memory budget: the planner's mode (checkpointing, 8-bit
+    // moments) reaches the core's trainer, and its reason is the one
+    // `status` shows (memory_plan); a mode this core lacks (bf16 with a host
+    // master) is refused with the reason.
+    void theOneDevicesMemoryPlanReachesTheCore()
+    {
+        const engine::GptConfig model = tinyModel({}).model;
+        const net::InnerSettings inner = innerSettings(3, 8);
+        const limits::ModelShape shape{model.nLayer, model.nHead, model.nEmbd, model.blockSize, model.vocabSize,
+            int64_t(net::manifestElements(volunteer::wireManifestOf(model)))};
+        volunteer::AgentOptions options;
+        options.device = "cuda";
+        const std::vector<std::string> core{"cpu", "cuda:0"};
+        std::optional<uint64_t> int8Budget, hostMasterBudget;
+        for (double budget = 1e9; budget > 1e5 && !hostMasterBudget; budget *= 0.97) {
+            std::string why;
+            auto plan = limits::planDevices(shape, 8, 1, uint64_t(budget), why);
+            if (plan && plan->int8Moments && !plan->bf16HostMaster && !int8Budget)
+                int8Budget = uint64_t(budget);
+            if (plan && plan->bf16HostMaster)
+                hostMasterBudget = uint64_t(budget);
+        }
+        QVERIFY(int8Budget && hostMasterBudget);
+
+        options.gpuMemoryBudgetBytes = uint64_t(1) << 40;
+        auto plain = volunteer::trainingDevicesFor(options, model, inner, core);
+        QVERIFY2(plain, plain ? "" : plain.error().message.c_str());
+        QVERIFY(!plain->int8Moments && !plain->activationCheckpointing);
+        QVERIFY2(plain->reason.starts_with("plain"), plain->reason.c_str());
+
+        options.gpuMemoryBudgetBytes = *int8Budget;
+        auto eight = volunteer::trainingDevicesFor(options, model, inner, core);
+        QVERIFY2(eight, eight ? "" : eight.error().message.c_str());
+        QVERIFY(eight->int8Moments);
+        QVERIFY(eight->team.empty());
+        QVERIFY2(eight->reason.starts_with("8-bit AdamW moments"), eight->reason.c_str());
+
+        options.gpuMemoryBudgetBytes = *hostMasterBudget;
+        auto refused = volunteer::trainingDevicesFor(options, model, inner, core);
+        QVERIFY(!refused);
+        QCOMPARE(refused.error().code, std::string("bad_options"));
+        QVERIFY2(refused.error().message.find("bf16") != std::string::npos, refused.error().message.c_str());
+
+        // The flags reach the trainer: 8-bit moments move the weights
+        // otherwise than fp32 moments do, in much the same direction (the
+        // tolerance of tst_trainer_memory's 8-bit case: apart by under 30 %
+        // of plain's movement there, 50 % here after 3 steps).
+        torch::manual_seed(3);
+        engine::Gpt reference(model);
+        const std::vector<float> theta = diloco::flatten(reference);
+        const std::atomic<bool> no{false};
+        coreservice::InnerTrainer fp32(model, inner, "cpu", 1);
+        auto a = fp32.run(theta, std::make_unique<ShakespeareSource>(model.blockSize, 2), 3, 0, no, no, {});
+        coreservice::InnerTrainer int8(
+            model, inner, volunteer::TrainingDevices{.device = "cpu", .int8Moments = true}, 1);
+        auto b = int8.run(theta, std::make_unique<ShakespeareSource>(model.blockSize, 2), 3, 0, no, no, {});
+        QVERIFY(a && b);
+        double moved = 0, apart = 0;
+        for (std::size_t i = 0; i < theta.size(); ++i) {
+            moved += double(a->local[i] - theta[i]) * double(a->local[i] - theta[i]);
+            apart += double(b->local[i] - a->local[i]) * double(b->local[i] - a->local[i]);
+        }
+        QVERIFY2(apart > 0 && std::sqrt(apart / moved) < 0.5, qPrintable(QString::number(std::sqrt(apart / moved))));
+    }
+
     // The devices a volunteer offers: those this libtorch cannot use are
     // left out, each GPU counts once, and fewer than two leave one device.
     void theVolunteerUsesTheDevicesItCan()

@@ -5,6 +5,8 @@
 #include "engine/diloco/codec.h"
 #include "engine/diloco/flat_params.h"
 #include "engine/diloco/outer_optimizer.h"
+#include "engine/diloco/sparse_codec.h"
+#include "engine/diloco/submission_encoder.h"
 #include "engine/model_io.h"
 
 #include <QTest>
@@ -323,6 +325,63 @@ private slots:
         }
         if (codec != Codec::Fp32)
             QVERIFY(worstWithout > 0.0); // without feedback the error grows
+    }
+
+    // The volunteer's submission built range by range (the local weights
+    // read from the core's file chunk by chunk) is the whole-vector path's:
+    // the same payload bytes and the same residual bits, round after round.
+    void submissionInRangesIsTheWholeVectors_data()
+    {
+        addCodecRows();
+        QTest::newRow("sparse") << Codec::Sparse;
+    }
+    void submissionInRangesIsTheWholeVectors()
+    {
+        QFETCH(Codec, codec);
+        // Tensors that straddle the ranges; a last range that is not whole blocks.
+        const std::vector<int64_t> tensors{3000, 700, 5000, 37};
+        const int64_t n = 3000 + 700 + 5000 + 37;
+        auto layout = SparseLayout::make(tensors, SparseOptions{256, 16, 0.8, 4});
+        QVERIFY(layout);
+        const SparseLayout* sparse = codec == Codec::Sparse ? &*layout : nullptr;
+        const std::vector<float> global = randomVector(n, 1.0f, 5);
+        std::vector<float> whole(std::size_t(n), 0.0f), ranged(std::size_t(n), 0.0f), scratch(1024);
+        for (uint32_t round = 0; round < 3; ++round) {
+            std::vector<float> local = global;
+            const std::vector<float> step = randomVector(n, 1e-3f, 20 + round);
+            for (std::size_t i = 0; i < local.size(); ++i)
+                local[i] -= step[i];
+            const std::vector<float> delta = pseudoGradient(global.data(), local.data(), n);
+            const std::string expected = sparse ? encodeSparse(*sparse, delta.data(), whole.data())
+                                                : encode(codec, delta.data(), n, whole.data());
+            SubmissionEncoder encoder(codec, sparse, n, ranged.data());
+            for (int64_t first = 0; first < n; first += 1024) {
+                const int64_t count = std::min<int64_t>(1024, n - first);
+                QVERIFY(encoder.add(global.data() + first, local.data() + first, count, scratch.data()));
+            }
+            auto payload = encoder.finish();
+            QVERIFY(payload);
+            QCOMPARE(payload->size(), expected.size());
+            QVERIFY(*payload == expected);
+            QVERIFY(sameBits(ranged, whole));
+        }
+    }
+
+    // Ranges out of step are refused and change nothing.
+    void submissionRangesOutOfStepAreRefused()
+    {
+        const int64_t n = 1000;
+        const std::vector<float> global = randomVector(n, 1.0f, 6), local = randomVector(n, 1.0f, 7);
+        std::vector<float> residual(std::size_t(n), 0.5f), scratch(std::size_t(n), 0.0f);
+        SubmissionEncoder encoder(Codec::Int8, nullptr, n, residual.data());
+        QCOMPARE(encoder.finish().error().code, std::string("bad_size")); // nothing added
+        QCOMPARE(encoder.add(global.data(), local.data(), n + 1, scratch.data()).error().code, std::string("bad_size"));
+        QVERIFY(encoder.add(global.data(), local.data(), 100, scratch.data())); // not whole blocks: must be the last
+        QCOMPARE(encoder.add(global.data() + 100, local.data() + 100, 10, scratch.data()).error().code,
+            std::string("bad_size"));
+        QCOMPARE(encoder.next(), int64_t(100));
+        for (int64_t i = 100; i < n; ++i)
+            QCOMPARE(residual[std::size_t(i)], 0.5f);
     }
 
     void badSize_data() { addCodecRows(); }

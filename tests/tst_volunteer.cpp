@@ -22,6 +22,7 @@
 #include <algorithm>
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <unistd.h>
@@ -288,6 +289,35 @@ private slots:
         QCOMPARE(floatsFromBytes(std::string(8, '\0'), 2)->size(), std::size_t(2));
     }
 
+    // The core's local weights and a downloaded state are read straight into
+    // floats, whole or a range at a time; a file of the wrong size, a short
+    // one or one with a NaN is named.
+    void floatFilesAreReadInRanges()
+    {
+        QTemporaryDir dir;
+        const auto file = dirOf(dir) / "local.f32";
+        std::vector<float> values(3000);
+        for (std::size_t i = 0; i < values.size(); ++i)
+            values[i] = float(i) * 0.25f - 7.0f;
+        std::ofstream(file, std::ios::binary)
+            .write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(float)));
+        QCOMPARE(*readFloatFile(file, values.size()), values);
+        auto reader = FloatFileReader::open(file, values.size());
+        QVERIFY(reader);
+        std::vector<float> ranges(values.size());
+        QVERIFY(reader->read(ranges.data(), 1024));
+        QVERIFY(reader->read(ranges.data() + 1024, 1976));
+        QCOMPARE(ranges, values);
+        QCOMPARE(reader->read(ranges.data(), 1).error().code, std::string("io_error")); // past the end
+        QVERIFY(checkFloatFileFinite(file, values.size()));
+        QCOMPARE(FloatFileReader::open(file, values.size() + 1).error().code, std::string("bad_size"));
+        QCOMPARE(readFloatFile(dirOf(dir) / "absent.f32", 4).error().code, std::string("not_found"));
+        values[2500] = std::numeric_limits<float>::quiet_NaN();
+        std::ofstream(file, std::ios::binary)
+            .write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(float)));
+        QCOMPARE(checkFloatFileFinite(file, values.size()).error().code, std::string("non_finite"));
+    }
+
     // A kill between any two steps of a save leaves a pair that loads: the
     // old values, or the new ones.
     void floatFilesSurviveASaveCutShort()
@@ -392,6 +422,19 @@ private slots:
         std::string flipped = payload;
         flipped[10] = char(flipped[10] ^ 0x01);
         QCOMPARE(applyPublishedUpdate(theta, diloco::Codec::Int8, flipped, sha).error().code,
+            std::string("checksum_mismatch"));
+
+        // In place (theta_v held by no task): the same bits, no copy; a
+        // damaged payload leaves theta untouched.
+        std::vector<float> inPlace = theta;
+        QCOMPARE(applyPublishedUpdateInPlace(inPlace, diloco::Codec::Int8, payload.substr(1), sha).error().code,
+            std::string("bad_size"));
+        QCOMPARE(inPlace, theta);
+        const float* storage = inPlace.data();
+        QVERIFY(applyPublishedUpdateInPlace(inPlace, diloco::Codec::Int8, payload, sha));
+        QCOMPARE(inPlace, expected);
+        QCOMPARE(inPlace.data(), storage);
+        QCOMPARE(applyPublishedUpdateInPlace(drifted, diloco::Codec::Int8, payload, sha).error().code,
             std::string("checksum_mismatch"));
     }
 
@@ -581,7 +624,9 @@ private slots:
         summary.bytesReceived = 20;
         summary.version = 4;
         summary.unconfirmed = 1;
+        summary.memoryPlan = "8-bit AdamW moments (10 B a parameter): the fp32 state does not fit";
         const auto json = nlohmann::json::parse(summary.toJson());
+        QCOMPARE(json["memory_plan"].get<std::string>(), summary.memoryPlan);
         for (const char* key : {"tasks", "accepted", "rejected", "dropped", "unconfirmed", "tokens", "compute_s",
                  "wall_s", "bytes_sent", "bytes_received", "version"})
             QVERIFY2(json.contains(key), key);

@@ -87,7 +87,14 @@ std::string encode(Codec codec, const float* x, int64_t n, float* residual)
     if (codec == Codec::Sparse)
         return {};
     std::string bytes(size_t(encodedBytes(codec, n)), '\0');
-    auto* out = reinterpret_cast<unsigned char*>(bytes.data());
+    encodeInto(codec, x, n, residual, reinterpret_cast<unsigned char*>(bytes.data()));
+    return bytes;
+}
+
+void encodeInto(Codec codec, const float* x, int64_t n, float* residual, unsigned char* out)
+{
+    if (codec == Codec::Sparse)
+        return;
     float y[kInt8BlockElements];
     float decoded[kInt8BlockElements];
     const int64_t unit = kernels::valueBytes(codec);
@@ -119,7 +126,6 @@ std::string encode(Codec codec, const float* x, int64_t n, float* residual)
                 residual[first + i] = y[i] - decoded[i];
         }
     }
-    return bytes;
 }
 
 } // namespace crowdtrain::diloco

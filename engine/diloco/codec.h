@@ -36,6 +36,12 @@ int64_t encodedBytes(Codec codec, int64_t n);
 // Encodes x[0..n). With a residual (error feedback, n elements, in/out) it
 // encodes x + r and leaves r = (x + r) - decode(payload).
 std::string encode(Codec codec, const float* x, int64_t n, float* residual = nullptr);
+// encode() written to out (encodedBytes(codec, n) bytes), so that a payload
+// can be built range by range: the range [first, first + n), with first a
+// multiple of kInt8BlockElements, goes to byte encodedBytes(codec, first) of
+// the whole payload (its residual from element first), and the pieces are
+// encode()'s payload and residual of the whole, bit for bit.
+void encodeInto(Codec codec, const float* x, int64_t n, float* residual, unsigned char* out);
 
 // out[i] = x[i].
 Status decode(Codec codec, std::string_view bytes, int64_t n, float* out);

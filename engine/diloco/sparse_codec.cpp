@@ -158,11 +158,25 @@ uint16_t codeOf(float v, float middle)
 
 } // namespace
 
+void accumulateSparseError(
+    const SparseLayout& layout, const float* delta, int64_t first, int64_t count, float* errorBuffer)
+{
+    const float beta = layout.decay();
+    float* e = errorBuffer + first;
+    for (int64_t i = 0; i < count; ++i)
+        e[i] = beta * e[i] + delta[i];
+}
+
 std::string encodeSparse(const SparseLayout& layout, const float* delta, float* errorBuffer)
+{
+    accumulateSparseError(layout, delta, 0, layout.elements(), errorBuffer);
+    return encodeSparseError(layout, errorBuffer);
+}
+
+std::string encodeSparseError(const SparseLayout& layout, float* errorBuffer)
 {
     std::string bytes(size_t(layout.messageBytes()), '\0');
     auto* out = reinterpret_cast<unsigned char*>(bytes.data());
-    const float beta = layout.decay();
     const int64_t chunk = layout.chunk();
     std::vector<uint64_t> keys;
     std::vector<uint16_t> index;
@@ -171,10 +185,7 @@ std::string encodeSparse(const SparseLayout& layout, const float* delta, float* 
     const auto& offsets = layout.tensorOffsets();
     for (size_t t = 0; t < sizes.size(); ++t) {
         float* e = errorBuffer + offsets[t];
-        const float* d = delta + offsets[t];
         const int64_t n = sizes[t];
-        for (int64_t i = 0; i < n; ++i)
-            e[i] = beta * e[i] + d[i];
         // Selection: chunk by chunk, indices relative to their chunk.
         index.clear();
         kept.clear();

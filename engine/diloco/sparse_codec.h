@@ -108,6 +108,15 @@ unsigned char* packSparseIndices(const uint16_t* index, int64_t count, int64_t l
 // layout.elements() floats. A NaN or an infinity in e gives a non-finite
 // table, which decoders refuse.
 std::string encodeSparse(const SparseLayout& layout, const float* delta, float* errorBuffer);
+// encodeSparse() in two parts, so that delta can come range by range (the
+// volunteer reads its local weights from the core's file chunk by chunk):
+// accumulateSparseError() does e <- decay * e + delta on [first, first +
+// count) (delta holds count floats), encodeSparseError() the selection,
+// table and codes over e as it stands. Accumulating every range once, then
+// encoding, gives encodeSparse()'s message and e bit for bit.
+void accumulateSparseError(
+    const SparseLayout& layout, const float* delta, int64_t first, int64_t count, float* errorBuffer);
+std::string encodeSparseError(const SparseLayout& layout, float* errorBuffer);
 
 // out[i] = decoded x[i], zero off the message's support.
 Status decodeSparse(const SparseLayout& layout, std::string_view message, float* out);

@@ -91,7 +91,8 @@ net::MapWriter TrainRequest::encode() const
     w.u64("task_id", taskId).map("model", modelMap).map("inner", innerMap);
     w.str("device", devices.device).array("team", stringArray(devices.team));
     w.u64("zero_stage", uint64_t(devices.zeroStage))
-        .boolean("activation_checkpointing", devices.activationCheckpointing);
+        .boolean("activation_checkpointing", devices.activationCheckpointing)
+        .boolean("int8_moments", devices.int8Moments);
     w.u64("micro_batch", uint64_t(devices.microBatch)).u64("threads", threads);
     w.str("theta_file", thetaFile).u64("elements", elements).str("windows_file", windowsFile);
     w.u64("steps", steps).u64("first_global_step", firstGlobalStep).str("local_file", localFile);
@@ -110,6 +111,7 @@ Result<TrainRequest> TrainRequest::decode(const Frame& frame)
         r.devices.team = v.strs("team", kMaxDevices, kNameRule);
         r.devices.zeroStage = int(v.u64("zero_stage", 0, 3));
         r.devices.activationCheckpointing = v.boolean("activation_checkpointing");
+        r.devices.int8Moments = v.has("int8_moments") && v.boolean("int8_moments"); // absent from older daemons
         r.devices.microBatch = int64_t(v.u64("micro_batch", 0, 1u << 20));
         r.threads = v.u64("threads", 0, 4096);
         r.thetaFile = v.str("theta_file", kPathRule);

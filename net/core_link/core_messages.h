@@ -38,7 +38,10 @@ inline constexpr std::string_view kExit = "exit"; // daemon: exit now (frees eve
 
 // What a task's inner steps produced.
 struct TaskOutcome {
-    std::vector<float> local; // theta after the inner steps, flat
+    std::vector<float> local; // theta after the inner steps, flat (the in-process trainer's)
+    // Where the daemon's CoreTrainer leaves them instead: the core's file of
+    // P float32, checked finite, read a chunk at a time (local stays empty).
+    std::string localFile;
     uint64_t steps = 0;
     uint64_t tokens = 0; // steps * batch * block
     double meanLoss = 0;
@@ -51,7 +54,11 @@ struct TrainingDevices {
     std::string device = "cpu"; // the one device, when `team` lists fewer than two
     std::vector<std::string> team{}; // two or more: one rank each ("cuda:0", "cuda:1")
     int zeroStage = 0; // the team's: 0 data parallel, 3 sharded
-    bool activationCheckpointing = false; // the team's, per block
+    bool activationCheckpointing = false; // per block (a team's ranks, or the one device)
+    bool int8Moments = false; // AdamW's moments in 8 bits (the one device)
+    // The memory planner's choice and why (limits::DevicePlan::reason): the
+    // daemon's, for `status`; not sent.
+    std::string reason{};
     int64_t microBatch = 0; // sequences per pass on each device (0 = its whole share)
 };
 

@@ -274,8 +274,8 @@ private:
         std::string names = d.device;
         for (const std::string& member : d.team)
             names += "," + member;
-        return names + "/" + std::to_string(d.zeroStage) + (d.activationCheckpointing ? "c" : "") + "/"
-            + std::to_string(d.microBatch);
+        return names + "/" + std::to_string(d.zeroStage) + (d.activationCheckpointing ? "c" : "")
+            + (d.int8Moments ? "8" : "") + "/" + std::to_string(d.microBatch);
     }
 
     CoreChannel& m_channel;

@@ -50,6 +50,7 @@ InnerTrainer::InnerTrainer(engine::GptConfig model, net::InnerSettings inner, Tr
     // On one device the trainer checkpoints per block itself (a team's
     // ranks do in ParallelTrainer).
     m_options.activationCheckpointing = m_devices.team.empty() && m_devices.activationCheckpointing;
+    m_options.int8Moments = m_devices.team.empty() && m_devices.int8Moments;
 }
 
 InnerTrainer::~InnerTrainer() = default;

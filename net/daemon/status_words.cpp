@@ -87,6 +87,8 @@ Value statusValue(const StatusInputs& in, const std::string& publicKey, Value no
             v.set("device_in_use", summary->deviceName);
         if (!summary->parallelMode.empty())
             v.set("parallel_mode", summary->parallelMode);
+        if (!summary->memoryPlan.empty())
+            v.set("memory_plan", summary->memoryPlan);
         // The training core: its family ("cpu", "cuda") once one has
         // started, and whether one runs now (none while the device is given back).
         if (!summary->coreFamily.empty())

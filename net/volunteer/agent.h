@@ -146,6 +146,9 @@ struct AgentSummary {
     int64_t microBatch = 0; // sequences per forward/backward pass (0 before the first task)
     std::string deviceName; // where training runs ("cpu", "cuda:0", "cuda:0,cuda:1"); "" before the first task
     std::string parallelMode; // across several devices: "data_parallel", "sharded" (ZeRO-3); else ""
+    // The memory planner's mode on the device and why (limits::DevicePlan::reason):
+    // plain, checkpointed, 8-bit moments; "" with no budget (the whole batch at once)
+    std::string memoryPlan;
     std::string coreFamily; // the training core's: "cpu", "cuda"; "" before one started
     std::string coreRuntime; // e.g. "libtorch 1.13.1"
     std::string cudaRefusal; // why the CUDA core is not used ("" when it is or was not tried)

@@ -42,6 +42,7 @@ std::string AgentSummary::toJson() const
         {"data_fetches", pieceFetches},
         {"device", deviceName},
         {"parallel_mode", parallelMode},
+        {"memory_plan", memoryPlan},
         {"micro_batch", microBatch},
     };
     return json.dump();
@@ -468,6 +469,15 @@ Status AgentLoop::trainTask(const net::Task& task)
             static_cast<unsigned long long>(task.taskId), static_cast<unsigned long long>(task.round - 1));
     }
     m_aheadStart.reset();
+    // While the core trains, theta_v need not be in RAM: the core has its
+    // copy, and Delta reads it back from its file (with overlap, a task
+    // leased ahead moves weights in RAM, so it stays).
+    if (!m_options.overlap && theta == m_theta->current()) {
+        auto spilled = m_theta->spill();
+        if (!spilled)
+            return spilled.error();
+        theta = std::move(*spilled);
+    }
     const auto started = Clock::now();
     if (m_reporter.summary().firstTaskMs == 0)
         m_reporter.summary().firstTaskMs = std::chrono::duration<double, std::milli>(started - m_started).count();
@@ -503,6 +513,13 @@ Status AgentLoop::trainTask(const net::Task& task)
     if (m_uploader->pending()) // the last task's, if its upload failed while this one trained
         if (Status submitted = m_uploader->submit(); !submitted)
             return submitted;
+    // With overlap, the next task leased ahead starts from these weights and
+    // a task leased ahead moves them: they are read into memory (4 B/P more).
+    // Otherwise they stay in the core's file, which the uploader reads a
+    // chunk at a time.
+    if (m_options.overlap || task.version > theta->version)
+        if (Status loaded = loadLocalWeights(*outcome, m_theta->elements()); !loaded)
+            return loaded;
     std::shared_ptr<const Theta> base = theta;
     if (task.version > theta->version) { // leased ahead: Delta is taken against theta of its version
         if (Status reached = waitForBase(task); !reached) {
@@ -540,7 +557,7 @@ Status AgentLoop::trainTask(const net::Task& task)
     if (wantsAheadTask() && !m_aheadTask)
         obtainAheadTask();
     if (wantsAheadTask() && m_aheadTask) {
-        m_aheadStart = std::make_shared<const Theta>(Theta{base->version, std::string(), outcome->local});
+        m_aheadStart = std::make_shared<const Theta>(Theta{base->version, std::string(), outcome->local, {}});
         return Status::success(); // uploads while the next task trains
     }
     return m_uploader->submit();

@@ -2,11 +2,10 @@
 
 #include "core/file_io.h"
 #include "net/core_link/windows_file.h"
+#include "net/volunteer/local_store.h"
 #include "net/wire/error_codes.h"
 
 #include <chrono>
-#include <cmath>
-#include <cstring>
 
 namespace crowdtrain::volunteer {
 namespace {
@@ -25,6 +24,18 @@ Error fromCore(const Error& error)
 }
 
 } // namespace
+
+Status loadLocalWeights(TaskOutcome& outcome, uint64_t elements)
+{
+    if (outcome.localFile.empty())
+        return Status::success();
+    auto values = readFloatFile(outcome.localFile, elements);
+    if (!values)
+        return values.error();
+    outcome.local = std::move(*values);
+    outcome.localFile.clear();
+    return Status::success();
+}
 
 CoreTrainer::CoreTrainer(CoreHost& host, CoreTrainerOptions options)
     : m_host(host)
@@ -47,10 +58,51 @@ Status CoreTrainer::writeTheta(const std::vector<float>& theta, const std::strin
     return Status::success();
 }
 
+Status CoreTrainer::copyTheta(const std::filesystem::path& file, const std::string& sha256)
+{
+    if (!sha256.empty() && sha256 == m_thetaSha256)
+        return Status::success();
+    m_thetaSha256.clear();
+    const std::filesystem::path target = m_options.scratchDir / "theta.f32";
+    const std::filesystem::path temporary = core::temporarySibling(target);
+    std::error_code ec;
+    std::filesystem::copy_file(file, temporary, std::filesystem::copy_options::overwrite_existing, ec);
+    if (!ec)
+        std::filesystem::rename(temporary, target, ec);
+    if (ec) {
+        std::filesystem::remove(temporary, ec);
+        return Error::make(net::errc::kIoError, "cannot copy " + file.string() + " for the training core");
+    }
+    m_thetaSha256 = sha256;
+    return Status::success();
+}
+
 Result<TaskOutcome> CoreTrainer::run(const CoreTaskRequest& request, const std::vector<float>& theta,
     const std::string& thetaSha256, engine::BatchSource& source, const std::atomic<bool>& abort,
     const std::atomic<bool>& wrapUp, const std::function<bool()>& release,
     const std::function<void(const corelink::StepDone&)>& onStep)
+{
+    return start(
+        request, theta.size(), source, [&] { return writeTheta(theta, thetaSha256); }, abort, wrapUp, release, onStep);
+}
+
+Result<TaskOutcome> CoreTrainer::run(const CoreTaskRequest& request, const std::filesystem::path& thetaFile,
+    const std::string& thetaSha256, engine::BatchSource& source, const std::atomic<bool>& abort,
+    const std::atomic<bool>& wrapUp, const std::function<bool()>& release,
+    const std::function<void(const corelink::StepDone&)>& onStep)
+{
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(thetaFile, ec);
+    if (ec || bytes % sizeof(float) != 0)
+        return Error::make(net::errc::kIoError, "cannot read theta from " + thetaFile.string());
+    return start(
+        request, bytes / sizeof(float), source, [&] { return copyTheta(thetaFile, thetaSha256); }, abort, wrapUp,
+        release, onStep);
+}
+
+Result<TaskOutcome> CoreTrainer::start(const CoreTaskRequest& request, uint64_t elements, engine::BatchSource& source,
+    const std::function<Status()>& writeTheta, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+    const std::function<bool()>& release, const std::function<void(const corelink::StepDone&)>& onStep)
 {
     std::error_code ec;
     std::filesystem::create_directories(m_options.scratchDir, ec);
@@ -59,13 +111,13 @@ Result<TaskOutcome> CoreTrainer::run(const CoreTaskRequest& request, const std::
             m_options.scratchDir / "windows.bin", source, batch, request.steps * uint64_t(batch));
         !wrote)
         return wrote.error();
-    if (Status wrote = writeTheta(theta, thetaSha256); !wrote)
+    if (Status wrote = writeTheta(); !wrote)
         return wrote.error();
     std::filesystem::remove(m_options.scratchDir / "local.f32", ec);
     auto lease = m_host.lease();
     if (!lease)
         return lease.error();
-    return exchange(*lease, request, theta.size(), abort, wrapUp, release, onStep);
+    return exchange(*lease, request, elements, abort, wrapUp, release, onStep);
 }
 
 Result<TaskOutcome> CoreTrainer::exchange(CoreHost::Lease& lease, const CoreTaskRequest& request, uint64_t elements,
@@ -122,16 +174,17 @@ Result<TaskOutcome> CoreTrainer::exchange(CoreHost::Lease& lease, const CoreTask
             auto done = corelink::TrainDone::decode(*frame);
             if (!done)
                 return failed(done.error());
-            auto bytes = core::readFile(train.localFile, std::size_t(elements) * 4 + 1);
-            if (!bytes || bytes->size() != elements * 4)
-                return failed(
-                    Error::make(net::errc::kBadSize, "its local weights file is missing or of the wrong size"));
-            TaskOutcome outcome;
-            outcome.local.resize(elements);
-            std::memcpy(outcome.local.data(), bytes->data(), bytes->size());
-            for (float v : outcome.local)
-                if (!std::isfinite(v))
+            // Checked where it lies, a chunk at a time: the daemon never
+            // holds the local weights whole (docs/architecture.md, "A
+            // volunteer's memory, per parameter").
+            if (Status finite = checkFloatFileFinite(train.localFile, elements); !finite) {
+                if (finite.error().code == net::errc::kNonFinite)
                     return Error::make(net::errc::kNonFinite, "the local weights are not finite after the inner steps");
+                return failed(Error::make(net::errc::kBadSize,
+                    "its local weights file is missing or of the wrong size (" + finite.error().message + ")"));
+            }
+            TaskOutcome outcome;
+            outcome.localFile = train.localFile;
             if (done->steps > request.steps || done->steps != stepsSeen)
                 return failed(Error::make(net::errc::kMalformed,
                     "it reported " + std::to_string(done->steps) + " steps after " + std::to_string(stepsSeen)

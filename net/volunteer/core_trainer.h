@@ -50,16 +50,29 @@ struct CoreTrainerOptions {
     int loadTimeoutMs = 600000;
 };
 
+// Reads outcome.localFile into outcome.local (a task leased ahead moves its
+// weights in memory). Errors: FloatFileReader's.
+Status loadLocalWeights(TaskOutcome& outcome, uint64_t elements);
+
 class CoreTrainer {
 public:
     CoreTrainer(CoreHost& host, CoreTrainerOptions options);
 
     // Trains from `theta` (its SHA-256 names the copy kept for the core;
-    // empty: always written again) on `source`'s next windows. onStep is
+    // empty: always written again) on `source`'s next windows. The outcome's
+    // local weights stay in the core's file (TaskOutcome::localFile) until
+    // the next run; loadLocalWeights() reads them whole. onStep is
     // called after each step on this thread and may block (the governor's
     // rest, a pause); `release` is read after it: set, the task wraps up
     // with the steps done so that the core can exit.
     Result<TaskOutcome> run(const CoreTaskRequest& request, const std::vector<float>& theta,
+        const std::string& thetaSha256, engine::BatchSource& source, const std::atomic<bool>& abort,
+        const std::atomic<bool>& wrapUp, const std::function<bool()>& release,
+        const std::function<void(const corelink::StepDone&)>& onStep);
+
+    // The same from theta_v in a file (a spilled theta: P float32 whose
+    // SHA-256 is thetaSha256), copied for the core file to file.
+    Result<TaskOutcome> run(const CoreTaskRequest& request, const std::filesystem::path& thetaFile,
         const std::string& thetaSha256, engine::BatchSource& source, const std::atomic<bool>& abort,
         const std::atomic<bool>& wrapUp, const std::function<bool()>& release,
         const std::function<void(const corelink::StepDone&)>& onStep);
@@ -72,6 +85,10 @@ private:
         const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp, const std::function<bool()>& release,
         const std::function<void(const corelink::StepDone&)>& onStep);
     Status writeTheta(const std::vector<float>& theta, const std::string& sha256);
+    Status copyTheta(const std::filesystem::path& file, const std::string& sha256);
+    Result<TaskOutcome> start(const CoreTaskRequest& request, uint64_t elements, engine::BatchSource& source,
+        const std::function<Status()>& writeTheta, const std::atomic<bool>& abort, const std::atomic<bool>& wrapUp,
+        const std::function<bool()>& release, const std::function<void(const corelink::StepDone&)>& onStep);
 
     CoreHost& m_host;
     CoreTrainerOptions m_options;

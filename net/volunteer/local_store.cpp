@@ -6,7 +6,9 @@
 #include "net/wire/error_codes.h"
 #include "net/wire/text_checks.h"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -56,6 +58,62 @@ Result<std::vector<float>> floatsFromBytes(const std::string& bytes, uint64_t el
     std::vector<float> values(elements);
     std::memcpy(values.data(), bytes.data(), bytes.size());
     return values;
+}
+
+Result<FloatFileReader> FloatFileReader::open(const std::filesystem::path& file, uint64_t elements)
+{
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(file, ec);
+    if (ec)
+        return Error::make(ec == std::errc::no_such_file_or_directory ? net::errc::kNotFound : net::errc::kIoError,
+            "cannot read " + file.string() + ": " + ec.message());
+    if (elements > bytes / sizeof(float) || bytes != elements * sizeof(float))
+        return Error::make(net::errc::kBadSize,
+            file.string() + " holds " + std::to_string(bytes) + " bytes, not " + std::to_string(elements)
+                + " float32 values");
+    FloatFileReader reader;
+    reader.m_handle.reset(std::fopen(file.c_str(), "rb"));
+    if (!reader.m_handle)
+        return core::ioError("cannot open", file);
+    reader.m_file = file;
+    reader.m_elements = elements;
+    return reader;
+}
+
+Status FloatFileReader::read(float* out, uint64_t count)
+{
+    if (std::fread(out, sizeof(float), count, m_handle.get()) != count)
+        return Error::make(net::errc::kIoError, "cannot read " + m_file.string() + ": it ended early or failed");
+    return Status::success();
+}
+
+Result<std::vector<float>> readFloatFile(const std::filesystem::path& file, uint64_t elements)
+{
+    auto reader = FloatFileReader::open(file, elements);
+    if (!reader)
+        return reader.error();
+    std::vector<float> values(elements);
+    if (Status read = reader->read(values.data(), elements); !read)
+        return read.error();
+    return values;
+}
+
+Status checkFloatFileFinite(const std::filesystem::path& file, uint64_t elements)
+{
+    auto reader = FloatFileReader::open(file, elements);
+    if (!reader)
+        return reader.error();
+    std::vector<float> chunk(std::size_t(std::min<uint64_t>(elements, uint64_t(1) << 20)));
+    for (uint64_t first = 0; first < elements; first += chunk.size()) {
+        const uint64_t count = std::min<uint64_t>(chunk.size(), elements - first);
+        if (Status read = reader->read(chunk.data(), count); !read)
+            return read;
+        for (uint64_t i = 0; i < count; ++i)
+            if (!std::isfinite(chunk[i]))
+                return Error::make(
+                    net::errc::kNonFinite, file.string() + ": value " + std::to_string(first + i) + " is not finite");
+    }
+    return Status::success();
 }
 
 namespace {

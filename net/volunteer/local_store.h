@@ -14,7 +14,9 @@
 #include "core/result.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +54,34 @@ void removeFloats(const std::filesystem::path& file);
 std::string floatsSha256(const std::vector<float>& values);
 // P float32 little-endian bytes -> values; "bad_size" unless bytes == 4 * elements.
 Result<std::vector<float>> floatsFromBytes(const std::string& bytes, uint64_t elements);
+
+// A flat float32 file (the training core's local weights, a downloaded
+// state) read front to back, a range at a time, so that its reader never
+// holds it whole. Used by one thread.
+class FloatFileReader {
+public:
+    // Errors: "not_found", "bad_size" (the file does not hold exactly
+    // `elements` float32 values), "io_error".
+    static Result<FloatFileReader> open(const std::filesystem::path& file, uint64_t elements);
+
+    // The next `count` values into out. "io_error" (a short read names the file).
+    Status read(float* out, uint64_t count);
+    uint64_t elements() const { return m_elements; }
+
+private:
+    struct Closer {
+        void operator()(std::FILE* f) const { std::fclose(f); }
+    };
+    std::filesystem::path m_file;
+    std::unique_ptr<std::FILE, Closer> m_handle;
+    uint64_t m_elements = 0;
+};
+
+// The whole file, read straight into the vector (no byte string on the
+// way). Errors as FloatFileReader's.
+Result<std::vector<float>> readFloatFile(const std::filesystem::path& file, uint64_t elements);
+// "non_finite" unless every value of the file is finite; read a range at a time.
+Status checkFloatFileFinite(const std::filesystem::path& file, uint64_t elements);
 
 // One project's folder under a data folder.
 class ProjectFolder {

@@ -135,7 +135,18 @@ Result<TrainingDevices> trainingDevicesFor(const AgentOptions& options, const en
         chosen.team.assign(usable.begin(), usable.begin() + plan->devices);
         chosen.zeroStage = plan->mode == limits::DeviceMode::Sharded ? 3 : 0;
         chosen.activationCheckpointing = plan->activationCheckpointing;
+    } else {
+        // One device under a budget: the planner's mode (plain, checkpointed,
+        // 8-bit moments, both) goes to the core's trainer.
+        if (plan->bf16HostMaster)
+            return Error::make(net::errc::kBadOptions,
+                "the model needs bf16 weights with the fp32 master in host RAM under this GPU memory limit, "
+                "which this training core does not have yet ("
+                    + plan->reason + ")");
+        chosen.activationCheckpointing = plan->activationCheckpointing;
+        chosen.int8Moments = plan->int8Moments;
     }
+    chosen.reason = plan->reason;
     chosen.microBatch = plan->microBatch;
     return chosen;
 }
@@ -186,6 +197,9 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
             devices->activationCheckpointing ? " with activation checkpointing" : "",
             static_cast<long long>(devices->microBatch));
     m_lastTeam = devices->team;
+    if (devices->reason != m_reporter.summary().memoryPlan && !devices->reason.empty())
+        m_reporter.log("memory plan: %s", devices->reason.c_str());
+    m_reporter.summary().memoryPlan = devices->reason;
     CoreTaskRequest request;
     request.taskId = task.taskId;
     request.model = corelink::modelConfigOf(m_model);
@@ -217,14 +231,18 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
     TrainingThread thread(run,
         [run, trainer, request, theta = std::move(theta), source = std::move(source),
             betweenSteps = m_options.betweenSteps, release = m_options.releaseDevice]() mutable {
-            return trainer->run(request, theta->values, theta->sha256, *source, run->abort, run->wrapUp, release,
-                [&](const corelink::StepDone& report) {
-                    run->steps.store(report.step);
-                    run->lastLoss.store(report.loss);
-                    run->tokensPerSecond.store(report.tokensPerSecond);
-                    if (betweenSteps)
-                        betweenSteps(report.stepMs, run->abort);
-                });
+            auto onStep = [&](const corelink::StepDone& report) {
+                run->steps.store(report.step);
+                run->lastLoss.store(report.loss);
+                run->tokensPerSecond.store(report.tokensPerSecond);
+                if (betweenSteps)
+                    betweenSteps(report.stepMs, run->abort);
+            };
+            if (theta->values.empty()) // spilled: the core's copy comes from its file
+                return trainer->run(
+                    request, theta->file, theta->sha256, *source, run->abort, run->wrapUp, release, onStep);
+            return trainer->run(
+                request, theta->values, theta->sha256, *source, run->abort, run->wrapUp, release, onStep);
         });
     if (hooks.whileTraining) {
         hooks.whileTraining();

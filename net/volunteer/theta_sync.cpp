@@ -30,7 +30,8 @@ void ThetaSync::loadLocalState()
     StoredFloats& stored = **theta;
     if (stored.manifestSha256 == m_session.joinReply().manifestSha256 && stored.values.size() == m_elements) {
         m_reporter.log("found theta version %llu on disk", static_cast<unsigned long long>(stored.version));
-        m_theta = std::make_shared<const Theta>(Theta{stored.version, stored.sha256, std::move(stored.values)});
+        m_savedSha256 = stored.sha256;
+        m_theta = std::make_shared<Theta>(Theta{stored.version, stored.sha256, std::move(stored.values), {}});
     }
 }
 
@@ -62,7 +63,7 @@ void ThetaSync::buildFromSeed()
     }
     m_reporter.log(
         "version 0 built from the project's seed %llu, SHA-256 verified", static_cast<unsigned long long>(init->seed));
-    m_theta = std::make_shared<const Theta>(Theta{0, std::move(sha), std::move(*values)});
+    m_theta = std::make_shared<Theta>(Theta{0, std::move(sha), std::move(*values), {}});
 }
 
 // The core builds the model from the seed and writes its flat weights.
@@ -89,17 +90,58 @@ Result<std::vector<float>> ThetaSync::seededTheta(const net::SeedInit& init)
         return corelink::decodeError(*reply);
     if (reply->type != corelink::type::kInitialized)
         return Error::make(net::errc::kCoreFailed, "the training core answered init with '" + reply->type + "'");
-    auto bytes = core::readFile(file, std::size_t(m_elements) * 4 + 1);
+    auto values = readFloatFile(file, m_elements);
     std::filesystem::remove(file, ec);
-    if (!bytes)
-        return bytes.error();
-    return floatsFromBytes(*bytes, m_elements);
+    return values;
+}
+
+Result<std::shared_ptr<const Theta>> ThetaSync::spill()
+{
+    if (!m_theta || m_theta->values.empty())
+        return std::shared_ptr<const Theta>(m_theta);
+    if (m_savedSha256 != m_theta->sha256) { // theta_0 built from the seed: a second at GPT-2 size
+        const std::string manifest = m_session.joinReply().manifestSha256;
+        if (Status saved = m_session.whileAlive(
+                [&] { return saveFloats(m_folder.thetaFile(), m_theta->version, manifest, m_theta->values); },
+                m_theta->version);
+            !saved)
+            return saved.error();
+        m_savedSha256 = m_theta->sha256;
+    }
+    m_theta = std::make_shared<Theta>(Theta{m_theta->version, m_theta->sha256, {}, m_folder.thetaFile()});
+    return std::shared_ptr<const Theta>(m_theta);
+}
+
+// A spilled theta back into RAM, checked against what it was; anything else
+// on disk (a damaged file) drops it, and the full state is downloaded.
+void ThetaSync::reloadSpilled()
+{
+    if (!m_theta || !m_theta->values.empty())
+        return;
+    // A second or two at GPT-2 size (read, hashed): heartbeats go on.
+    Result<std::optional<StoredFloats>> stored = std::optional<StoredFloats>();
+    (void)m_session.whileAlive(
+        [&] {
+            stored = loadFloats(m_theta->file);
+            return Status::success();
+        },
+        m_theta->version);
+    if (stored && *stored && (*stored)->version == m_theta->version && (*stored)->sha256 == m_theta->sha256
+        && (*stored)->values.size() == m_elements) {
+        m_theta = std::make_shared<Theta>(Theta{m_theta->version, m_theta->sha256, std::move((*stored)->values), {}});
+        return;
+    }
+    m_reporter.log("theta version %llu is no longer on disk as it was; downloading the full state",
+        static_cast<unsigned long long>(m_theta->version));
+    m_theta.reset();
+    m_savedSha256.clear();
 }
 
 Status ThetaSync::sync()
 {
     if (!m_localStateLoaded)
         loadLocalState();
+    reloadSpilled();
     // Nothing on disk: theta_0 from the seed, then the kept updates (when
     // the coordinator no longer keeps them, the state is downloaded).
     if (!m_theta)
@@ -111,6 +153,7 @@ Status ThetaSync::sync()
         m_theta.reset();
     }
     while (m_theta && m_theta->version < m_session.serverVersion() && !m_stop.load()) {
+        const uint64_t from = m_theta->version;
         Status applied = applyOneUpdate();
         if (applied)
             continue;
@@ -119,7 +162,7 @@ Status ThetaSync::sync()
             || code == net::errc::kIoError)
             return applied;
         m_reporter.log("update from version %llu not usable (%s); downloading the full state",
-            static_cast<unsigned long long>(m_theta->version), applied.error().message.c_str());
+            static_cast<unsigned long long>(from), applied.error().message.c_str());
         break;
     }
     if (m_stop.load())
@@ -140,6 +183,19 @@ void ThetaSync::followSeeding()
 
 Result<std::string> ThetaSync::downloadResource(const std::string& resource, const std::string& expectedSha256)
 {
+    auto target = downloadToFile(resource, expectedSha256);
+    if (!target)
+        return target.error();
+    auto bytes = core::readFile(*target);
+    std::error_code ec;
+    std::filesystem::remove(*target, ec);
+    if (!bytes)
+        return Error::make(net::errc::kIoError, bytes.error().message);
+    return std::move(*bytes);
+}
+
+Result<std::filesystem::path> ThetaSync::downloadToFile(const std::string& resource, const std::string& expectedSha256)
+{
     auto source = m_session.resources();
     if (!source)
         return Error::make(net::errc::kTimeout, "not connected");
@@ -156,14 +212,10 @@ Result<std::string> ThetaSync::downloadResource(const std::string& resource, con
         std::filesystem::remove(target, ec);
         return Error::make(net::errc::kChecksumMismatch, resource + " is not the resource announced (SHA-256 differs)");
     }
-    auto bytes = core::readFile(target);
-    std::filesystem::remove(target, ec);
-    if (!bytes)
-        return Error::make(net::errc::kIoError, bytes.error().message);
     if (report->resumedChunks > 0)
         m_reporter.log("%s: resumed after %llu verified chunks", resource.c_str(),
             static_cast<unsigned long long>(report->resumedChunks));
-    return std::move(*bytes);
+    return target;
 }
 
 Status ThetaSync::applyOneUpdate()
@@ -190,20 +242,36 @@ Status ThetaSync::applyOneUpdate()
         return bytes.error();
     // Seconds at GPT-2 size (decode, hash, theta saved): heartbeats go on.
     const std::string manifest = m_session.joinReply().manifestSha256;
-    Result<std::vector<float>> next = Error::make(net::errc::kCancelled, "not applied");
+    // Held by no one else (no task trains from it), theta_v becomes theta_{v+1}
+    // where it lies: no second copy of the weights. A failure then leaves it
+    // neither, so it is dropped and the full state downloaded.
+    const bool inPlace = m_theta.use_count() == 1;
+    std::shared_ptr<Theta> next = inPlace ? m_theta : std::make_shared<Theta>(*m_theta);
     if (Status applied = m_session.whileAlive(
             [&]() -> Status {
-                next = applyPublishedUpdate(
-                    m_theta->values, *codec, *bytes, reply->stateSha256, sparse ? &*sparse : nullptr);
-                if (!next)
-                    return Error::make(
-                        next.error().code, "update from version " + std::to_string(from) + ": " + next.error().message);
-                return saveFloats(m_folder.thetaFile(), from + 1, manifest, *next);
+                Status updated = applyPublishedUpdateInPlace(
+                    next->values, *codec, *bytes, reply->stateSha256, sparse ? &*sparse : nullptr);
+                if (!updated)
+                    return Error::make(updated.error().code,
+                        "update from version " + std::to_string(from) + ": " + updated.error().message);
+                m_savedSha256.clear();
+                if (Status saved = saveFloats(m_folder.thetaFile(), from + 1, manifest, next->values); !saved)
+                    return saved;
+                m_savedSha256 = reply->stateSha256;
+                return Status::success();
             },
             from);
-        !applied)
+        !applied) {
+        // The codec's errors leave the weights untouched; a mismatch or a
+        // failed save leaves them changed.
+        const std::string& code = applied.error().code;
+        if (inPlace && (code == net::errc::kChecksumMismatch || code == net::errc::kIoError))
+            m_theta.reset();
         return applied;
-    m_theta = std::make_shared<const Theta>(Theta{from + 1, reply->stateSha256, std::move(*next)});
+    }
+    next->version = from + 1;
+    next->sha256 = reply->stateSha256;
+    m_theta = std::move(next);
     m_reporter.log("version %llu: applied the update (%zu bytes), SHA-256 verified",
         static_cast<unsigned long long>(from + 1), bytes->size());
     return Status::success();
@@ -222,29 +290,42 @@ Status ThetaSync::downloadFullState()
         static_cast<unsigned long long>(join.stateBytes));
     std::optional<std::string> swarmed
         = m_stateSwarm ? m_stateSwarm->download(join, this->version(), m_stop) : std::nullopt;
-    auto bytes
-        = swarmed ? Result<std::string>(std::move(*swarmed)) : downloadResource(join.stateResource, join.stateSha256);
-    if (!bytes)
-        return bytes.error();
+    // Chunks land in a file, read straight into the weights; the swarm's
+    // bytes are let go as soon as they are copied.
+    auto file = swarmed ? Result<std::filesystem::path>(std::filesystem::path())
+                        : downloadToFile(join.stateResource, join.stateSha256);
+    if (!file)
+        return file.error();
     // Seconds at GPT-2 size (hash, theta saved): heartbeats go on. The join
     // reply is copied: a re-join meanwhile would replace the session's.
     Result<std::vector<float>> values = Error::make(net::errc::kCancelled, "not read");
     std::string sha;
     if (Status checked = m_session.whileAlive(
             [&, join]() -> Status {
-                values = floatsFromBytes(*bytes, m_elements);
+                if (swarmed) {
+                    values = floatsFromBytes(*swarmed, m_elements);
+                    swarmed.reset();
+                } else {
+                    values = readFloatFile(*file, m_elements);
+                    std::error_code ec;
+                    std::filesystem::remove(*file, ec);
+                }
                 if (!values)
                     return values.error();
                 sha = floatsSha256(*values);
                 if (sha != join.stateSha256)
                     return Error::make(
                         net::errc::kChecksumMismatch, join.stateResource + " does not match the announced SHA-256");
-                return saveFloats(m_folder.thetaFile(), version, join.manifestSha256, *values);
+                m_savedSha256.clear();
+                if (Status saved = saveFloats(m_folder.thetaFile(), version, join.manifestSha256, *values); !saved)
+                    return saved;
+                m_savedSha256 = sha;
+                return Status::success();
             },
             this->version());
         !checked)
         return checked;
-    m_theta = std::make_shared<const Theta>(Theta{version, sha, std::move(*values)});
+    m_theta = std::make_shared<Theta>(Theta{version, sha, std::move(*values), {}});
     m_session.noteServerVersion(std::max(m_session.serverVersion(), version));
     m_reporter.log("version %llu: full state downloaded and verified", static_cast<unsigned long long>(version));
     return Status::success();

@@ -23,11 +23,13 @@
 
 namespace crowdtrain::volunteer {
 
-// theta_v as this volunteer holds it.
+// theta_v as this volunteer holds it: in RAM, or (values empty: spilled
+// while a task trains) only in `file`, P float32 whose SHA-256 is sha256.
 struct Theta {
     uint64_t version = 0;
     std::string sha256;
     std::vector<float> values;
+    std::filesystem::path file;
 };
 
 class ThetaSync {
@@ -47,7 +49,14 @@ public:
     void followSeeding();
     // The weights held now (nullptr before the first sync).
     std::shared_ptr<const Theta> current() const { return m_theta; }
+    // theta_v as its saved file only (written first when it is not on disk
+    // yet), the copy in RAM let go once no one else holds it: while the core
+    // trains, the daemon needs none (docs/architecture.md, "A volunteer's
+    // memory, per parameter"). The next sync() reads it back. Errors:
+    // "io_error" (it could not be saved; theta stays in RAM).
+    Result<std::shared_ptr<const Theta>> spill();
     uint64_t version() const { return m_theta ? m_theta->version : 0; }
+    uint64_t elements() const { return m_elements; }
     // Forgets the weights (the project's model changed).
     void reset()
     {
@@ -63,11 +72,14 @@ public:
 
 private:
     void loadLocalState();
+    void reloadSpilled();
     void buildFromSeed();
     Result<std::vector<float>> seededTheta(const net::SeedInit& init);
     Status applyOneUpdate();
     Status downloadFullState();
     Result<std::string> downloadResource(const std::string& resource, const std::string& expectedSha256);
+    // The resource in a file under downloads/ (the caller removes it).
+    Result<std::filesystem::path> downloadToFile(const std::string& resource, const std::string& expectedSha256);
 
     Session& m_session;
     const ProjectFolder& m_folder;
@@ -79,7 +91,10 @@ private:
     uint64_t m_elements = 0;
     bool m_localStateLoaded = false;
     bool m_seedTried = false;
-    std::shared_ptr<const Theta> m_theta;
+    std::string m_savedSha256; // of the theta file on disk, as last saved or loaded ("" unknown)
+    // Shared with the training thread; changed in place only while no one
+    // else holds it (applyOneUpdate).
+    std::shared_ptr<Theta> m_theta;
 };
 
 } // namespace crowdtrain::volunteer

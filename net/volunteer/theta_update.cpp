@@ -9,17 +9,25 @@ Result<std::vector<float>> applyPublishedUpdate(const std::vector<float>& theta,
     std::string_view payload, const std::string& expectedStateSha256, const diloco::SparseLayout* sparse)
 {
     std::vector<float> next = theta;
-    if (codec == diloco::Codec::Sparse) {
-        if (!sparse || sparse->elements() != int64_t(next.size()))
-            return Error::make(net::errc::kBadCodec, "a sparse update needs the project's sparse layout");
-        if (Status applied = diloco::applySparseUpdate(*sparse, payload, next.data()); !applied)
-            return applied.error();
-    } else if (Status applied = diloco::applyUpdate(codec, payload, int64_t(next.size()), next.data()); !applied) {
+    if (Status applied = applyPublishedUpdateInPlace(next, codec, payload, expectedStateSha256, sparse); !applied)
         return applied.error();
-    }
-    if (floatsSha256(next) != expectedStateSha256)
-        return Error::make(net::errc::kChecksumMismatch, "theta after the update does not match the published SHA-256");
     return next;
+}
+
+Status applyPublishedUpdateInPlace(std::vector<float>& theta, diloco::Codec codec, std::string_view payload,
+    const std::string& expectedStateSha256, const diloco::SparseLayout* sparse)
+{
+    if (codec == diloco::Codec::Sparse) {
+        if (!sparse || sparse->elements() != int64_t(theta.size()))
+            return Error::make(net::errc::kBadCodec, "a sparse update needs the project's sparse layout");
+        if (Status applied = diloco::applySparseUpdate(*sparse, payload, theta.data()); !applied)
+            return applied;
+    } else if (Status applied = diloco::applyUpdate(codec, payload, int64_t(theta.size()), theta.data()); !applied) {
+        return applied;
+    }
+    if (floatsSha256(theta) != expectedStateSha256)
+        return Error::make(net::errc::kChecksumMismatch, "theta after the update does not match the published SHA-256");
+    return Status::success();
 }
 
 Result<diloco::SparseLayout> sparseLayoutOf(const net::JoinReply& join)

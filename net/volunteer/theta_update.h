@@ -24,6 +24,12 @@ namespace crowdtrain::volunteer {
 Result<std::vector<float>> applyPublishedUpdate(const std::vector<float>& theta, diloco::Codec codec,
     std::string_view payload, const std::string& expectedStateSha256, const diloco::SparseLayout* sparse = nullptr);
 
+// The same on theta itself, with no copy: on "checksum_mismatch" theta
+// holds the update applied (not the coordinator's: the caller drops it); on
+// the codec's errors it is untouched.
+Status applyPublishedUpdateInPlace(std::vector<float>& theta, diloco::Codec codec, std::string_view payload,
+    const std::string& expectedStateSha256, const diloco::SparseLayout* sparse = nullptr);
+
 // The sparse codec's layout of a project, from its join reply's manifest
 // and `sparse` settings. "bad_codec" when the reply has no settings.
 Result<diloco::SparseLayout> sparseLayoutOf(const net::JoinReply& join);

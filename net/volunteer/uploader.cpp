@@ -1,6 +1,7 @@
 #include "net/volunteer/uploader.h"
 
 #include "engine/diloco/manifest.h"
+#include "engine/diloco/submission_encoder.h"
 #include "net/transfer/sha256.h"
 #include "net/volunteer/theta_sync.h"
 #include "net/wire/error_codes.h"
@@ -31,43 +32,122 @@ void Uploader::configure(diloco::Codec codec, uint64_t elements, const std::stri
     m_codec = codec;
     m_sparse = std::move(sparse);
     m_manifestSha256 = manifestSha256;
-    if (!m_residualLoaded) {
-        m_residualLoaded = true;
-        auto residual = loadFloats(m_folder.residualFile());
-        if (!residual)
-            m_reporter.log("ignoring the residual on disk: %s", residual.error().message.c_str());
-        else if (*residual && (*residual)->manifestSha256 == manifestSha256 && (*residual)->values.size() == elements) {
-            m_residual = std::move((*residual)->values);
-            m_reporter.log("found the residual (error feedback) on disk");
-        } else if (*residual) {
-            m_reporter.log("ignoring the residual on disk: it belongs to another model");
-        }
-    }
-    if (elements != m_elements && m_elements != 0)
-        m_residual.clear();
     m_elements = elements;
+}
+
+// The residual saved after the last task, when it belongs to this model;
+// else zeros (a new volunteer, another model, a damaged file).
+void Uploader::loadResidual()
+{
+    auto residual = loadFloats(m_folder.residualFile());
+    const bool first = !m_residualSeen;
+    m_residualSeen = true;
+    if (!residual) {
+        m_reporter.log("ignoring the residual on disk: %s", residual.error().message.c_str());
+    } else if (*residual && (*residual)->manifestSha256 == m_manifestSha256
+        && (*residual)->values.size() == m_elements) {
+        m_residual = std::move((*residual)->values);
+        if (first)
+            m_reporter.log("found the residual (error feedback) on disk");
+        return;
+    } else if (*residual && first) {
+        m_reporter.log("ignoring the residual on disk: it belongs to another model");
+    }
+    m_residual.assign(m_elements, 0.0f);
 }
 
 Status Uploader::take(const net::Task& task, const Theta& theta, const TaskOutcome& outcome)
 {
-    const int64_t n = int64_t(m_elements);
-    std::vector<float> delta = diloco::pseudoGradient(theta.values.data(), outcome.local.data(), n);
-    if (m_alter)
-        m_alter(delta);
-    if (m_residual.size() != m_elements)
-        m_residual.assign(m_elements, 0.0f);
+    // The residual is in RAM only while a task is encoded: while the core
+    // trains, the daemon holds no copy of it (docs/architecture.md, "A
+    // volunteer's memory, per parameter").
+    loadResidual();
+    auto payload = encodeSubmission(theta, outcome);
+    Status saved = payload ? saveFloats(m_folder.residualFile(), 0, m_manifestSha256, m_residual) : Status::success();
+    std::vector<float>().swap(m_residual);
+    if (!payload)
+        return payload.error();
+    if (!saved)
+        return saved;
     PendingSubmission pending;
     pending.task = task;
-    pending.payload = m_sparse ? diloco::encodeSparse(*m_sparse, delta.data(), m_residual.data())
-                               : diloco::encode(m_codec, delta.data(), n, m_residual.data());
+    pending.payload = std::move(*payload);
     pending.sha256 = net::sha256Hex(pending.payload);
     pending.tokens = outcome.tokens;
     pending.computeMs = outcome.computeMs;
     pending.meanLoss = outcome.meanLoss;
-    if (Status saved = saveFloats(m_folder.residualFile(), 0, m_manifestSha256, m_residual); !saved)
-        return saved;
     m_pending = std::move(pending);
     return Status::success();
+}
+
+// Delta = theta - local goes to the codec a chunk at a time, both read from
+// their files when they are not in RAM (theta_v spilled while the core
+// trained, the core's local weights): the residual, the payload and a chunk
+// of each are all the daemon holds. A test's alteration of Delta needs it
+// whole.
+Result<std::string> Uploader::encodeSubmission(const Theta& theta, const TaskOutcome& outcome)
+{
+    const int64_t n = int64_t(m_elements);
+    if ((theta.values.empty() && theta.file.empty()) || (!theta.values.empty() && theta.values.size() != m_elements)
+        || (outcome.localFile.empty() && outcome.local.size() != m_elements))
+        return Error::make(net::errc::kBadSize, "theta or the local weights are not of the project's size");
+    if (m_alter) {
+        TaskOutcome whole = outcome;
+        if (Status loaded = loadLocalWeights(whole, m_elements); !loaded)
+            return loaded.error();
+        auto global = theta.values.empty() ? readFloatFile(theta.file, m_elements) : theta.values;
+        if (!global)
+            return global.error();
+        std::vector<float> delta = diloco::pseudoGradient(global->data(), whole.local.data(), n);
+        m_alter(delta);
+        return m_sparse ? diloco::encodeSparse(*m_sparse, delta.data(), m_residual.data())
+                        : diloco::encode(m_codec, delta.data(), n, m_residual.data());
+    }
+    std::optional<FloatFileReader> localFile, thetaFile;
+    auto open = [&](const std::filesystem::path& path, std::optional<FloatFileReader>& reader) -> Status {
+        auto opened = FloatFileReader::open(path, m_elements);
+        if (!opened)
+            return opened.error();
+        reader.emplace(std::move(*opened));
+        return Status::success();
+    };
+    if (!outcome.localFile.empty())
+        if (Status opened = open(outcome.localFile, localFile); !opened)
+            return opened.error();
+    if (theta.values.empty())
+        if (Status opened = open(theta.file, thetaFile); !opened)
+            return opened.error();
+    diloco::SubmissionEncoder encoder(
+        m_sparse ? diloco::Codec::Sparse : m_codec, m_sparse ? &*m_sparse : nullptr, n, m_residual.data());
+    const std::size_t chunkElements = std::size_t(std::min<int64_t>(n, kTakeChunkElements));
+    std::vector<float> localChunk(localFile ? chunkElements : 0), thetaChunk(thetaFile ? chunkElements : 0);
+    std::vector<float> spare(localFile || thetaFile ? 0 : chunkElements); // Delta's, when neither is read
+    net::Sha256 thetaSha; // a spilled theta is checked as it is read
+    while (encoder.next() < n) {
+        const int64_t first = encoder.next();
+        const int64_t count = std::min<int64_t>(kTakeChunkElements, n - first);
+        const float* local = outcome.local.data() + first;
+        const float* global = theta.values.data() + first;
+        if (localFile) {
+            if (Status read = localFile->read(localChunk.data(), uint64_t(count)); !read)
+                return read.error();
+            local = localChunk.data();
+        }
+        if (thetaFile) {
+            if (Status read = thetaFile->read(thetaChunk.data(), uint64_t(count)); !read)
+                return read.error();
+            thetaSha.update(thetaChunk.data(), std::size_t(count) * sizeof(float));
+            global = thetaChunk.data();
+        }
+        float* scratch = localFile ? localChunk.data() : thetaFile ? thetaChunk.data() : spare.data();
+        if (Status added = encoder.add(global, local, count, scratch); !added)
+            return added.error();
+    }
+    if (thetaFile && thetaSha.finishHex() != theta.sha256)
+        return Error::make(net::errc::kIoError,
+            theta.file.string() + " no longer holds theta version " + std::to_string(theta.version)
+                + " (SHA-256 differs)");
+    return encoder.finish();
 }
 
 Status Uploader::reject(const Error& why)

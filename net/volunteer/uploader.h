@@ -45,15 +45,19 @@ public:
         std::function<void(std::vector<float>&)> alterPseudoGradient);
 
     // The project's codec and size (from a join), and its layout when the
-    // codec is sparse (the residual is then its error-feedback buffer); a
-    // changed size forgets the residual. The first call loads the residual
-    // saved by an earlier run if it belongs to the same model (manifestSha256
-    // of the join reply being checked: the session holds it only after).
+    // codec is sparse (the residual is then its error-feedback buffer). Each
+    // take() reads the residual saved by the last one (or an earlier run)
+    // when it belongs to the same model (manifestSha256 of the join reply
+    // being checked: the session holds it only after), else starts from
+    // zeros, and saves it again.
     void configure(diloco::Codec codec, uint64_t elements, const std::string& manifestSha256,
         std::optional<diloco::SparseLayout> sparse = std::nullopt);
 
     // Encodes the task's pseudo-gradient and keeps it as the pending
-    // submission (the residual is saved first). Errors: "io_error". It
+    // submission (the residual is saved first). The local weights are read
+    // from outcome.localFile a chunk at a time (or taken from outcome.local),
+    // theta likewise from theta.file when it was spilled. Errors: "io_error",
+    // "bad_size" (the residual on disk is then as it was). It
     // touches no session state, so that it may run beside heartbeats (at
     // GPT-2 size it takes seconds: Session::whileAlive).
     Status take(const net::Task& task, const Theta& theta, const TaskOutcome& outcome);
@@ -64,7 +68,12 @@ public:
     // errors and "cancelled" keep it for the next attempt and are returned.
     Status submit();
 
+    // Elements of Delta formed at a time (4 MB; a multiple of the int8 block).
+    static constexpr int64_t kTakeChunkElements = int64_t(1) << 20;
+
 private:
+    Result<std::string> encodeSubmission(const Theta& theta, const TaskOutcome& outcome);
+    void loadResidual();
     Status reject(const Error& why);
     Status drop(const char* why);
 
@@ -77,8 +86,8 @@ private:
     std::optional<diloco::SparseLayout> m_sparse;
     uint64_t m_elements = 0;
     std::string m_manifestSha256; // the model's, from configure()
-    bool m_residualLoaded = false;
-    std::vector<float> m_residual;
+    bool m_residualSeen = false; // logged what was found on disk
+    std::vector<float> m_residual; // only during take()
     std::optional<PendingSubmission> m_pending;
 };
 
