@@ -29,10 +29,11 @@ crowdtrain_test(tst_hardening SOURCES tst_hardening.cpp coordinator_process.h pr
 add_dependencies(tst_hardening crowdtrain-server crowdtrain-prepare)
 
 # The coordinator on a full disk (issue 43): its state folder on a small
-# tmpfs that fills during a close, a checkpoint, an upload and a submit.
+# tmpfs that fills during a close, a checkpoint, an upload and a submit;
+# the daemon's checkpoint download into a full data folder.
 # Needs root to mount the tmpfs (CI); skipped with that reason otherwise.
 crowdtrain_test(tst_disk_full SOURCES tst_disk_full.cpp coordinator_process.h protocol_client.h small_disk.h
-    LIBS crowdtrain::coordinator Qt6::Core)
+    LIBS crowdtrain::coordinator crowdtrain::daemon crowdtrain::control Qt6::Core)
 add_dependencies(tst_disk_full crowdtrain-server crowdtrain-prepare)
 
 # The coordinator against many free keys (issue "A public project survives

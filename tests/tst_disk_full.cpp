@@ -6,16 +6,25 @@
 // a restart; a checkpoint that cannot be written is reported failed without
 // leftovers while the round's version stays published, and the next one
 // works; an upload or a submit that cannot be stored is refused with a clear
-// error and works when sent again. Skipped, with its reason, unless root.
+// error and works when sent again. And the daemon's checkpoint download
+// into a full data folder: it waits with a clear error, the checkpoints
+// already there untouched, and completes once space returns. Skipped, with
+// its reason, unless root.
 
 // libtorch's headers before Qt's: Qt's `slots` macro breaks them.
+#include "net/daemon/checkpoints.h"
+#include "net/daemon/hub_link.h"
+
 #include "coordinator_process.h"
 #include "protocol_client.h"
 #include "small_disk.h"
 
 #include "engine/diloco/codec.h"
 
+#include "net/transport/curve_keys.h"
+
 #include <QTemporaryDir>
+#include <mutex>
 
 using namespace crowdtrain;
 using namespace crowdtrain::testing;
@@ -33,6 +42,12 @@ std::string int8Payload(int64_t elements, uint64_t seed)
 int count(const QByteArray& text, const char* what)
 {
     return int(text.count(what));
+}
+
+std::string fileText(const std::filesystem::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::vector<std::string> namesIn(const std::filesystem::path& dir)
@@ -245,6 +260,95 @@ private slots:
         QVERIFY(stats);
         QCOMPARE(stats->stats.tokens, kTaskTokens);
         QCOMPARE(stats->stats.roundsRejected, uint64_t(0));
+    }
+
+    // A checkpoint download into a data folder whose disk is full: the job
+    // waits with a clear error (logged once), the checkpoint downloaded
+    // before stays as it was, nothing of the new one is listed, and the
+    // download completes by itself once space returns.
+    void fullDataFolderHoldsACheckpointDownload()
+    {
+        const auto dir = root() / "download";
+        SmallDisk disk;
+        REQUIRE_SMALL_DISK(disk, dir / "checkpoints", 80u << 20); // the download keeps 64 MiB spare
+        const auto spec = writeSpec(dir, m_data, SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir / "state", 1000));
+        auto v = join(server, "v");
+        for (uint64_t version = 0; version < 2; ++version) {
+            auto t = askForTask(v, version);
+            QVERIFY(t);
+            auto r = uploadAndSubmit(v, *t, int8Payload(elements(v), 1 + version), kTaskTokens);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+            QVERIFY(QTest::qWaitFor([&] { return projectVersion(v) == version + 1; }, 30000));
+        }
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                auto list = v.client->request<net::ListCheckpointsReply>(net::ListCheckpointsRequest{"tiny"});
+                return list && list->checkpoints.size() == 2;
+            },
+            30000));
+
+        daemon::HubLink hub;
+        hub.host = "127.0.0.1";
+        hub.port = uint16_t(std::stoi(server.endpoint.substr(server.endpoint.rfind(':') + 1)));
+        hub.publicKey = server.publicKey;
+        const std::string link = daemon::formatHubLink(hub);
+        daemon::HubDirectory hubs(m_context, *net::generateKeyPair());
+        std::mutex mutex;
+        std::map<uint64_t, control::Value> lastEvent; // by round
+        std::vector<std::string> log;
+        daemon::CheckpointsOptions options;
+        options.root = dir / "checkpoints";
+        options.publish = [&](std::string_view, const control::Value& body) {
+            std::lock_guard lock(mutex);
+            lastEvent[body["round"].toUInt()] = body;
+        };
+        options.log = [&](const std::string& line) {
+            std::lock_guard lock(mutex);
+            log.push_back(line);
+        };
+        options.retryMinMs = 300;
+        daemon::Checkpoints checkpoints(hubs, options);
+        auto stateOf = [&](uint64_t round) {
+            std::lock_guard lock(mutex);
+            return lastEvent.contains(round) ? lastEvent[round]["state"].toString() : std::string();
+        };
+        const auto first = dir / "checkpoints/tiny/round-1";
+        QVERIFY(checkpoints.download(link, "tiny", 1));
+        QVERIFY(QTest::qWaitFor([&] { return stateOf(1) == "ready"; }, 30000));
+        const std::string weights = fileText(first / "model.safetensors");
+        QVERIFY(!weights.empty());
+
+        disk.fill(8u << 20);
+        QVERIFY(checkpoints.download(link, "tiny", 2));
+        QVERIFY(QTest::qWaitFor([&] { return stateOf(2) == "waiting"; }, 30000));
+        std::string error;
+        {
+            std::lock_guard lock(mutex);
+            error = lastEvent[2]["error"].toString();
+        }
+        QVERIFY2(error.find("not enough free disk in " + (dir / "checkpoints/tiny").string()) != std::string::npos,
+            error.c_str());
+        // Tried again (every 300 ms here), said once.
+        QVERIFY(!QTest::qWaitFor(
+            [&] {
+                std::lock_guard lock(mutex);
+                return std::count_if(log.begin(), log.end(), [](const std::string& line) {
+                    return line.find("download waits") != std::string::npos;
+                }) > 1;
+            },
+            2000));
+        QCOMPARE(fileText(first / "model.safetensors"), weights);
+        QVERIFY(!std::filesystem::exists(dir / "checkpoints/tiny/round-2"));
+        auto listed = checkpoints.list(hub, "tiny");
+        QVERIFY2(listed, listed ? "" : listed.error().message.c_str());
+        QCOMPARE(listed->at(1)["state"].toString(), std::string("waiting"));
+
+        disk.release();
+        QVERIFY(QTest::qWaitFor([&] { return stateOf(2) == "ready"; }, 30000));
+        QVERIFY(std::filesystem::exists(dir / "checkpoints/tiny/round-2/model.safetensors"));
+        QCOMPARE(fileText(first / "model.safetensors"), weights);
     }
 };
 
