@@ -17,6 +17,11 @@ Error ioError(const std::string& what, const std::filesystem::path& file, int er
     return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errorNumber));
 }
 
+bool isDiskFull(const Error& error)
+{
+    return error.code == errc::kIoError && error.message.find(std::strerror(ENOSPC)) != std::string::npos;
+}
+
 std::filesystem::path temporarySibling(const std::filesystem::path& path)
 {
     static thread_local std::mt19937_64 random{std::random_device{}()};

@@ -6,9 +6,9 @@
 // a restart; a checkpoint that cannot be written is reported failed without
 // leftovers while the round's version stays published, and the next one
 // works; an upload or a submit that cannot be stored is refused with a clear
-// error and works when sent again. And the daemon's checkpoint download
-// into a full data folder: it waits with a clear error, the checkpoints
-// already there untouched, and completes once space returns. Skipped, with
+// error and works when sent again. And the volunteer's side: a checkpoint
+// download or a state download into a full data folder waits with a clear
+// error, what was there untouched, and completes once space returns. Skipped, with
 // its reason, unless root.
 
 // libtorch's headers before Qt's: Qt's `slots` macro breaks them.
@@ -18,6 +18,7 @@
 #include "coordinator_process.h"
 #include "protocol_client.h"
 #include "small_disk.h"
+#include "worker_process.h"
 
 #include "engine/diloco/codec.h"
 
@@ -349,6 +350,43 @@ private slots:
         QVERIFY(QTest::qWaitFor([&] { return stateOf(2) == "ready"; }, 30000));
         QVERIFY(std::filesystem::exists(dir / "checkpoints/tiny/round-2/model.safetensors"));
         QCOMPARE(fileText(first / "model.safetensors"), weights);
+    }
+
+    // A volunteer joining at version 2 downloads the full state (the update
+    // from version 0 is no longer kept) into a data folder whose disk is
+    // full: it says so and tries again, instead of stopping, and trains
+    // once space returns.
+    void fullDataFolderHoldsAStateDownload()
+    {
+        const auto dir = root() / "state-download";
+        SmallDisk disk;
+        REQUIRE_SMALL_DISK(disk, dir / "home", 4u << 20);
+        const auto spec = writeSpec(dir, m_data, SpecOptions{.tasksPerRound = 1, .checkpointEvery = 100});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir / "state", 1000));
+        auto v = join(server, "v");
+        for (uint64_t version = 0; version < 2; ++version) {
+            auto t = askForTask(v, version);
+            QVERIFY(t);
+            auto r = uploadAndSubmit(v, *t, int8Payload(elements(v), 1 + version), kTaskTokens);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+            QVERIFY(QTest::qWaitFor([&] { return projectVersion(v) == version + 1; }, 30000));
+        }
+        disk.fill(32u << 10); // the key fits, the state (4 P bytes) does not
+        QVERIFY(uint64_t(4 * elements(v)) > disk.freeBytes() + (32u << 10));
+        WorkerProcess worker;
+        worker.start(server, m_data, dir / "home", "w", 1);
+        QVERIFY2(
+            QTest::qWaitFor([&] { return worker.log().contains("retrying in"); }, 60000), worker.log().constData());
+        QVERIFY2(worker.log().contains("No space left on device"), worker.log().constData());
+        QVERIFY2(worker.running(), worker.log().constData());
+
+        disk.release();
+        const nlohmann::json summary = worker.finish(120000);
+        // Trained from the downloaded state (whether the gate takes it, next
+        // to the test's random updates, is not the point here).
+        QVERIFY2(summary.value("tasks", 0) == 1, (summary.dump() + "\n" + worker.log().toStdString()).c_str());
+        QVERIFY(worker.log().contains("version 2: full state downloaded and verified"));
     }
 };
 

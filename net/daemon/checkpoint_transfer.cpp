@@ -1,5 +1,6 @@
 #include "net/daemon/checkpoint_transfer.h"
 
+#include "core/file_io.h"
 #include "net/core_link/core_process.h"
 #include "net/daemon/checkpoint_swarm.h"
 #include "net/transfer/download.h"
@@ -7,9 +8,7 @@
 #include "net/wire/error_codes.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <sys/statvfs.h>
 
@@ -51,12 +50,6 @@ bool temporary(const Error& error)
     return net::isConnectionError(error.code) || error.code == net::errc::kUnavailable;
 }
 
-// A write that found the disk full (core::ioError: "... No space left on device").
-bool diskFull(const Error& error)
-{
-    return error.code == net::errc::kIoError && error.message.find(std::strerror(ENOSPC)) != std::string::npos;
-}
-
 std::string sizeText(uint64_t bytes)
 {
     return bytes >= (10u << 20) ? std::to_string(bytes >> 20) + " MiB" : std::to_string((bytes + 1023) >> 10) + " KiB";
@@ -91,7 +84,7 @@ FetchOutcome failed(const std::string& error)
 
 FetchOutcome retryOrFail(const Error& error)
 {
-    if (diskFull(error))
+    if (core::isDiskFull(error))
         return {FetchOutcome::NoSpace, error.message, std::nullopt};
     return {temporary(error) ? FetchOutcome::Retry : FetchOutcome::Failed, error.message, std::nullopt};
 }
