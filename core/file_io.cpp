@@ -17,6 +17,11 @@ Error ioError(const std::string& what, const std::filesystem::path& file, int er
     return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errorNumber));
 }
 
+bool isDiskFull(const Error& error)
+{
+    return error.code == errc::kIoError && error.message.find(std::strerror(ENOSPC)) != std::string::npos;
+}
+
 std::filesystem::path temporarySibling(const std::filesystem::path& path)
 {
     static thread_local std::mt19937_64 random{std::random_device{}()};
@@ -41,8 +46,9 @@ Result<std::string> readFile(const std::filesystem::path& file, std::size_t maxB
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            Error error = errno == EISDIR ? Error::make(errc::kIoError, file.string() + ": is a folder, expected a file")
-                                          : ioError("cannot read", file);
+            Error error = errno == EISDIR
+                ? Error::make(errc::kIoError, file.string() + ": is a folder, expected a file")
+                : ioError("cannot read", file);
             ::close(fd);
             return error;
         }
@@ -140,7 +146,7 @@ Status AtomicFile::writeAt(uint64_t offset, std::string_view bytes)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            Error error = ioError("cannot write", m_temporary);
+            Error error = ioError("cannot write", m_target, n < 0 ? errno : ENOSPC);
             discard();
             return error;
         }
@@ -160,8 +166,9 @@ Status AtomicFile::write(const void* data, std::size_t size)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            // A full disk lands here: the target is left untouched.
-            Error error = ioError("cannot write", m_temporary);
+            // A full disk lands here ("No space left on device", naming the
+            // file being replaced): the target is left untouched.
+            Error error = ioError("cannot write", m_target, n < 0 ? errno : ENOSPC);
             discard();
             return error;
         }
@@ -178,13 +185,13 @@ Status AtomicFile::commit()
     // Data before the name: without the fsync a crash after the rename can
     // leave the target pointing at an empty or partial file.
     if (::fsync(m_fd) != 0) {
-        Error error = ioError("cannot flush", m_temporary);
+        Error error = ioError("cannot flush", m_target);
         discard();
         return error;
     }
     const int fd = std::exchange(m_fd, -1);
     if (::close(fd) != 0) {
-        Error error = ioError("cannot flush", m_temporary);
+        Error error = ioError("cannot flush", m_target);
         ::unlink(m_temporary.c_str());
         return error;
     }

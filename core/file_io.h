@@ -94,4 +94,9 @@ std::filesystem::path temporarySibling(const std::filesystem::path& path);
 // "io_error": "<what> <file>: <errno's text>".
 Error ioError(const std::string& what, const std::filesystem::path& file, int errorNumber = errno);
 
+// Whether `error` is a write that found the disk full (ioError with ENOSPC:
+// "No space left on device"): unlike other I/O errors, worth trying again
+// once space returns.
+bool isDiskFull(const Error& error);
+
 } // namespace crowdtrain::core

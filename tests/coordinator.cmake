@@ -29,6 +29,15 @@ crowdtrain_test(tst_hardening SOURCES tst_hardening.cpp coordinator_process.h pr
     LIBS crowdtrain::coordinator Qt6::Core)
 add_dependencies(tst_hardening crowdtrain-server crowdtrain-prepare)
 
+# The coordinator on a full disk (issue 43): its state folder on a small
+# tmpfs that fills during a close, a checkpoint, an upload and a submit;
+# the volunteer's checkpoint and state downloads into a full data folder.
+# Needs root to mount the tmpfs (CI); skipped with that reason otherwise.
+crowdtrain_test(tst_disk_full SOURCES tst_disk_full.cpp coordinator_process.h protocol_client.h small_disk.h
+    worker_process.h
+    LIBS crowdtrain::coordinator crowdtrain::daemon crowdtrain::control Qt6::Core)
+add_dependencies(tst_disk_full crowdtrain-server crowdtrain-prepare crowdtrain-worker crowdtrain-daemon crowdtrain-core)
+
 # The coordinator against many free keys (issue "A public project survives
 # Sybils"): trust-weighted statistics, the new keys' share, per-element
 # bounds, copies, and no lock-out or stalled round.

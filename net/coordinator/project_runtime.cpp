@@ -321,7 +321,7 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
         events.frames.push_back(net::encodeEvent(m_spec.name, *wrapUp));
     // One close at a time, its evaluation included (the model is the
     // evaluation's): a round due meanwhile waits, the loop does not.
-    if (m_policy->roundDue() && !closing() && !m_submissions->accepting()) {
+    if (closeDue() && !m_submissions->accepting()) {
         const core::SlowWork slow("beginning a round's close");
         beginClose(nowMs);
     }

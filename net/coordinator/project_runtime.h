@@ -41,6 +41,7 @@
 #include "engine/data_set.h"
 #include "engine/diloco/flat_params.h"
 #include "net/coordinator/checkpoint_store.h"
+#include "net/coordinator/close_retry.h"
 #include "net/coordinator/data_plan.h"
 #include "net/coordinator/downloads.h"
 #include "net/coordinator/evaluation.h"
@@ -144,7 +145,8 @@ public:
     PublishedEvents tick(int64_t nowMs);
     // Whether tick() has a round to close or wrap up now (the server then
     // ticks at once instead of at its next period); not while a close runs.
-    bool tickDue() const { return !m_closing && m_policy->tickDue(); }
+    // A failed close waits for its retry (close_retry.h).
+    bool tickDue() const;
     // Whether a round's close is in progress on the worker or the evaluation thread.
     bool closing() const { return m_closing.has_value() || m_evaluation->running(); }
     // Whether the worker holds work whose end someone waits for (the
@@ -154,6 +156,9 @@ public:
 private:
     ProjectRuntime(ProjectSpec spec, RuntimeOptions options);
     Status initialise(const std::filesystem::path& stateDir, int64_t nowMs);
+    // Whether a round's close may begin now: due, none running, and past
+    // the wait after a failed one.
+    bool closeDue() const;
     // Starts the close on the worker thread.
     void beginClose(int64_t nowMs);
     // Publishes a finished close (with `wait`: waits for it).
@@ -196,6 +201,7 @@ private:
         int64_t startedMs = 0; // steady clock
     };
     std::optional<Report> m_report; // of the close or evaluation in progress
+    CloseRetry m_closeRetry; // after a failed close
     std::optional<std::future<Result<RoundState::Closed>>> m_closing;
     std::future<void> m_removing; // removeReleasedFiles()
     // Submits that came while the round was being closed, answered after.

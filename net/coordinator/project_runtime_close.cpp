@@ -22,6 +22,18 @@ int64_t steadyNowMs()
 
 } // namespace
 
+bool ProjectRuntime::closeDue() const
+{
+    return m_policy->roundDue() && !closing() && m_closeRetry.due(steadyNowMs());
+}
+
+bool ProjectRuntime::tickDue() const
+{
+    if (m_closing)
+        return false;
+    return m_policy->roundDue() ? m_closeRetry.due(steadyNowMs()) : m_policy->tickDue();
+}
+
 void ProjectRuntime::beginClose(int64_t nowMs)
 {
     RoundState::CloseInput input
@@ -55,15 +67,24 @@ void ProjectRuntime::collectClose(bool wait, PublishedEvents& events)
     m_closing.reset();
     m_round->setClosing(false);
     if (!closed) {
-        // Nothing changed: the round stays open and the next tick tries again.
-        std::fprintf(stderr, "%s: round %lld not closed: %s\n", m_spec.name.c_str(),
-            static_cast<long long>(m_round->openRound()), closed.error().message.c_str());
+        // Nothing changed: the round stays open, its accepted submissions
+        // kept, and a later tick tries again (a full disk: once space returns).
+        const int64_t now = steadyNowMs();
+        if (m_closeRetry.failed(closed.error().message, now))
+            std::fprintf(stderr,
+                "%s: round %lld not closed: %s; the round stays open, trying again in %lld s and then "
+                "less often (said again only if the error changes)\n",
+                m_spec.name.c_str(), static_cast<long long>(m_round->openRound()), closed.error().message.c_str(),
+                static_cast<long long>(m_closeRetry.retryDelayMs(now) / 1000));
         m_report.reset();
         m_downloads->forgetVersion(m_round->openRound());
         return;
     }
     m_round->publishClose(*closed);
     const int64_t round = closed->round;
+    if (const int failures = m_closeRetry.succeeded(); failures > 0)
+        std::fprintf(stderr, "%s: round %lld closed after %d failed tries\n", m_spec.name.c_str(),
+            static_cast<long long>(round), failures);
     if (m_options.faultPoint) {
         try { // a point to crash at (the restart tests); a throw here changes nothing
             m_options.faultPoint("close-published", round);

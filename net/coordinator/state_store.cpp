@@ -205,8 +205,12 @@ Result<WrittenState> ProjectStore::writeVersion(const GlobalStateView& state, st
     if (Status s = checkNext(state.version, state.params.size(), !encodedUpdate.empty()); !s)
         return s.error();
     auto written = writeGlobalState(m_dir / stateFileName(state.version), state);
-    if (!written)
+    if (!written) {
+        // theta may be in place without its state file (a disk that filled
+        // up between the two): its space back now, not at the next open().
+        removeUncommitted(state.version);
         return written.error();
+    }
     if (!encodedUpdate.empty()) {
         if (Status s
             = writeUpdateFile(m_dir / updateFileName(state.version), state.version, m_parameters, encodedUpdate);

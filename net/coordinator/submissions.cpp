@@ -1,12 +1,14 @@
 #include "net/coordinator/submissions.h"
 
 #include "core/clock.h"
+#include "core/file_io.h"
 #include "engine/atomic_file.h"
 #include "net/coordinator/file_slices.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fcntl.h>
@@ -22,13 +24,18 @@ Status writeAt(const std::filesystem::path& file, uint64_t offset, std::string_v
 {
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
     if (fd < 0)
-        return Error::make(net::errc::kIoError, "cannot open " + file.string());
+        return core::ioError("cannot open", file);
     std::size_t done = 0;
     while (done < bytes.size()) {
         const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, off_t(offset + done));
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0) {
+            // A full disk: "No space left on device". The chunk is not
+            // counted; the volunteer sends it again.
+            Error error = core::ioError("cannot write", file, n < 0 ? errno : ENOSPC);
             ::close(fd);
-            return Error::make(net::errc::kIoError, "cannot write " + file.string() + " (disk full?)");
+            return error;
         }
         done += std::size_t(n);
     }
@@ -40,10 +47,11 @@ Status syncFile(const std::filesystem::path& file)
 {
     const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return Error::make(net::errc::kIoError, "cannot open " + file.string());
+        return core::ioError("cannot open", file);
     const bool ok = ::fsync(fd) == 0;
+    const int error = errno;
     ::close(fd);
-    return ok ? Status::success() : Error::make(net::errc::kIoError, "cannot sync " + file.string());
+    return ok ? Status::success() : core::ioError("cannot sync", file, error);
 }
 
 std::string pendingStem(int64_t round, uint64_t taskId)

@@ -1,5 +1,6 @@
 #include "net/daemon/checkpoint_transfer.h"
 
+#include "core/file_io.h"
 #include "net/core_link/core_process.h"
 #include "net/daemon/checkpoint_swarm.h"
 #include "net/transfer/download.h"
@@ -61,12 +62,31 @@ bool temporary(const Error& error)
     return net::isConnectionError(error.code) || error.code == net::errc::kUnavailable;
 }
 
+std::string sizeText(uint64_t bytes)
+{
+    return bytes >= (10u << 20) ? std::to_string(bytes >> 20) + " MiB" : std::to_string((bytes + 1023) >> 10) + " KiB";
+}
+
 uint64_t freeBytes(const std::filesystem::path& dir)
 {
     struct statvfs fs { };
     if (::statvfs(dir.c_str(), &fs) != 0)
         return UINT64_MAX;
     return uint64_t(fs.f_bavail) * fs.f_frsize;
+}
+
+// What a download leaves free on the disk beyond its files.
+constexpr uint64_t kSpareBytes = 64u << 20;
+
+// The bytes a download's part folder already holds.
+uint64_t partBytes(const std::filesystem::path& part)
+{
+    uint64_t bytes = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(part, ec))
+        if (entry.is_regular_file(ec))
+            bytes += entry.file_size(ec);
+    return bytes;
 }
 
 FetchOutcome failed(const std::string& error)
@@ -76,6 +96,8 @@ FetchOutcome failed(const std::string& error)
 
 FetchOutcome retryOrFail(const Error& error)
 {
+    if (core::isDiskFull(error))
+        return {FetchOutcome::NoSpace, error.message, std::nullopt};
     return {temporary(error) ? FetchOutcome::Retry : FetchOutcome::Failed, error.message, std::nullopt};
 }
 
@@ -101,10 +123,15 @@ FetchOutcome fetchCheckpoint(const HubDirectory& hubs, const HubLink& hub, const
     uint64_t totalBytes = 0;
     for (const net::FileInfo& f : info->files)
         totalBytes += f.bytes;
-    if (freeBytes(fetch.part) < totalBytes + (64u << 20))
+    // The files and a margin for everything else on the disk; the files
+    // already there (a download that resumes) are not counted twice.
+    const uint64_t needed = totalBytes - std::min(totalBytes, partBytes(fetch.part)) + kSpareBytes;
+    if (const uint64_t free = freeBytes(fetch.part); free < needed)
         return withTotal(totalBytes,
-            failed("not enough free disk in " + fetch.part.string() + " for " + std::to_string(totalBytes >> 20)
-                + " MiB"));
+            {FetchOutcome::NoSpace,
+                "not enough free disk in " + fetch.part.parent_path().string() + " for " + sizeText(totalBytes) + " ("
+                    + sizeText(free) + " free, " + sizeText(kSpareBytes) + " kept spare): tried again until there is",
+                std::nullopt});
 
     std::optional<net::ProjectInfo> project;
     if (auto entry = hubs.find(formatHubLink(hub)))

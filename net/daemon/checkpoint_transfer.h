@@ -54,7 +54,9 @@ struct CheckpointFetch {
 };
 
 struct FetchOutcome {
-    enum Verdict { Done, Retry, Failed }; // Retry: a temporary failure
+    // Retry: a temporary failure. NoSpace: the data folder's disk is full
+    // (or would be): tried again, at the shortest backoff, until it is not.
+    enum Verdict { Done, Retry, NoSpace, Failed };
     Verdict verdict = Done;
     std::string error;
     std::optional<uint64_t> totalBytes; // once the hub's list said

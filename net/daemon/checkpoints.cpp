@@ -387,10 +387,16 @@ void Checkpoints::runDownload(Job job)
         }
         j.doneBytes = job.doneBytes;
         j.totalBytes = job.totalBytes;
+        const bool news = j.error != error;
         j.error = error;
-        if (state == "retry") {
-            j.backoffMs = j.backoffMs ? std::min(j.backoffMs * 2, m_options.retryMaxMs) : m_options.retryMinMs;
+        if (state == "retry" || state == "no_space") {
+            // A full disk may have room again at any time: no longer waits.
+            j.backoffMs = j.backoffMs && state == "retry" ? std::min(j.backoffMs * 2, m_options.retryMaxMs)
+                                                          : m_options.retryMinMs;
             j.retryAtMs = unixNowMs() + j.backoffMs;
+            if (m_options.log && news) // said once, not at every try
+                m_options.log(job.project + " round " + std::to_string(job.round) + ": download waits, tried again in "
+                    + std::to_string(j.backoffMs / 1000) + " s: " + error);
             j.state = "waiting";
         } else {
             j.state = j.paused && state != "ready" ? "paused" : state;
@@ -431,7 +437,10 @@ void Checkpoints::runDownload(Job job)
     if (outcome.totalBytes)
         job.totalBytes = *outcome.totalBytes;
     if (outcome.verdict != FetchOutcome::Done)
-        return finish(outcome.verdict == FetchOutcome::Retry ? "retry" : "failed", outcome.error);
+        return finish(outcome.verdict == FetchOutcome::Retry ? "retry"
+                : outcome.verdict == FetchOutcome::NoSpace   ? "no_space"
+                                                             : "failed",
+            outcome.error);
     std::error_code ec;
     if (Status inside = m_folders.contained(m_folders.folderOf(job.project, job.round)); !inside)
         return finish("failed", inside.error().message);

@@ -11,7 +11,12 @@
 // A temporary failure (no answer, a dropped connection) is retried with
 // backoff from 2 minutes up to 6 hours, never given up; a permanent one
 // (the hub refuses, a file that never matches) ends the job with its reason.
-// Before starting, the free disk must hold the checkpoint.
+// Before starting, the free disk must hold the checkpoint and 64 MiB more;
+// a disk without that room, or one that fills up during the download
+// ("No space left on device"), leaves the job "waiting" with that error
+// (logged once) and tries again every retryMinMs, not backing off, so it
+// completes soon after space returns. The part files kept so far, and every
+// checkpoint already downloaded, stay as they are.
 //
 // What the model wrote: a checkpoint published with samples.json (the
 // coordinator's continuations of the project's prompts) has it fetched on

@@ -1,5 +1,6 @@
 #include "net/volunteer/agent_loop.h"
 
+#include "core/file_io.h"
 #include "crowdtrain/version.h"
 #include "net/volunteer/core_host.h"
 #include "net/volunteer/theta_update.h"
@@ -12,9 +13,12 @@ namespace crowdtrain::volunteer {
 namespace {
 
 // Errors of this machine's set-up: retrying cannot fix them.
+// A full disk is not (a state or an update that does not fit the data
+// folder): retried with the backoff, the error in the log and the status,
+// until space returns.
 bool isFatal(const Error& error)
 {
-    return net::isFatalForVolunteer(error.code);
+    return net::isFatalForVolunteer(error.code) && !core::isDiskFull(error);
 }
 
 } // namespace
