@@ -1,8 +1,7 @@
 #include "net/coordinator/round_state.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/error_codes.h"
-#include "net/coordinator/file_slices.h"
 #include "net/wire/error_codes.h"
 
 namespace crowdtrain::coordinator {
@@ -72,7 +71,7 @@ Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path&
     if (m_closing)
         return Error::make(net::errc::kUnavailable, "the round is closing");
     if (m_sparse) { // a few MB at most: read whole; scaled to one norm at the close, not clipped
-        auto bytes = engine::readWholeFile(payload);
+        auto bytes = core::readFile(payload);
         if (!bytes)
             return bytes.error();
         diloco::SparseAggregator& sum = accepted.fresh ? *m_freshSparse : *m_sparse;
@@ -82,7 +81,7 @@ Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path&
         diloco::RoundAggregator& sum = accepted.fresh ? m_freshAggregator : m_aggregator;
         if (Status s = sum.begin(codec, double(accepted.record.tokens) * accepted.clip); !s)
             return s;
-        if (Status s = forEachSlice(payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
+        if (Status s = core::forEachSlice(payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
             return s;
         if (Status s = sum.commit(); !s)
             return s;

@@ -1,8 +1,7 @@
 #include "net/coordinator/submissions.h"
 
 #include "core/clock.h"
-#include "engine/atomic_file.h"
-#include "net/coordinator/file_slices.h"
+#include "core/file_io.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
 
@@ -18,22 +17,14 @@
 namespace crowdtrain::coordinator {
 namespace {
 
-Status writeAt(const std::filesystem::path& file, uint64_t offset, std::string_view bytes, bool truncate)
+Status writeChunk(const std::filesystem::path& file, uint64_t offset, std::string_view bytes, bool truncate)
 {
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
     if (fd < 0)
-        return Error::make(net::errc::kIoError, "cannot open " + file.string());
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, off_t(offset + done));
-        if (n <= 0) {
-            ::close(fd);
-            return Error::make(net::errc::kIoError, "cannot write " + file.string() + " (disk full?)");
-        }
-        done += std::size_t(n);
-    }
+        return core::ioError("cannot open", file);
+    Status written = core::writeAt(fd, offset, bytes, file);
     ::close(fd);
-    return Status::success();
+    return written;
 }
 
 Status syncFile(const std::filesystem::path& file)
@@ -129,7 +120,7 @@ Status Submissions::resumeUpload(OpenTask& task)
     if (ec)
         return Error::make(net::errc::kIoError, "cannot truncate " + task.uploadFile.string() + ": " + ec.message());
     auto checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
-    const Status read = forEachSlice(task.uploadFile, [&](std::string_view slice) {
+    const Status read = core::forEachSlice(task.uploadFile, [&](std::string_view slice) {
         checks->sha.update(slice);
         if (checks->inspected && !m_sparse)
             checks->inspected = checks->inspector.feed(slice);
@@ -172,7 +163,7 @@ Result<net::UploadChunkReply> Submissions::uploadChunk(
             "chunk " + std::to_string(request.index) + " of " + std::to_string(request.data.size())
                 + " bytes does not fit a payload of " + std::to_string(expected) + " bytes in chunks of "
                 + std::to_string(net::kDefaultChunkBytes));
-    if (Status s = writeAt(task.uploadFile, task.receivedBytes, request.data, request.index == 0); !s)
+    if (Status s = writeChunk(task.uploadFile, task.receivedBytes, request.data, request.index == 0); !s)
         return s.error();
     if (request.index == 0)
         task.checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
@@ -304,7 +295,7 @@ Result<diloco::PayloadStats> Submissions::inspectUpload(const OpenTask& task, Pa
         sketch = std::move(*sketched);
         return diloco::StreamInspector(task.checks->inspector).finish();
     }
-    auto bytes = engine::readWholeFile(task.uploadFile);
+    auto bytes = core::readFile(task.uploadFile);
     if (!bytes)
         return bytes.error();
     diloco::SparseEntries entries;
@@ -384,7 +375,7 @@ Status Submissions::acceptDurably(const std::string& key, const OpenTask& task, 
         {"fresh", fresh}, {"clip", clip}};
     if (gate.cosine)
         record["cosine"] = *gate.cosine;
-    if (Status s = engine::writeFileAtomically(pendingDir() / (stem + ".json"), record.dump()); !s)
+    if (Status s = core::writeFileAtomic(pendingDir() / (stem + ".json"), record.dump()); !s)
         return s;
     ContributionRecord contribution{m_round.openRound(), key, int64_t(request.tokens), computeMs, request.trainLoss,
         true, "", nowMs, task.lease.id, request.sha256};
@@ -437,7 +428,7 @@ Status Submissions::replayPending()
         const auto path = entry.path();
         if (path.extension() != ".json" || path.filename().string().starts_with("."))
             continue;
-        auto text = engine::readWholeFile(path);
+        auto text = core::readFile(path);
         if (!text) {
             setAsidePending(path, text.error().message);
             continue;

@@ -32,6 +32,7 @@
 //   Poller          status events, limits, hub refresh            poller.h
 //   status_words.h  the status map and its state in plain words
 
+#include "core/file_io.h"
 #include "core/result.h"
 #include "net/control/control_server.h"
 #include "net/daemon/checkpoints.h"
@@ -47,6 +48,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace crowdtrain::daemon {
 
@@ -90,7 +92,7 @@ private:
     void publish(std::string_view type, const control::Value& body);
 
     DaemonOptions m_options;
-    int m_lockFd = -1;
+    std::optional<core::FolderLock> m_lock; // released last, after everything it guards
     std::unique_ptr<zmq::context_t> m_context;
     net::CurveKeyPair m_identity;
 
