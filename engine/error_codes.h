@@ -3,8 +3,9 @@
 // The engine's error codes (Error::code, core/result.h), each spelled once:
 // short stable tokens for programs; the message says the rest to a person.
 // A word core/ already has is not spelled again. Header-only, like
-// result.h, so that every layer can use them without linking the engine. net/wire/error_codes.h reuses these and adds the
-// protocol's and net's own codes, with which of them may travel.
+// result.h, so that every layer can use them without linking the engine.
+// net/wire/error_codes.h reuses these and adds the protocol's and net's own
+// codes, with which of them may travel.
 
 #include "core/error_codes.h"
 

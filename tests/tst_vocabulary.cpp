@@ -85,7 +85,8 @@ private slots:
     {
         roundTrip(
             control::kDaemonStateNames, [](auto v) { return control::wireName(v); }, control::parseDaemonState);
-        roundTrip(control::kLimitCodeNames, [](auto v) { return control::wireName(v); }, control::parseLimitCode);
+        roundTrip(
+            control::kLimitCodeNames, [](auto v) { return control::wireName(v); }, control::parseLimitCode);
         roundTrip(
             control::kDownloadStateNames, [](auto v) { return control::wireName(v); }, control::parseDownloadState);
         roundTrip(
@@ -129,15 +130,14 @@ private slots:
     // the one that has it (core/, engine/, net/wire, the control API).
     void eachErrorCodeIsSpelledOnce()
     {
-        static const QRegularExpression block(QStringLiteral("namespace [a-z:]*errc \\{(.*?)\\n\\}"),
-            QRegularExpression::DotMatchesEverythingOption);
+        static const QRegularExpression block(
+            QStringLiteral("namespace [a-z:]*errc \\{(.*?)\\n\\}"), QRegularExpression::DotMatchesEverythingOption);
         static const QRegularExpression spelled(QStringLiteral("std::string_view (k\\w+) = \"([a-z_]+)\""));
         QHash<QString, QString> where;
         QStringList twice;
-        for (const QString& header :
-            {QStringLiteral("core/error_codes.h"), QStringLiteral("engine/error_codes.h"),
-                QStringLiteral("net/wire/error_codes.h"), QStringLiteral("net/control/control_names.h"),
-                QStringLiteral("net/control/control_protocol.h")}) {
+        for (const QString& header : {QStringLiteral("core/error_codes.h"), QStringLiteral("engine/error_codes.h"),
+                 QStringLiteral("net/wire/error_codes.h"), QStringLiteral("net/control/control_names.h"),
+                 QStringLiteral("net/control/control_protocol.h")}) {
             const QString text = sourceFile(header);
             QVERIFY2(!text.isEmpty(), qPrintable(header));
             for (const auto& b : block.globalMatch(text))

@@ -89,8 +89,8 @@ inline constexpr std::string_view kAlreadyRunning = "already_running"; // local:
 inline constexpr std::string_view kStopping = "stopping"; // local: the daemon stops
 } // namespace errc
 
-using core::NameTable;
 using core::nameIn;
+using core::NameTable;
 using core::parseIn;
 
 // The status map's `state` (section 12.2, "States and their reasons").

@@ -435,7 +435,8 @@ void Checkpoints::runDownload(Job job)
     if (outcome.totalBytes)
         job.totalBytes = *outcome.totalBytes;
     if (outcome.verdict != FetchOutcome::Done)
-        return finish(outcome.verdict == FetchOutcome::Retry ? DownloadState::Waiting : DownloadState::Failed, outcome.error);
+        return finish(
+            outcome.verdict == FetchOutcome::Retry ? DownloadState::Waiting : DownloadState::Failed, outcome.error);
     std::error_code ec;
     if (Status inside = m_folders.contained(m_folders.folderOf(job.project, job.round)); !inside)
         return finish(DownloadState::Failed, inside.error().message);

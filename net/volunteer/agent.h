@@ -22,8 +22,8 @@
 
 #include "core/result.h"
 #include "net/limits/throttle.h"
-#include "net/volunteer/agent_phase.h"
 #include "net/swarm/swarm_session.h"
+#include "net/volunteer/agent_phase.h"
 
 #include <atomic>
 #include <cstdint>

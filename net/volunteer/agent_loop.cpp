@@ -1,8 +1,8 @@
 #include "net/volunteer/agent_loop.h"
 
 #include "crowdtrain/version.h"
-#include "net/volunteer/core_host.h"
 #include "net/transfer/sha256.h"
+#include "net/volunteer/core_host.h"
 #include "net/volunteer/theta_update.h"
 #include "net/wire/error_codes.h"
 
