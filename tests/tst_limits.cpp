@@ -398,7 +398,8 @@ private slots:
         QVERIFY(settings);
         QCOMPARE(settings->get(control::setting::kAutoDownloadMaxBytes), int64_t(1) << 30);
         int sizes = 0;
-        for (const control::Value& spec : settings->described().items()) {
+        const control::Value described = settings->described();
+        for (const control::Value& spec : described.items()) {
             const std::string key = spec["key"].toString();
             if (!key.ends_with("_bytes"))
                 continue;
