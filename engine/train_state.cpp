@@ -8,7 +8,7 @@
 //            seen, data-source positions
 //   u64      M, then M bytes of a torch archive: "model", "optimizer", "rng"
 //   u64      FNV-1a 64 of every byte before it
-// The file is written to a temporary name and renamed (engine/atomic_file.h).
+// The file is written to a temporary name and renamed (core/file_io.h).
 #include "core/file_io.h"
 #include "engine/error_codes.h"
 #include "engine/model_io.h"

@@ -93,7 +93,7 @@ class TestCoordinator : public QObject {
 
     // Uploads `payload` for the task and submits it with `tweak` applied.
     Result<net::SubmitReply> submit(Volunteer& v, const net::Task& t, const std::string& payload, uint64_t tokens,
-        const std::function<void(net::SubmitRequest&)>& tweak = {})
+        const std::function<void(net::SubmitRequest&)>& tweak = {}, int timeoutMs = 20000)
     {
         const uint64_t chunk = v.joined.chunkBytes;
         uint64_t index = 0;
@@ -107,7 +107,7 @@ class TestCoordinator : public QObject {
             net::manifestElements(v.joined.manifest), payload.size(), index, net::sha256Hex(payload)};
         if (tweak)
             tweak(s);
-        return v.client->request<net::SubmitReply>(s, 20000);
+        return v.client->request<net::SubmitReply>(s, timeoutMs);
     }
 
     // A subscriber to every event of the project, returned once its Curve
@@ -463,6 +463,62 @@ private slots:
                     && list->checkpoints.back().valLoss;
             },
             30000));
+        restarted.terminate();
+    }
+
+    // An accepted submission is made durable on the project's worker, and
+    // acknowledged after. The server killed there, before or after its
+    // files, ledger row and sum, then restarted: the volunteer's submit sent
+    // again is accepted (once), and the round closes to the same version
+    // as aCrashAnywhereInTheCloseLosesNothingAccepted's reference.
+    void aCrashWhileAcceptingLosesNothing_data()
+    {
+        QTest::addColumn<QString>("point");
+        QTest::newRow("accept-begun") << QStringLiteral("accept-begun");
+        QTest::newRow("accept-durable") << QStringLiteral("accept-durable");
+    }
+
+    void aCrashWhileAcceptingLosesNothing()
+    {
+        QFETCH(QString, point);
+        QVERIFY2(!m_closeReferenceSha.empty(), "aCrashAnywhereInTheCloseLosesNothingAccepted's reference runs first");
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const auto spec = writeSpec(root / ("accept-crash-" + point.toStdString()), root / "data",
+            SpecOptions{.tasksPerRound = 2, .checkpointEvery = 1});
+        const auto state = root / ("accept-crash-" + point.toStdString()) / "state";
+        const uint64_t tokens = 20 * 8 * 32;
+        const net::CurveKeyPair aKeys = orFail(net::generateKeyPair());
+        net::SubmitRequest sent;
+        {
+            ServerProcess server;
+            server.setEnvironment(QStringLiteral("CROWDTRAIN_TEST_CRASH_AT"), point);
+            QVERIFY(server.start(spec, state));
+            Volunteer a = join("a", &server, aKeys);
+            const int64_t n = int64_t(net::manifestElements(a.joined.manifest));
+            const auto delta = randomDelta(n, 1e-3f, 61);
+            auto r = submit(
+                a, task(a), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens,
+                [&](net::SubmitRequest& s) { sent = s; }, 2000);
+            QVERIFY2(!r, "the submit was answered before the crash point");
+            QVERIFY2(server.waitForExit(30000), "the server did not reach the crash point");
+            QVERIFY(server.stderrText().contains(QByteArray("crashing at ").append(point.toUtf8())));
+        }
+        ServerProcess restarted;
+        QVERIFY(restarted.start(spec, state));
+        Volunteer a = join("a", &restarted, aKeys);
+        sent.session = a.joined.session;
+        for (int again = 0; again < 2; ++again) { // its answer, and the answer to a repeat
+            auto r = a.client->request<net::SubmitReply>(sent, 20000);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+            QCOMPARE(r->round, uint64_t(1));
+        }
+        Volunteer b = join("b", &restarted);
+        const int64_t n = int64_t(net::manifestElements(b.joined.manifest));
+        const auto delta = randomDelta(n, 1e-3f, 62);
+        auto r = submit(b, task(b), diloco::encode(diloco::Codec::Int8, delta.data(), n), tokens);
+        QVERIFY2(r, r ? "" : r.error().message.c_str());
+        QVERIFY(QTest::qWaitFor([&] { return heartbeat(b, 0).version == 1; }, 20000));
+        QCOMPARE(join("reader", &restarted).joined.stateSha256, m_closeReferenceSha);
         restarted.terminate();
     }
 

@@ -20,6 +20,9 @@
 #include <QTemporaryDir>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <thread>
 
 using namespace crowdtrain;
@@ -113,6 +116,47 @@ private:
     std::thread m_thread;
 };
 
+// A coordinator on a thread of the test's process, so that a test can hook
+// its fault points; stopped and joined when it goes.
+class InProcessServer {
+public:
+    InProcessServer(const std::filesystem::path& specFile, const std::filesystem::path& stateDir,
+        std::function<void(std::string_view, int64_t)> faultPoint)
+    {
+        auto spec = coordinator::loadProjectSpec(specFile);
+        if (!spec)
+            qFatal("spec: %s", spec.error().message.c_str());
+        coordinator::ServerOptions options;
+        options.bindEndpoint = options.publishEndpoint = "tcp://127.0.0.1:*";
+        options.keys = *net::generateKeyPair();
+        options.stateDir = stateDir;
+        options.runtime.heartbeatIntervalMs = 300;
+        options.runtime.faultPoint = std::move(faultPoint);
+        std::vector<coordinator::ProjectSpec> specs{*spec};
+        auto server = coordinator::CoordinatorServer::start(std::move(options), std::move(specs));
+        if (!server)
+            qFatal("server: %s", server.error().message.c_str());
+        m_server = std::move(*server);
+        m_loop = std::thread([this] { m_served = m_server->run(); });
+    }
+    ~InProcessServer() { (void)stop(); }
+    // Stops the loop; how it ended.
+    Status stop()
+    {
+        m_server->stop();
+        if (m_loop.joinable())
+            m_loop.join();
+        return m_served;
+    }
+    coordinator::CoordinatorServer& operator*() { return *m_server; }
+    coordinator::CoordinatorServer* operator->() { return m_server.get(); }
+
+private:
+    std::unique_ptr<coordinator::CoordinatorServer> m_server;
+    Status m_served = Error::make("not_run", "");
+    std::thread m_loop;
+};
+
 } // namespace
 
 class TestHardening : public QObject {
@@ -159,39 +203,16 @@ private slots:
     // round stays committed and its checkpoint is published.
     void failedTickAndEvaluationLoseNothing()
     {
-        auto spec = coordinator::loadProjectSpec(
-            writeSpec(root() / "faults", m_data, SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1}));
-        QVERIFY2(spec, spec ? "" : spec.error().message.c_str());
-        coordinator::ServerOptions options;
-        options.bindEndpoint = options.publishEndpoint = "tcp://127.0.0.1:*";
-        options.keys = *net::generateKeyPair();
-        options.stateDir = root() / "faults/state";
-        options.runtime.heartbeatIntervalMs = 300;
         std::atomic<int> tickFaults{3};
-        options.runtime.faultPoint = [&](std::string_view where, int64_t round) {
-            if (where == "tick" && tickFaults.fetch_sub(1) > 0)
-                throw std::runtime_error("injected tick fault");
-            if (where == "evaluate" && round == 1)
-                throw std::runtime_error("injected evaluation fault");
-        };
-        std::vector<coordinator::ProjectSpec> specs{*spec};
-        auto server = coordinator::CoordinatorServer::start(std::move(options), std::move(specs));
-        QVERIFY2(server, server ? "" : server.error().message.c_str());
-        Status served = Error::make("not_run", "");
-        std::thread loop([&] { served = (*server)->run(); });
-        // A failed check returns early: the loop is stopped and joined all the same.
-        struct StopAndJoin {
-            coordinator::CoordinatorServer& server;
-            std::thread& loop;
-            ~StopAndJoin()
-            {
-                server.stop();
-                if (loop.joinable())
-                    loop.join();
-            }
-        } stopAndJoin{**server, loop};
-
-        auto v = joinProject(m_context, (*server)->requestEndpoint(), (*server)->keys().publicKey, "tiny", "v");
+        InProcessServer server(
+            writeSpec(root() / "faults", m_data, SpecOptions{.tasksPerRound = 1, .checkpointEvery = 1}),
+            root() / "faults/state", [&](std::string_view where, int64_t round) {
+                if (where == "tick" && tickFaults.fetch_sub(1) > 0)
+                    throw std::runtime_error("injected tick fault");
+                if (where == "evaluate" && round == 1)
+                    throw std::runtime_error("injected evaluation fault");
+            });
+        auto v = joinProject(m_context, server->requestEndpoint(), server->keys().publicKey, "tiny", "v");
         for (uint64_t version = 0; version < 2; ++version) {
             auto t = askForTask(v, version);
             QVERIFY(t);
@@ -221,11 +242,65 @@ private slots:
         QCOMPARE(metrics->rows[0].round, uint64_t(1));
         QVERIFY(!metrics->rows[0].valLoss);
         QVERIFY(std::isfinite(*metrics->rows[1].valLoss));
-        QCOMPARE((*server)->failedTicks(), uint64_t(3));
-
-        (*server)->stop();
-        loop.join();
+        QCOMPARE(server->failedTicks(), uint64_t(3));
+        const Status served = server.stop();
         QVERIFY2(served, served ? "" : served.error().message.c_str());
+    }
+
+    // Issue 41: an accepted submission is made durable (fsyncs, its record,
+    // the ledger's row, the aggregate's sum: seconds at GPT-2 sizes) on the
+    // project's worker, not on the loop. Held there, the loop answers
+    // others; a copy of the payload is refused as one (it counts as
+    // accepted); the submit is answered once the worker is done.
+    void aSlowAcceptanceHoldsNoOneElse()
+    {
+        std::mutex mutex;
+        std::condition_variable released;
+        bool held = false, release = false;
+        InProcessServer server(writeSpec(root() / "slow-accept", m_data, SpecOptions{.tasksPerRound = 2}),
+            root() / "slow-accept/state", [&](std::string_view where, int64_t) {
+                if (where != "accept-begun")
+                    return;
+                std::unique_lock lock(mutex);
+                held = true;
+                released.wait(lock, [&] { return release; });
+            });
+        struct Release { // a failed check returns early: the worker is released all the same
+            std::mutex& mutex;
+            std::condition_variable& released;
+            bool& release;
+            ~Release()
+            {
+                std::lock_guard lock(mutex);
+                release = true;
+                released.notify_all();
+            }
+        } releaseAtEnd{mutex, released, release};
+        const std::string endpoint = server->requestEndpoint(), key = server->keys().publicKey;
+        auto v = joinProject(m_context, endpoint, key, "tiny", "v");
+        auto w = joinProject(m_context, endpoint, key, "tiny", "w");
+        const net::Task tv = *askForTask(v, 0), tw = *askForTask(w, 0);
+        const std::string payload = int8Payload(randomDelta(elements(v), 1e-3f, 3));
+        auto first = std::async(std::launch::async, [&] { return uploadAndSubmit(v, tv, payload, kTaskTokens); });
+        QVERIFY(waitFor(
+            [&] {
+                std::lock_guard lock(mutex);
+                return held;
+            },
+            20000));
+        auto copy = uploadAndSubmit(w, tw, payload, kTaskTokens);
+        QVERIFY(!copy);
+        QCOMPARE(copy.error().code, std::string("duplicate_payload"));
+        QCOMPARE(projectVersion(w), uint64_t(0)); // a heartbeat, answered
+        QVERIFY(first.wait_for(std::chrono::seconds(0)) != std::future_status::ready);
+        {
+            std::lock_guard lock(mutex);
+            release = true;
+            released.notify_all();
+        }
+        auto accepted = first.get();
+        QVERIFY2(accepted, accepted ? "" : accepted.error().message.c_str());
+        QCOMPARE(accepted->taskId, tv.taskId);
     }
 
     // Item 2: the reply to an accepted submit is lost on the way back; the

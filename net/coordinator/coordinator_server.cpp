@@ -88,8 +88,12 @@ Status CoordinatorServer::run()
     auto lastTick = std::chrono::steady_clock::now();
     while (!m_stop.load()) {
         zmq::pollitem_t items[] = {{m_router.handle(), 0, ZMQ_POLLIN, 0}};
+        // Work on a project's worker that someone waits for is collected
+        // sooner than at the tick's period.
+        const bool working
+            = std::any_of(m_projects.begin(), m_projects.end(), [](const auto& p) { return p.second->working(); });
         try {
-            zmq::poll(items, 1, std::chrono::milliseconds(m_options.tickMs));
+            zmq::poll(items, 1, std::chrono::milliseconds(working ? std::min(m_options.tickMs, 5) : m_options.tickMs));
         } catch (const zmq::error_t& e) {
             if (e.num() == EINTR)
                 continue;
@@ -101,8 +105,13 @@ Status CoordinatorServer::run()
             auto request = net::receiveRequest(m_router);
             if (!request)
                 break;
+            m_route = &request->route;
+            m_replyLater = false;
             const std::string reply
                 = handle(request->payload, request->peerKey, core::unixNowMs(), request->peerAddress);
+            m_route = nullptr;
+            if (std::exchange(m_replyLater, false))
+                continue;
             // Counted as sent only once the socket took them.
             const auto [checkpointBytes, stateBytes] = std::exchange(m_replyChunkBytes, {});
             if (net::sendReply(m_router, request->route, reply)) {
@@ -116,7 +125,7 @@ Status CoordinatorServer::run()
         const auto now = std::chrono::steady_clock::now();
         const bool due = std::any_of(
             m_projects.begin(), m_projects.end(), [](const auto& project) { return project.second->tickDue(); });
-        if (due || now - lastTick >= std::chrono::milliseconds(m_options.tickMs)) {
+        if (due || working || now - lastTick >= std::chrono::milliseconds(m_options.tickMs)) {
             lastTick = now;
             tickProjects();
         }
@@ -239,8 +248,7 @@ Result<std::string> CoordinatorServer::dispatch(
         return serve<UploadChunkRequest>(e, find, key, now,
             [&](ProjectRuntime& p, const UploadChunkRequest& r) { return p.uploadChunk(key, r, now); });
     if (type == SubmitRequest::kType)
-        return serve<SubmitRequest>(
-            e, find, key, now, [&](ProjectRuntime& p, const SubmitRequest& r) { return p.submit(key, r, now); });
+        return submit(e, key, now);
     if (type == GetUpdateRequest::kType)
         return serve<GetUpdateRequest>(e, find, key, now,
             [&](ProjectRuntime& p, const GetUpdateRequest& r) { return p.downloads().getUpdate(r); });
@@ -296,6 +304,43 @@ Result<std::string> CoordinatorServer::dispatch(
         return std::move(*reply);
     }
     return Error::make(net::errc::kUnknownType, "no request type \"" + type + "\" in protocol version 1");
+}
+
+// A submit's verdict comes at once (a refusal, a repeat) or from a later
+// tick, once its acceptance is durable: then the request's route is kept
+// and the reply sent from there.
+Result<std::string> CoordinatorServer::submit(const net::Envelope& e, const std::string& key, int64_t now)
+{
+    auto request = net::decodeBody<net::SubmitRequest>(e);
+    if (!request)
+        return request.error();
+    ProjectRuntime* runtime = project(request->project);
+    if (!runtime)
+        return Error::make(net::errc::kUnknownProject, "no project named \"" + request->project + "\" here");
+    runtime->touch(key, now);
+    struct Answer {
+        std::optional<std::string> bytes; // when it came before the route was kept
+        std::optional<std::vector<zmq::message_t>> route;
+    };
+    auto answer = std::make_shared<Answer>();
+    runtime->submit(key, *request, now, [this, answer, id = e.id](Result<net::SubmitReply> reply) {
+        std::string bytes
+            = reply ? net::encodeReply(*reply, id) : net::encodeErrorReply(id, net::protocolError(reply.error()));
+        if (!answer->route)
+            answer->bytes = std::move(bytes);
+        else if (!net::sendReply(m_router, *answer->route, bytes))
+            ++m_droppedReplies;
+    });
+    if (!answer->bytes && !m_route) { // handle() outside run(): no route to keep, so wait here
+        runtime->finishAccepting();
+        if (!answer->bytes)
+            return Error::make(net::errc::kUnavailable, "the round is being closed: submit again");
+    }
+    if (answer->bytes)
+        return std::move(*answer->bytes);
+    answer->route = std::move(*m_route);
+    m_replyLater = true;
+    return std::string();
 }
 
 } // namespace crowdtrain::coordinator

@@ -5,7 +5,9 @@
 // clients never get past the handshake), serving one or more projects. One
 // thread runs the loop: receive, check size, decode, dispatch to the
 // project, reply; every tick it lets each project expire peers and close
-// rounds, and publishes what they report.
+// rounds, and publishes what they report. A submit's reply comes from a
+// later tick when its acceptance is made durable on the project's worker:
+// the loop keeps the request's route until then.
 
 #include "net/coordinator/project_runtime.h"
 #include "net/transport/curve_keys.h"
@@ -78,6 +80,7 @@ private:
     explicit CoordinatorServer(ServerOptions options);
     Result<std::string> dispatch(
         const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs, const std::string& peerAddress);
+    Result<std::string> submit(const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs);
     ProjectRuntime* project(const std::string& name);
     void publish(const PublishedEvents& events);
     void tickProjects();
@@ -93,6 +96,10 @@ private:
     std::atomic<uint64_t> m_stateChunkBytes{0};
     std::pair<uint64_t, uint64_t> m_replyChunkBytes; // of the reply being made: checkpoint, state
     std::atomic<uint64_t> m_droppedReplies{0};
+    // The request being handled in run(): its route, which a reply that
+    // comes later (submit) takes; set when it did.
+    std::vector<zmq::message_t>* m_route = nullptr;
+    bool m_replyLater = false;
     std::atomic<bool> m_stop{false};
     std::atomic<uint64_t> m_failedTicks{0};
     std::function<void(ProjectRuntime&, int64_t nowMs)> m_tickObserver;

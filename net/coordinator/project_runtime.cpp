@@ -122,9 +122,10 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     // step they are in: two liveness periods are enough to start uploading.
     const int64_t livenessMs = int64_t(2 * m_options.heartbeatIntervalMs * m_options.heartbeatLiveness);
     m_policy = std::make_unique<RoundPolicy>(m_spec, *m_round, *m_tasks, *m_plan, livenessMs);
-    m_submissions
-        = std::make_unique<Submissions>(m_spec, m_spec.codec, m_parameters, m_sparseLayout ? &*m_sparseLayout : nullptr,
-            *m_store, *m_plan, *m_tasks, *m_round, [this](uint64_t taskId) { m_policy->endTask(taskId, true); });
+    m_submissions = std::make_unique<Submissions>(m_spec, m_spec.codec, m_parameters,
+        m_sparseLayout ? &*m_sparseLayout : nullptr, *m_store, *m_plan, *m_tasks, *m_round, *m_worker,
+        [this](uint64_t taskId) { m_policy->endTask(taskId, true); });
+    m_submissions->setFaultPoint(m_options.faultPoint);
     m_queries = std::make_unique<ProjectQueries>(*m_store, *m_checkpoints);
     m_downloads = std::make_unique<Downloads>(Downloads::Parts{m_spec, *m_store, *m_checkpoints, *m_queries, *m_round,
         *m_tasks, *m_data, m_options.swarm, m_parameters, livenessMs});
@@ -271,15 +272,20 @@ Result<net::UploadChunkReply> ProjectRuntime::uploadChunk(
     return m_submissions->uploadChunk(key, request, nowMs);
 }
 
-Result<net::SubmitReply> ProjectRuntime::submit(
-    const std::string& key, const net::SubmitRequest& request, int64_t nowMs)
+void ProjectRuntime::submit(
+    const std::string& key, const net::SubmitRequest& request, int64_t nowMs, Submissions::SubmitDone done)
 {
     if (Status s = m_sessions->check(key, request.session, m_spec.name); !s)
-        return s.error();
-    auto reply = m_submissions->submit(key, request, nowMs);
-    if (!reply && isVerdictOnPayload(reply.error().code))
-        m_policy->payloadRejected(key);
-    return reply;
+        return done(s.error());
+    if (m_round->closing()) {
+        m_waitingSubmits.push_back({key, request, nowMs, std::move(done)});
+        return;
+    }
+    m_submissions->submit(key, request, nowMs, [this, key, done = std::move(done)](Result<net::SubmitReply> reply) {
+        if (!reply && isVerdictOnPayload(reply.error().code))
+            m_policy->payloadRejected(key);
+        done(std::move(reply));
+    });
 }
 
 PublishedEvents ProjectRuntime::tick(int64_t nowMs)
@@ -290,6 +296,13 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
     {
         const core::SlowWork slow("publishing a round's close");
         collectClose(false, events);
+    }
+    {
+        const core::SlowWork slow("answering accepted submissions");
+        m_submissions->collectAccepted(false);
+        if (!m_round->closing())
+            for (WaitingSubmit& w : std::exchange(m_waitingSubmits, {}))
+                submit(w.key, w.request, w.nowMs, std::move(w.done));
     }
     {
         const core::SlowWork slow("the evaluation's results");
@@ -308,7 +321,7 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
         events.frames.push_back(net::encodeEvent(m_spec.name, *wrapUp));
     // One close at a time, its evaluation included (the model is the
     // evaluation's): a round due meanwhile waits, the loop does not.
-    if (m_policy->roundDue() && !closing()) {
+    if (m_policy->roundDue() && !closing() && !m_submissions->accepting()) {
         const core::SlowWork slow("beginning a round's close");
         beginClose(nowMs);
     }

@@ -20,7 +20,7 @@
 // and starts its evaluation) and the events for the PUB socket.
 //
 // A round close never runs on the loop (docs/architecture.md, "The round
-// close"): tick() starts it on a worker thread (aggregate, outer step, the
+// close"): tick() starts it on the project's worker thread (aggregate, outer step, the
 // next version's files written and hashed, its torrent made), collects it
 // at a later tick (the ledger's commit, the switch to the new version,
 // version_published), and the evaluation thread then evaluates, exports
@@ -29,9 +29,11 @@
 // answers every request from the version it serves.
 //
 // Durability: a round's commit (ProjectStore::commit) is atomic. Between
-// commits, an accepted submission is made durable before it is acknowledged
-// and replayed into the open round when the server restarts, and open tasks
-// are recorded before they are handed out, so nothing accepted is ever lost.
+// commits, an accepted submission is made durable (on the same worker, so
+// never during a close) before it is acknowledged and replayed into the
+// open round when the server restarts, and open tasks are recorded before
+// they are handed out, so nothing accepted is ever lost. A close begins
+// only when no acceptance is on the worker.
 //
 // Used from one thread (the server's loop); the close and the evaluation
 // run on their own.
@@ -125,7 +127,13 @@ public:
     Result<net::GetTaskReply> getTask(const std::string& key, const net::GetTaskRequest& request, int64_t nowMs);
     Result<net::UploadChunkReply> uploadChunk(
         const std::string& key, const net::UploadChunkRequest& request, int64_t nowMs);
-    Result<net::SubmitReply> submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs);
+    // `done` hears the verdict on the loop: at once, or when the acceptance
+    // is durable (a later tick), or, for a submit that comes while the round
+    // is being closed, once the close ended (its round then closed without
+    // it: stale_version; or the close failed and the round is open).
+    void submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs, Submissions::SubmitDone done);
+    // Waits for the acceptances on the worker and answers them.
+    void finishAccepting() { m_submissions->collectAccepted(true); }
     Result<net::MyStatsReply> myStats(const std::string& key)
     {
         return m_queries->myStats(key, m_round->totalTokens());
@@ -139,6 +147,9 @@ public:
     bool tickDue() const { return !m_closing && m_policy->tickDue(); }
     // Whether a round's close is in progress on the worker or the evaluation thread.
     bool closing() const { return m_closing.has_value() || m_evaluation->running(); }
+    // Whether the worker holds work whose end someone waits for (the
+    // server then polls at a shorter period).
+    bool working() const { return m_closing.has_value() || m_submissions->accepting(); }
 
 private:
     ProjectRuntime(ProjectSpec spec, RuntimeOptions options);
@@ -187,6 +198,17 @@ private:
     std::optional<Report> m_report; // of the close or evaluation in progress
     std::optional<std::future<Result<RoundState::Closed>>> m_closing;
     std::future<void> m_removing; // removeReleasedFiles()
+    // Submits that came while the round was being closed, answered after.
+    struct WaitingSubmit {
+        std::string key;
+        net::SubmitRequest request;
+        int64_t nowMs = 0;
+        Submissions::SubmitDone done;
+    };
+    std::vector<WaitingSubmit> m_waitingSubmits;
+    // The close and the acceptances run on it (last: destroyed, so joined,
+    // first, after finishing what was posted).
+    std::unique_ptr<ProjectWorker> m_worker = std::make_unique<ProjectWorker>();
 };
 
 } // namespace crowdtrain::coordinator

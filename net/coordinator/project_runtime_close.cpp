@@ -29,7 +29,7 @@ void ProjectRuntime::beginClose(int64_t nowMs)
     m_report = Report{RoundReport{}, steadyNowMs()};
     m_report->report.project = m_spec.name;
     m_round->setClosing(true);
-    m_closing = std::async(std::launch::async, [this, input = std::move(input)]() -> Result<RoundState::Closed> {
+    m_closing = m_worker->post([this, input = std::move(input)]() -> Result<RoundState::Closed> {
         try {
             auto closed = m_round->computeClose(input, m_options.faultPoint);
             if (!closed)

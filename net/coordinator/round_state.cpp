@@ -68,6 +68,14 @@ int64_t RoundState::target() const
 
 Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec)
 {
+    if (Status s = sum(accepted, payload, codec); !s)
+        return s;
+    noteAccepted(std::move(accepted));
+    return Status::success();
+}
+
+Status RoundState::sum(const AcceptedSubmission& accepted, const std::filesystem::path& payload, diloco::Codec codec)
+{
     if (m_closing)
         return Error::make(net::errc::kUnavailable, "the round is closing");
     if (m_sparse) { // a few MB at most: read whole; scaled to one norm at the close, not clipped
@@ -75,20 +83,31 @@ Status RoundState::add(AcceptedSubmission accepted, const std::filesystem::path&
         if (!bytes)
             return bytes.error();
         diloco::SparseAggregator& sum = accepted.fresh ? *m_freshSparse : *m_sparse;
-        if (Status s = sum.add(*bytes, double(accepted.record.tokens)); !s)
-            return s;
-    } else {
-        diloco::RoundAggregator& sum = accepted.fresh ? m_freshAggregator : m_aggregator;
-        if (Status s = sum.begin(codec, double(accepted.record.tokens) * accepted.clip); !s)
-            return s;
-        if (Status s = core::forEachSlice(payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
-            return s;
-        if (Status s = sum.commit(); !s)
-            return s;
+        return sum.add(*bytes, double(accepted.record.tokens));
     }
+    diloco::RoundAggregator& sum = accepted.fresh ? m_freshAggregator : m_aggregator;
+    if (Status s = sum.begin(codec, double(accepted.record.tokens) * accepted.clip); !s)
+        return s;
+    if (Status s = core::forEachSlice(payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
+        return s;
+    return sum.commit();
+}
+
+void RoundState::noteAccepted(AcceptedSubmission accepted)
+{
     m_acceptedTokens += accepted.record.tokens;
     m_accepted.push_back(std::move(accepted));
-    return Status::success();
+}
+
+Result<Ledger*> RoundState::workerLedger()
+{
+    if (!m_workerLedger) {
+        auto ledger = Ledger::open(m_store.ledger().file());
+        if (!ledger)
+            return ledger.error();
+        m_workerLedger.emplace(std::move(*ledger));
+    }
+    return &*m_workerLedger;
 }
 
 RoundState::CloseInput RoundState::closeInput(
@@ -271,13 +290,10 @@ void RoundState::restore(Closed& closed)
 
 Status RoundState::commit(Closed& closed)
 {
-    if (!m_closeLedger) {
-        auto ledger = Ledger::open(m_store.ledger().file());
-        if (!ledger)
-            return ledger.error();
-        m_closeLedger.emplace(std::move(*ledger));
-    }
-    auto committed = m_store.commitRecord(*m_closeLedger, closed.commit, closed.round, !closed.update.empty());
+    auto ledger = workerLedger();
+    if (!ledger)
+        return ledger.error();
+    auto committed = m_store.commitRecord(**ledger, closed.commit, closed.round, !closed.update.empty());
     if (!committed)
         return committed.error();
     closed.committed = std::move(*committed);

@@ -18,13 +18,14 @@
 // A close runs in two steps so that the server's loop never waits on it:
 // computeClose() (aggregate, outer step, the files of the next version
 // written and hashed, the ledger's commit through a second connection of
-// its own) on a worker thread, then publishClose() on the loop (the switch
-// to the new version). Between the
-// two the round is closing(): the worker alone touches the aggregate, the
-// outer momentum and the residual; the loop reads the version, theta and
-// the accepted list, which do not change, and add() is refused.
+// its own) on the project's worker thread, then publishClose() on the loop
+// (the switch to the new version). Between the two the round is closing():
+// the worker alone touches the aggregate, the outer momentum and the
+// residual; the loop reads the version, theta and the accepted list, which
+// do not change, and sum() is refused.
 //
-// Used from the server's loop, but for computeClose(); params are shared
+// Used from the server's loop, but for computeClose() and sum(), which run
+// on the project's worker (ProjectWorker), one at a time; params are shared
 // (sharedParams) with the evaluation thread, never copied.
 
 #include "engine/diloco/aggregator.h"
@@ -82,8 +83,17 @@ public:
 
     // Tokens the round needs: round.token_target, or one task's H * B * T.
     int64_t target() const;
-    // Adds an accepted submission whose payload is in `payload`.
+    // Adds an accepted submission whose payload is in `payload`: sum(),
+    // then noteAccepted() (the replay after a restart).
     Status add(AcceptedSubmission accepted, const std::filesystem::path& payload, diloco::Codec codec);
+    // The payload into the round's aggregate (on the project's worker, as
+    // the close: ProjectWorker). Refused while closing().
+    Status sum(const AcceptedSubmission& accepted, const std::filesystem::path& payload, diloco::Codec codec);
+    // It counts toward the round (on the loop, once sum() succeeded).
+    void noteAccepted(AcceptedSubmission accepted);
+    // The second connection to the ledger, for the worker's writes (opened
+    // at its first use; the loop keeps the store's own).
+    Result<Ledger*> workerLedger();
     const std::vector<AcceptedSubmission>& accepted() const { return m_accepted; }
     // The new keys' factor in the average: a function of (established
     // weight, new weight), KeyTrust::freshScale.
@@ -152,7 +162,7 @@ private:
     std::vector<AcceptedSubmission> m_accepted;
     int64_t m_acceptedTokens = 0;
     bool m_closing = false;
-    std::optional<Ledger> m_closeLedger; // the worker's connection, opened at its first close
+    std::optional<Ledger> m_workerLedger; // the worker's connection, opened at its first use
 };
 
 } // namespace crowdtrain::coordinator

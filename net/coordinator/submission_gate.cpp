@@ -227,6 +227,11 @@ std::optional<Error> Submissions::checkCopy(const std::string& sha, const Payloa
         if (a.record.payloadSha256 == sha)
             return Error::make(net::errc::kDuplicatePayload,
                 "this payload was accepted in this round already (task " + std::to_string(a.record.taskId) + ")");
+    for (const Accepting& a : m_accepting) // accepted, not yet durable
+        if (a.accepted.record.payloadSha256 == sha || a.sketch.cosine(sketch) >= PayloadSketch::kNearCopyCosine)
+            return Error::make(net::errc::kDuplicatePayload,
+                "this payload is (nearly) one accepted in this round already (task "
+                    + std::to_string(a.accepted.record.taskId) + ")");
     if (m_previousShas.contains(sha))
         return Error::make(net::errc::kDuplicatePayload, "this payload was accepted in the previous round");
     for (const auto* round : {&m_roundSketches, &m_previousSketches})

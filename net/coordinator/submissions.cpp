@@ -46,7 +46,7 @@ std::string pendingStem(int64_t round, uint64_t taskId)
 
 Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t parameters,
     const diloco::SparseLayout* sparse, ProjectStore& store, DataPlan& plan, TaskBoard& tasks, RoundState& round,
-    std::function<void(uint64_t)> endTask)
+    ProjectWorker& worker, std::function<void(uint64_t)> endTask)
     : m_spec(spec)
     , m_codec(codec)
     , m_parameters(parameters)
@@ -57,6 +57,7 @@ Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t p
     , m_tasks(tasks)
     , m_round(round)
     , m_endTask(std::move(endTask))
+    , m_worker(worker)
 {
     // No honest AdamW run of H steps moves the weights further than the
     // ceiling; a pseudo-gradient a millionth of it is no training at all.
@@ -176,13 +177,32 @@ Result<net::UploadChunkReply> Submissions::uploadChunk(
     return net::UploadChunkReply{request.taskId, task.nextChunk, task.receivedBytes};
 }
 
-Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs)
+void Submissions::submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs, SubmitDone done)
 {
-    const OpenTask* found = m_tasks.find(request.taskId, key);
+    auto verdict = check(key, request, nowMs, done);
+    if (done) // not handed to an acceptance
+        done(std::move(verdict));
+}
+
+// The verdict, unless the submission passed and `done` went with its
+// acceptance (then `done` is empty and the result means nothing).
+Result<net::SubmitReply> Submissions::check(
+    const std::string& key, const net::SubmitRequest& request, int64_t nowMs, SubmitDone& done)
+{
+    OpenTask* found = m_tasks.find(request.taskId, key);
     if (!found)
         return resubmission(key, request);
     if (found->ahead)
         return aheadTooEarly(*found);
+    if (found->accepting) { // sent again before the first one's answer: the same answer
+        auto first = std::find_if(m_accepting.begin(), m_accepting.end(),
+            [&](const Accepting& a) { return a.accepted.record.taskId == request.taskId; });
+        if (first == m_accepting.end())
+            return Error::make(net::errc::kInternal, "task " + std::to_string(request.taskId) + " is being accepted");
+        first->waiting.push_back(std::move(done));
+        done = nullptr;
+        return Error::make(net::errc::kInternal, "answered with the first submit");
+    }
     const OpenTask task = *found;
     takeCalibration(false);
     auto refuse = [&](Error why) -> Result<net::SubmitReply> {
@@ -276,9 +296,9 @@ Result<net::SubmitReply> Submissions::submit(const std::string& key, const net::
         }
         return refuse(Error::make(direction ? net::errc::kDirectionOutOfBounds : net::errc::kNormOutOfBounds, *why));
     }
-    if (Status s = acceptDurably(key, task, request, {gateNorm, cosine}, std::move(sketch), nowMs); !s)
-        return s.error();
-    return net::SubmitReply{request.taskId, request.round, request.version};
+    accept(key, *found, request, {gateNorm, cosine}, std::move(sketch), nowMs, std::move(done));
+    done = nullptr;
+    return Error::make(net::errc::kInternal, "answered when durable");
 }
 
 // The decoded payload's norms: from the chunks' inspector, or for a sparse
@@ -347,10 +367,48 @@ int64_t Submissions::creditedComputeMs(const OpenTask& task, const net::SubmitRe
     return int64_t(std::min<uint64_t>(request.computeMs, uint64_t(held)));
 }
 
-// Payload first (fsynced, renamed), then its record: a record on disk always
-// has its payload. Only then is the submission added and acknowledged.
-Status Submissions::acceptDurably(const std::string& key, const OpenTask& task, const net::SubmitRequest& request,
-    GateStats gate, PayloadSketch sketch, int64_t nowMs)
+struct Submissions::Durable {
+    std::filesystem::path upload, payload, record;
+    std::string recordJson;
+    ContributionRecord contribution;
+    AcceptedSubmission accepted;
+    diloco::Codec codec;
+};
+
+// On the worker. Payload first (fsynced, renamed), then its record: a record
+// on disk always has its payload; then its ledger row and the aggregate.
+// Until the record is written a failure puts the upload back, so that the
+// submit can be sent again.
+Status Submissions::makeDurable(const Durable& d)
+{
+    if (m_fault)
+        m_fault("accept-begun", d.contribution.round);
+    if (Status s = syncFile(d.upload); !s)
+        return s;
+    std::error_code ec;
+    std::filesystem::rename(d.upload, d.payload, ec);
+    if (ec)
+        return Error::make(net::errc::kIoError, "cannot move " + d.upload.string() + ": " + ec.message());
+    if (Status s = core::writeFileAtomic(d.record, d.recordJson); !s) {
+        std::filesystem::rename(d.payload, d.upload, ec);
+        return s;
+    }
+    auto ledger = m_round.workerLedger();
+    if (!ledger)
+        return ledger.error();
+    if (Status s = (*ledger)->recordContribution(d.contribution); !s)
+        return s;
+    if (Status s = m_round.sum(d.accepted, d.payload, d.codec); !s)
+        return s;
+    if (m_fault)
+        m_fault("accept-durable", d.contribution.round);
+    return Status::success();
+}
+
+// The submission passed: its acceptance goes to the worker, and `done` hears
+// when the loop collects it.
+void Submissions::accept(const std::string& key, OpenTask& task, const net::SubmitRequest& request, GateStats gate,
+    PayloadSketch sketch, int64_t nowMs, SubmitDone done)
 {
     // Task ids are never reused, so the stem is new; never overwrite an
     // accepted submission all the same.
@@ -359,13 +417,6 @@ Status Submissions::acceptDurably(const std::string& key, const OpenTask& task, 
          || std::filesystem::exists(pendingDir() / (stem + ".bin"));
          ++k)
         stem = pendingStem(m_round.openRound(), task.lease.id) + "-" + std::to_string(k);
-    const auto payload = pendingDir() / (stem + ".bin");
-    if (Status s = syncFile(task.uploadFile); !s)
-        return s;
-    std::error_code ec;
-    std::filesystem::rename(task.uploadFile, payload, ec);
-    if (ec)
-        return Error::make(net::errc::kIoError, "cannot move " + task.uploadFile.string() + ": " + ec.message());
     const int64_t computeMs = creditedComputeMs(task, request, nowMs);
     const bool fresh = !m_trust.established(key);
     const double clip = clipOf(gate.norm);
@@ -375,20 +426,51 @@ Status Submissions::acceptDurably(const std::string& key, const OpenTask& task, 
         {"fresh", fresh}, {"clip", clip}};
     if (gate.cosine)
         record["cosine"] = *gate.cosine;
-    if (Status s = core::writeFileAtomic(pendingDir() / (stem + ".json"), record.dump()); !s)
-        return s;
     ContributionRecord contribution{m_round.openRound(), key, int64_t(request.tokens), computeMs, request.trainLoss,
         true, "", nowMs, task.lease.id, request.sha256};
-    if (Status s = m_store.ledger().recordContribution(contribution); !s)
-        return s;
     const AcceptedSubmission accepted{contribution, task.lease.range, gate, fresh, clip};
-    if (Status s = m_round.add(accepted, payload, m_codec); !s)
-        return s;
-    if (Status s = m_plan.complete(task.lease.id); !s)
-        return s;
-    m_tasks.forget(task.lease.id);
-    this->accepted(accepted, std::move(sketch));
-    return Status::success();
+    auto durable = std::make_shared<const Durable>(Durable{task.uploadFile, pendingDir() / (stem + ".bin"),
+        pendingDir() / (stem + ".json"), record.dump(), contribution, accepted, m_codec});
+    task.accepting = true;
+    Accepting& a = m_accepting.emplace_back(Accepting{accepted, std::move(sketch), {}, {}});
+    a.waiting.push_back(std::move(done));
+    a.durable = m_worker.post([this, durable]() -> Status {
+        try {
+            return makeDurable(*durable);
+        } catch (const std::exception& e) {
+            return Error::make(net::errc::kInternal, e.what());
+        }
+    });
+}
+
+void Submissions::collectAccepted(bool wait)
+{
+    while (!m_accepting.empty()) {
+        Accepting& a = m_accepting.front();
+        if (!wait && a.durable.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+            return;
+        const Status durable = a.durable.get();
+        const uint64_t taskId = a.accepted.record.taskId;
+        Result<net::SubmitReply> verdict = durable
+            ? Result<net::SubmitReply>(
+                net::SubmitReply{taskId, uint64_t(a.accepted.record.round), uint64_t(a.accepted.record.round - 1)})
+            : Result<net::SubmitReply>(durable.error());
+        if (durable) {
+            m_round.noteAccepted(a.accepted);
+            if (Status s = m_plan.complete(taskId); !s) // its lease expired meanwhile: the range is trained twice
+                std::fprintf(stderr, "%s: task %llu: %s\n", m_spec.name.c_str(),
+                    static_cast<unsigned long long>(taskId), s.error().message.c_str());
+            m_tasks.forget(taskId);
+            accepted(a.accepted, std::move(a.sketch));
+        } else if (OpenTask* task = m_tasks.find(taskId, a.accepted.record.publicKey)) {
+            task->accepting = false; // the submit may be sent again
+        }
+        std::vector<SubmitDone> waiting = std::move(a.waiting);
+        m_accepting.pop_front();
+        for (SubmitDone& done : waiting)
+            if (done)
+                done(verdict);
+    }
 }
 
 namespace {

@@ -9,6 +9,13 @@
 // sent again after its reply was lost, and the replay of pending/ after a
 // restart.
 //
+// The checks run on the loop; the durable acceptance runs on the project's
+// worker (ProjectWorker), so that no fsync and no pass over a GPT-2-sized
+// payload holds the loop, and the reply follows when the loop collects it
+// (collectAccepted, each tick). Meanwhile the task is `accepting`: it is not
+// dropped, a second submit of it waits for the same answer, and the copy
+// check counts its payload as accepted.
+//
 // The gate (diloco::NormGate, docs/architecture.md "The submission gate"):
 // norm floor and ceiling, no element above the per-element ceiling, within
 // [1/4, 4] x the trust-weighted median over keys with earned trust
@@ -19,16 +26,18 @@
 // payloads' hashes go into the state file (gateRecord()), so a restart
 // keeps it as strict.
 //
-// Used from one thread (the server's loop).
+// Used from one thread (the server's loop), but for the durable acceptance.
 
 #include "engine/diloco/aggregator.h"
 #include "net/coordinator/key_trust.h"
 #include "net/coordinator/payload_sketch.h"
+#include "net/coordinator/project_worker.h"
 #include "net/coordinator/round_state.h"
 #include "net/coordinator/submissions_calibration.h"
 #include "net/coordinator/task_board.h"
 #include "net/wire/messages.h"
 
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -41,8 +50,9 @@ public:
     // `endTask(id)`: ends a refused task (its range back to the pool).
     // `sparse`: the layout of a sparse project (outlives this), else null;
     // its payloads are checked whole at submit, not chunk by chunk.
+    // `worker` runs the durable half of each acceptance.
     Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t parameters, const diloco::SparseLayout* sparse,
-        ProjectStore& store, DataPlan& plan, TaskBoard& tasks, RoundState& round,
+        ProjectStore& store, DataPlan& plan, TaskBoard& tasks, RoundState& round, ProjectWorker& worker,
         std::function<void(uint64_t)> endTask);
 
     // Creates pending/, restores the gate from the state file's bytes and
@@ -56,7 +66,18 @@ public:
 
     Result<net::UploadChunkReply> uploadChunk(
         const std::string& key, const net::UploadChunkRequest& request, int64_t nowMs);
-    Result<net::SubmitReply> submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs);
+    // The verdict on a submit, on the loop: at once (a refusal, or the
+    // answer to a repeat), or once its acceptance is durable (collectAccepted).
+    using SubmitDone = std::function<void(Result<net::SubmitReply>)>;
+    void submit(const std::string& key, const net::SubmitRequest& request, int64_t nowMs, SubmitDone done);
+    // The acceptances the worker finished, in order (all of them when
+    // `wait`): each counts toward the round and its submitter hears.
+    void collectAccepted(bool wait);
+    // Whether an acceptance is on the worker (a close waits for none).
+    bool accepting() const { return !m_accepting.empty(); }
+    // Points to crash at on the worker (the restart tests): "accept-begun",
+    // "accept-durable" (then the reply is not sent yet).
+    void setFaultPoint(RoundState::FaultPoint fault) { m_fault = std::move(fault); }
 
     // The gate's statistics of the round being closed (for the state file).
     std::string gateRecord() const;
@@ -84,8 +105,12 @@ private:
     Result<net::SubmitReply> resubmission(const std::string& key, const net::SubmitRequest& request);
     Result<diloco::PayloadStats> inspectUpload(const OpenTask& task, PayloadSketch& sketch) const;
     int64_t creditedComputeMs(const OpenTask& task, const net::SubmitRequest& request, int64_t nowMs) const;
-    Status acceptDurably(const std::string& key, const OpenTask& task, const net::SubmitRequest& request,
-        GateStats gate, PayloadSketch sketch, int64_t nowMs);
+    Result<net::SubmitReply> check(
+        const std::string& key, const net::SubmitRequest& request, int64_t nowMs, SubmitDone& done);
+    void accept(const std::string& key, OpenTask& task, const net::SubmitRequest& request, GateStats gate,
+        PayloadSketch sketch, int64_t nowMs, SubmitDone done);
+    struct Durable; // what the worker writes
+    Status makeDurable(const Durable& durable);
     PayloadSketch sketchOf(const std::filesystem::path& payload) const;
     std::optional<Error> checkElements(const diloco::PayloadStats& stats, double scale) const;
     std::optional<Error> checkCopy(const std::string& sha, const PayloadSketch& sketch) const;
@@ -130,6 +155,16 @@ private:
     // The outer momentum as the round opened (norm 0 before the first outer step).
     std::vector<float> m_direction;
     double m_directionNorm = 0;
+    ProjectWorker& m_worker;
+    // Acceptances on the worker, in the order posted (= finished).
+    struct Accepting {
+        AcceptedSubmission accepted;
+        PayloadSketch sketch;
+        std::vector<SubmitDone> waiting; // the submit, and any repeat of it meanwhile
+        std::future<Status> durable;
+    };
+    std::deque<Accepting> m_accepting;
+    RoundState::FaultPoint m_fault;
 };
 
 } // namespace crowdtrain::coordinator

@@ -133,7 +133,7 @@ std::vector<uint64_t> TaskBoard::idsHeldBy(const std::string& key) const
 void TaskBoard::drop(uint64_t taskId, bool returnRange)
 {
     auto it = m_tasks.find(taskId);
-    if (it == m_tasks.end())
+    if (it == m_tasks.end() || it->second.accepting)
         return;
     std::error_code ec;
     std::filesystem::remove(it->second.uploadFile, ec);

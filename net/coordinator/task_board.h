@@ -49,6 +49,9 @@ struct OpenTask {
     // trains it while the open round closes; it counts toward no round's
     // target until that round opens (promoteAhead).
     bool ahead = false;
+    // Its submission passed the checks and is being made durable on the
+    // project's worker (Submissions): drop() leaves it be.
+    bool accepting = false;
 };
 
 class TaskBoard {
@@ -69,6 +72,7 @@ public:
 
     // Ends a task that was not accepted: its upload is deleted, its range goes
     // back to the pool when `returnRange` (an expired lease is back already).
+    // A task `accepting` is not dropped: its acceptance ends it.
     void drop(uint64_t taskId, bool returnRange);
     // Ends an accepted task (its upload was moved away, its range completed).
     void forget(uint64_t taskId);
