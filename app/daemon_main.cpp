@@ -28,6 +28,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -199,7 +200,7 @@ std::function<void(const volunteer::AgentSummary&)> summaryWriter(std::filesyste
 {
     struct Last {
         std::mutex mutex;
-        std::string phase;
+        std::optional<volunteer::AgentPhase> phase;
         uint64_t tasks = 0;
     };
     auto last = std::make_shared<Last>();

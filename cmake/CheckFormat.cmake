@@ -2,6 +2,7 @@
 # Fails when any of our C++ sources differs from what clang-format makes of it.
 find_program(CLANG_FORMAT NAMES clang-format clang-format-14 REQUIRED)
 file(GLOB_RECURSE sources
+     "${SOURCE_DIR}/core/*.cpp" "${SOURCE_DIR}/core/*.h"
      "${SOURCE_DIR}/engine/*.cpp" "${SOURCE_DIR}/engine/*.h"
      "${SOURCE_DIR}/net/*.cpp" "${SOURCE_DIR}/net/*.h"
      "${SOURCE_DIR}/ui/*.cpp" "${SOURCE_DIR}/ui/*.h"

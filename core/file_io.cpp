@@ -2,6 +2,7 @@
 
 #include "core/error_codes.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fcntl.h>
 #include <random>
@@ -30,7 +31,9 @@ std::filesystem::path temporarySibling(const std::filesystem::path& path)
         / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
 }
 
-Result<std::string> readFile(const std::filesystem::path& file, std::size_t maxBytes)
+namespace {
+
+Result<int> openForReading(const std::filesystem::path& file)
 {
     int fd = -1;
     do
@@ -39,29 +42,97 @@ Result<std::string> readFile(const std::filesystem::path& file, std::size_t maxB
     if (fd < 0)
         return errno == ENOENT ? Error::make(errc::kNotFound, file.string() + ": no such file")
                                : ioError("cannot open", file);
-    std::string bytes;
-    char buffer[65536];
+    return fd;
+}
+
+// The next bytes of `fd` into `buffer`: 0 at the end of the file.
+Result<std::size_t> readSome(int fd, char* buffer, std::size_t size, const std::filesystem::path& file)
+{
     while (true) {
-        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        const ssize_t n = ::read(fd, buffer, size);
+        if (n >= 0)
+            return std::size_t(n);
+        if (errno == EINTR)
+            continue;
+        return errno == EISDIR ? Error::make(errc::kIoError, file.string() + ": is a folder, expected a file")
+                               : ioError("cannot read", file);
+    }
+}
+
+} // namespace
+
+Result<std::string> readFile(const std::filesystem::path& file, std::size_t maxBytes)
+{
+    std::string bytes;
+    const Status read = forEachSlice(
+        file,
+        [&](std::string_view slice) -> Status {
+            bytes.append(slice);
+            if (bytes.size() > maxBytes)
+                return Error::make(
+                    errc::kTooLarge, file.string() + " is larger than " + std::to_string(maxBytes) + " bytes");
+            return Status::success();
+        },
+        65536);
+    if (!read)
+        return read.error();
+    return bytes;
+}
+
+Status forEachSlice(const std::filesystem::path& file, const std::function<Status(std::string_view slice)>& each,
+    std::size_t sliceBytes)
+{
+    auto fd = openForReading(file);
+    if (!fd)
+        return fd.error();
+    std::string buffer(std::max<std::size_t>(sliceBytes, 1), '\0');
+    Status status;
+    while (true) {
+        auto n = readSome(*fd, buffer.data(), buffer.size(), file);
+        if (!n) {
+            status = n.error();
+            break;
+        }
+        if (*n == 0)
+            break;
+        if (status = each(std::string_view(buffer.data(), *n)); !status)
+            break;
+    }
+    ::close(*fd);
+    return status;
+}
+
+Status writeAt(int fd, uint64_t offset, std::string_view bytes, const std::filesystem::path& file)
+{
+    while (!bytes.empty()) {
+        const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), off_t(offset));
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0) {
-            Error error = errno == EISDIR
-                ? Error::make(errc::kIoError, file.string() + ": is a folder, expected a file")
-                : ioError("cannot read", file);
-            ::close(fd);
-            return error;
-        }
+        if (n < 0)
+            return ioError("cannot write", file);
+        if (n == 0) // no progress and no errno: a full disk, said as such (isDiskFull)
+            return ioError("cannot write", file, ENOSPC);
+        bytes.remove_prefix(std::size_t(n));
+        offset += uint64_t(n);
+    }
+    return Status::success();
+}
+
+Result<std::string> readAt(int fd, uint64_t offset, std::size_t size, const std::filesystem::path& file)
+{
+    std::string bytes(size, '\0');
+    std::size_t done = 0;
+    while (done < size) {
+        const ssize_t n = ::pread(fd, bytes.data() + done, size - done, off_t(offset + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ioError("cannot read", file);
         if (n == 0)
             break;
-        bytes.append(buffer, static_cast<std::size_t>(n));
-        if (bytes.size() > maxBytes) {
-            ::close(fd);
-            return Error::make(
-                errc::kTooLarge, file.string() + " is larger than " + std::to_string(maxBytes) + " bytes");
-        }
+        done += std::size_t(n);
     }
-    ::close(fd);
+    bytes.resize(done);
     return bytes;
 }
 
@@ -141,19 +212,10 @@ Status AtomicFile::writeAt(uint64_t offset, std::string_view bytes)
 {
     if (m_fd < 0)
         return Error::make(errc::kIoError, "write to " + m_target.string() + " after it was committed or discarded");
-    while (!bytes.empty()) {
-        const ssize_t n = ::pwrite(m_fd, bytes.data(), bytes.size(), off_t(offset));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            Error error = ioError("cannot write", m_target, n < 0 ? errno : ENOSPC);
-            discard();
-            return error;
-        }
-        bytes.remove_prefix(std::size_t(n));
-        offset += uint64_t(n);
-    }
-    return Status::success();
+    Status written = core::writeAt(m_fd, offset, bytes, m_target); // the file being replaced, not its temporary
+    if (!written)
+        discard();
+    return written;
 }
 
 Status AtomicFile::write(const void* data, std::size_t size)
@@ -222,10 +284,19 @@ Status syncFolder(const std::filesystem::path& folder)
 
 Result<FolderLock> FolderLock::acquire(const std::filesystem::path& folder)
 {
-    const std::filesystem::path file = folder / ".lock";
+    auto lock = acquireFile(folder / ".lock");
+    if (!lock && lock.error().code == errc::kFolderInUse)
+        return Error::make(errc::kFolderInUse,
+            folder.string() + " is in use by another process (pid " + holderOf(folder / ".lock")
+                + "): one crowdtrain-worker or service at a time per folder");
+    return lock;
+}
+
+Result<FolderLock> FolderLock::acquireFile(const std::filesystem::path& file, mode_t mode)
+{
     int fd = -1;
     do
-        fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return ioError("cannot open", file);
@@ -235,23 +306,24 @@ Result<FolderLock> FolderLock::acquire(const std::filesystem::path& folder)
     while (result != 0 && errno == EINTR);
     if (result != 0) {
         const int error = errno;
-        char pid[32] = {};
-        const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
         ::close(fd);
         if (error != EWOULDBLOCK)
             return ioError("cannot lock", file, error);
-        const std::string holder = n > 0 ? std::string(pid, std::size_t(n)) : std::string("?");
-        return Error::make(errc::kFolderInUse,
-            folder.string() + " is in use by another process (pid " + holder
-                + "): one crowdtrain-worker or service at a time per folder");
+        return Error::make(
+            errc::kFolderInUse, file.string() + " is held by another process (pid " + holderOf(file) + ")");
     }
     // Who holds it, for the next one's message (best effort: the lock is the flock).
-    const std::string pid = std::to_string(::getpid());
-    if (::ftruncate(fd, 0) == 0) {
-        const ssize_t written = ::pwrite(fd, pid.data(), pid.size(), 0);
-        static_cast<void>(written);
-    }
+    if (::ftruncate(fd, 0) == 0)
+        static_cast<void>(writeAt(fd, 0, std::to_string(::getpid()), file));
     return FolderLock(fd);
+}
+
+std::string FolderLock::holderOf(const std::filesystem::path& file)
+{
+    auto pid = readFile(file, 32);
+    if (!pid || pid->empty())
+        return "?";
+    return *pid;
 }
 
 FolderLock::FolderLock(FolderLock&& other) noexcept

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -29,6 +30,20 @@ inline constexpr std::size_t kNoSizeLimit = std::numeric_limits<std::size_t>::ma
 // The whole file. Errors: "not_found" (no such file), "too_large" (more
 // than maxBytes), "io_error" (a folder, unreadable, ...).
 Result<std::string> readFile(const std::filesystem::path& file, std::size_t maxBytes = kNoSizeLimit);
+
+// The file slice by slice, in order, at most sliceBytes at a time, for
+// files larger than a caller wants to hold; `each` may stop the walk by
+// returning an error, which is returned. Errors: as readFile().
+Status forEachSlice(const std::filesystem::path& file, const std::function<Status(std::string_view slice)>& each,
+    std::size_t sliceBytes = std::size_t(4) << 20);
+
+// All of `bytes` at `offset` of the open file `fd` (pwrite until done: a
+// full disk is an error, never a short write). `file` names it in errors.
+Status writeAt(int fd, uint64_t offset, std::string_view bytes, const std::filesystem::path& file);
+
+// Up to `size` bytes at `offset` of the open file `fd`: fewer only where the
+// file ends. `file` names it in errors.
+Result<std::string> readAt(int fd, uint64_t offset, std::size_t size, const std::filesystem::path& file);
 
 // `mode` is applied exactly (the umask does not narrow it, a key file is
 // never wider).
@@ -70,6 +85,11 @@ private:
 class FolderLock {
 public:
     static Result<FolderLock> acquire(const std::filesystem::path& folder);
+    // The same lock on a named file (a daemon's single-instance lock);
+    // "folder_in_use" names the file and its holder's pid.
+    static Result<FolderLock> acquireFile(const std::filesystem::path& file, mode_t mode = 0644);
+    // The pid the holder of `file`'s lock wrote into it; "?" when unknown.
+    static std::string holderOf(const std::filesystem::path& file);
     FolderLock(FolderLock&& other) noexcept;
     FolderLock& operator=(FolderLock&& other) noexcept;
     FolderLock(const FolderLock&) = delete;

@@ -3,9 +3,9 @@
 // merge per line, in rank order, after a "#version" line).
 #include "engine/bpe_tokenizer.h"
 
+#include "core/file_io.h"
 #include "core/utf8.h"
 #include "engine/error_codes.h"
-#include "engine/file_io.h"
 
 #include <nlohmann/json.hpp>
 
@@ -55,10 +55,10 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::load(const std::filesystem::
 {
     const auto encoderPath = dir / kEncoderFile;
     const auto mergesPath = dir / kMergesFile;
-    auto encoder = readFile(encoderPath);
+    auto encoder = core::readFile(encoderPath);
     if (!encoder)
         return encoder.error();
-    auto merges = readFile(mergesPath);
+    auto merges = core::readFile(mergesPath);
     if (!merges)
         return merges.error();
     return parse(*encoder, *merges, encoderPath.string(), mergesPath.string());
@@ -195,9 +195,9 @@ Status BpeTokenizer::save(const std::filesystem::path& dir) const
         merges += spell(m_tokenBytes[static_cast<std::size_t>(right)], alphabet);
         merges += '\n';
     }
-    if (Status status = writeFileAtomically(dir / kEncoderFile, encoder); !status)
+    if (Status status = core::writeFileAtomic(dir / kEncoderFile, encoder); !status)
         return status;
-    return writeFileAtomically(dir / kMergesFile, merges);
+    return core::writeFileAtomic(dir / kMergesFile, merges);
 }
 
 } // namespace crowdtrain::engine

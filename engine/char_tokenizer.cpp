@@ -1,8 +1,8 @@
 #include "engine/char_tokenizer.h"
 
+#include "core/file_io.h"
 #include "core/utf8.h"
 #include "engine/error_codes.h"
-#include "engine/file_io.h"
 
 #include <nlohmann/json.hpp>
 
@@ -75,7 +75,7 @@ Result<std::unique_ptr<CharTokenizer>> CharTokenizer::fromCodePoints(std::vector
 Result<std::unique_ptr<CharTokenizer>> CharTokenizer::load(const std::filesystem::path& dir)
 {
     const auto path = dir / kFile;
-    auto content = readFile(path);
+    auto content = core::readFile(path);
     if (!content)
         return content.error();
     return parse(*content, path.string());
@@ -190,7 +190,7 @@ Status CharTokenizer::save(const std::filesystem::path& dir) const
         core::appendUtf8(s, cp);
         chars.push_back(s);
     }
-    return writeFileAtomically(dir / kFile, json.dump(1) + "\n");
+    return core::writeFileAtomic(dir / kFile, json.dump(1) + "\n");
 }
 
 } // namespace crowdtrain::engine

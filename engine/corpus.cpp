@@ -1,7 +1,7 @@
 #include "engine/corpus.h"
 
+#include "core/file_io.h"
 #include "engine/error_codes.h"
-#include "engine/file_io.h"
 #include "engine/gpt2_pretokenizer.h"
 
 #include <algorithm>
@@ -68,7 +68,7 @@ Status forEachChunk(const std::filesystem::path& file, std::size_t chunkBytes,
 {
     std::ifstream in(file, std::ios::binary);
     if (!in)
-        return ioError(file, "cannot open", errno);
+        return core::ioError("cannot open", file, errno);
     chunkBytes = std::max<std::size_t>(chunkBytes, 1);
     std::string buffer;
     std::size_t scanFrom = 0; // no safe cut point before here
@@ -78,7 +78,7 @@ Status forEachChunk(const std::filesystem::path& file, std::size_t chunkBytes,
         in.read(buffer.data() + had, static_cast<std::streamsize>(chunkBytes));
         buffer.resize(had + static_cast<std::size_t>(in.gcount()));
         if (in.bad())
-            return ioError(file, "cannot read", errno);
+            return core::ioError("cannot read", file, errno);
         if (in.eof()) {
             if (buffer.empty())
                 return Status::success();

@@ -1,11 +1,11 @@
 #include "engine/data_prepare.h"
 
+#include "core/file_io.h"
 #include "engine/bpe_tokenizer.h"
 #include "engine/char_tokenizer.h"
 #include "engine/corpus.h"
 #include "engine/data_set.h"
 #include "engine/error_codes.h"
-#include "engine/file_io.h"
 #include "engine/token_shard.h"
 
 #include "crowdtrain/version.h"
@@ -168,7 +168,7 @@ Result<uint64_t> tokenize(const Tokenizer& tokenizer, const std::vector<std::fil
 {
     std::ofstream out(stream, std::ios::binary);
     if (!out)
-        return ioError(stream, "cannot create", errno);
+        return core::ioError("cannot create", stream, errno);
     uint64_t count = 0;
     uint64_t done = 0;
     std::vector<uint16_t> buffer;
@@ -189,7 +189,7 @@ Result<uint64_t> tokenize(const Tokenizer& tokenizer, const std::vector<std::fil
                         + (offset ? " (in the chunk at byte " + std::to_string(offset) + ")" : ""));
             emit(*ids);
             if (!out)
-                return ioError(stream, "cannot write", errno);
+                return core::ioError("cannot write", stream, errno);
             offset += chunk.size();
             done += chunk.size();
             if (progress)
@@ -201,7 +201,7 @@ Result<uint64_t> tokenize(const Tokenizer& tokenizer, const std::vector<std::fil
     }
     out.close();
     if (!out)
-        return ioError(stream, "cannot write", errno);
+        return core::ioError("cannot write", stream, errno);
     return count;
 }
 
@@ -343,7 +343,7 @@ Result<PrepareSummary> prepareDataSet(const PrepareOptions& options, const Prepa
     summary.valShards = std::move(*val);
 
     if (Status status
-        = writeFileAtomically(staging->path() / "meta.json", metaJson(options, summary, **tokenizer, *files));
+        = core::writeFileAtomic(staging->path() / "meta.json", metaJson(options, summary, **tokenizer, *files));
         !status)
         return status.error();
     if (Status status = staging->commit(); !status)

@@ -2,17 +2,21 @@
 
 // The engine's error codes (Error::code, core/result.h), each spelled once:
 // short stable tokens for programs; the message says the rest to a person.
-// Header-only, like result.h, so that every layer can use them without
-// linking the engine. net/wire/error_codes.h reuses these and adds the
-// protocol's and net's own codes, with which of them may travel.
+// A word core/ already has is not spelled again. Header-only, like
+// result.h, so that every layer can use them without linking the engine.
+// net/wire/error_codes.h reuses these and adds the protocol's and net's own
+// codes, with which of them may travel.
+
+#include "core/error_codes.h"
 
 #include <string_view>
 
 namespace crowdtrain::engine::errc {
 
+// core/'s codes, io_error and not_found among them, are the engine's too.
+using namespace core::errc;
+
 // Files, arguments and state, in every part of the engine.
-inline constexpr std::string_view kIoError = "io_error"; // a file or folder cannot be read or written
-inline constexpr std::string_view kNotFound = "not_found"; // no such file, folder or resource
 inline constexpr std::string_view kBadArgument = "bad_argument";
 inline constexpr std::string_view kBadOptions = "bad_options";
 inline constexpr std::string_view kBadFile = "bad_file"; // a file of ours that does not parse

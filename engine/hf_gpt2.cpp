@@ -1,6 +1,6 @@
 #include "engine/hf_gpt2.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/error_codes.h"
 #include "engine/hf_gpt2_config.h"
 
@@ -96,7 +96,7 @@ Status writeBoth(const std::filesystem::path& dir, const NamedTensors& tensors,
 {
     if (Status written = writeSafetensors(dir / kWeightsFile, tensors, metadata); !written)
         return written;
-    return writeFileAtomically(dir / kConfigFile, configJson);
+    return core::writeFileAtomic(dir / kConfigFile, configJson);
 }
 
 Status exportChecked(const std::filesystem::path& requested, const GptConfig& config,
@@ -129,7 +129,7 @@ Status exportChecked(const std::filesystem::path& requested, const GptConfig& co
             return exportError(dir, "cannot create its parent folder: " + error.message());
     }
     // A new export appears whole or not at all: built aside, then renamed.
-    const std::filesystem::path temporary = temporarySibling(dir);
+    const std::filesystem::path temporary = core::temporarySibling(dir);
     if (!std::filesystem::create_directory(temporary, error))
         return exportError(dir, "cannot create '" + temporary.string() + "': " + error.message());
     Status written = writeBoth(temporary, *tensors, metadata, configJson);
@@ -142,7 +142,7 @@ Status exportChecked(const std::filesystem::path& requested, const GptConfig& co
         std::filesystem::remove_all(temporary, error);
         return written;
     }
-    return syncDirectory(dir.parent_path());
+    return core::syncFolder(dir.parent_path());
 }
 
 // The safetensors files of a checkpoint: one, or the shards an index names.
@@ -157,7 +157,7 @@ Result<std::vector<std::filesystem::path>> weightFiles(const std::filesystem::pa
             std::string("there is no ") + kWeightsFile + (pickle ? " (only pytorch_model.bin, which is" : " (")
                 + " not read: only safetensors checkpoints are supported)");
     }
-    auto indexText = readWholeFile(dir / kShardIndexFile);
+    auto indexText = core::readFile(dir / kShardIndexFile);
     if (!indexText)
         return importError(dir, indexText.error().message);
     const nlohmann::json index = nlohmann::json::parse(*indexText, nullptr, false);
@@ -183,7 +183,7 @@ Result<HfGpt2Weights> importChecked(const std::filesystem::path& dir)
     std::error_code error;
     if (!std::filesystem::is_directory(dir, error))
         return importError(dir, "it is not a folder");
-    auto configText = readWholeFile(dir / kConfigFile);
+    auto configText = core::readFile(dir / kConfigFile);
     if (!configText)
         return importError(dir, configText.error().message);
     auto config = parseHuggingFaceGpt2Config(*configText, (dir / kConfigFile).string());

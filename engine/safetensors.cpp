@@ -1,6 +1,6 @@
 #include "engine/safetensors.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/error_codes.h"
 
 #include <nlohmann/json.hpp>
@@ -329,7 +329,7 @@ Status writeSafetensors(
         auto prepared = prepare(tensors, metadata);
         if (!prepared)
             return Error::make(prepared.error().code, "'" + file.string() + "': " + prepared.error().message);
-        auto out = AtomicFile::create(file);
+        auto out = core::AtomicFile::create(file);
         if (!out)
             return out.error();
         if (Status written = out->write(prepared->headerLengthAndJson); !written)

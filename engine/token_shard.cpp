@@ -33,13 +33,13 @@ Result<TokenShard> TokenShard::open(const std::filesystem::path& file)
     if (fd < 0) {
         if (errno == ENOENT)
             return Error::make(errc::kNotFound, file.string() + ": no such shard");
-        return ioError(file, "cannot open", errno);
+        return core::ioError("cannot open", file, errno);
     }
     struct stat info { };
     if (::fstat(fd, &info) != 0) {
         const int error = errno;
         ::close(fd);
-        return ioError(file, "cannot stat", error);
+        return core::ioError("cannot stat", file, error);
     }
     const auto fileBytes = static_cast<uint64_t>(info.st_size);
     if (fileBytes < kShardHeaderBytes) {
@@ -52,7 +52,7 @@ Result<TokenShard> TokenShard::open(const std::filesystem::path& file)
     const int mapError = errno;
     ::close(fd); // the mapping keeps the file alive
     if (map == MAP_FAILED)
-        return ioError(file, "cannot map", mapError);
+        return core::ioError("cannot map", file, mapError);
 
     TokenShard shard;
     shard.m_path = file;
@@ -115,13 +115,13 @@ void TokenShard::unmap()
     m_size = 0;
 }
 
-TokenShardWriter::TokenShardWriter(AtomicFile file)
+TokenShardWriter::TokenShardWriter(core::AtomicFile file)
     : m_file(std::move(file))
 { }
 
 Result<TokenShardWriter> TokenShardWriter::create(const std::filesystem::path& file)
 {
-    auto writer = AtomicFile::create(file);
+    auto writer = core::AtomicFile::create(file);
     if (!writer)
         return writer.error();
     // A zero header for now: finish() writes the real one once the count is known.

@@ -10,8 +10,8 @@
 // TokenShard maps a shard read-only; it is immutable, so concurrent reads
 // are safe. TokenShardWriter writes one shard from one thread.
 
+#include "core/file_io.h"
 #include "core/result.h"
-#include "engine/file_io.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -64,9 +64,9 @@ public:
     uint64_t size() const { return m_size; }
 
 private:
-    explicit TokenShardWriter(AtomicFile file);
+    explicit TokenShardWriter(core::AtomicFile file);
 
-    AtomicFile m_file;
+    core::AtomicFile m_file;
     uint64_t m_size = 0;
 };
 

@@ -8,8 +8,8 @@
 //            seen, data-source positions
 //   u64      M, then M bytes of a torch archive: "model", "optimizer", "rng"
 //   u64      FNV-1a 64 of every byte before it
-// The file is written to a temporary name and renamed (engine/atomic_file.h).
-#include "engine/atomic_file.h"
+// The file is written to a temporary name and renamed (core/file_io.h).
+#include "core/file_io.h"
 #include "engine/error_codes.h"
 #include "engine/model_io.h"
 #include "engine/trainer.h"
@@ -122,7 +122,7 @@ Status Trainer::saveState(const std::filesystem::path& file) const
         put(out, uint64_t(blob.size()));
         out += blob;
         put(out, fnv1a(out));
-        return writeFileAtomically(file, out);
+        return core::writeFileAtomic(file, out);
     } catch (const std::exception& e) {
         return Error::make(errc::kSaveFailed, "cannot save training state to " + file.string() + ": " + e.what());
     }
@@ -147,7 +147,7 @@ Error corruptState(const std::filesystem::path& file, const std::string& what)
 // Reads and checks the framing; the archive is left for the caller.
 Result<StateFile> readStateFile(const std::filesystem::path& file)
 {
-    auto bytes = readWholeFile(file);
+    auto bytes = core::readFile(file);
     if (!bytes)
         return bytes.error();
     auto corrupt = [&](const std::string& what) { return corruptState(file, what); };

@@ -392,6 +392,27 @@ private slots:
         QVERIFY(limits::decide(settings, r, t0 + std::chrono::minutes(5), d.memory).run);
     }
 
+    // Byte sizes default to whole MiB, so the app's MiB/GiB/TiB editor shows
+    // them round ("1.00 GiB", never "953.67 MiB").
+    void sizeDefaultsAreRoundInBinaryUnits()
+    {
+        QTemporaryDir dir;
+        std::string notice;
+        auto settings = daemon::Settings::load(dirOf(dir) / "settings.json", notice);
+        QVERIFY(settings);
+        QCOMPARE(settings->get(control::setting::kAutoDownloadMaxBytes), int64_t(1) << 30);
+        int sizes = 0;
+        const control::Value described = settings->described();
+        for (const control::Value& spec : described.items()) {
+            const std::string key = spec["key"].toString();
+            if (!key.ends_with("_bytes"))
+                continue;
+            ++sizes;
+            QVERIFY2(spec["default"].toInt() % (int64_t(1) << 20) == 0, key.c_str());
+        }
+        QVERIFY(sizes >= 2);
+    }
+
     void presetsSetTheirKeysAndAHandEditMakesCustom()
     {
         QTemporaryDir dir;

@@ -24,6 +24,7 @@
 #include "ui/settings_page.h"
 
 #include <QAbstractItemModelTester>
+#include <QApplication>
 #include <QCheckBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -408,6 +409,33 @@ private slots:
         QVERIFY(link.answer(QStringLiteral("join")));
         QCOMPARE(accepted.count(), 1);
         QVERIFY(wizard.error().isEmpty());
+    }
+
+    // The project page opens on its choices, never on the buttons (Tab
+    // would reach "Back" first): on the list, or on "Not now" while that is
+    // ticked and the list disabled, however the page is reached.
+    void theWizardsProjectPageStartsOnItsChoices()
+    {
+        FakeLink link;
+        FirstRunWizard wizard(link);
+        QVERIFY(link.answer(QStringLiteral("catalog"), catalog({hub("demo", "", {project("demo-fortunes", 1, 500)})})));
+        wizard.show();
+        QVERIFY(QTest::qWaitForWindowActive(&wizard));
+        const auto click = [&wizard](QWizard::WizardButton which) {
+            const int before = wizard.currentId();
+            QTest::mouseClick(wizard.button(which), Qt::LeftButton);
+            return wizard.currentId() != before;
+        };
+        while (wizard.currentPage() != wizard.projectPage())
+            QVERIFY(click(QWizard::NextButton));
+        QCOMPARE(QApplication::focusWidget(), static_cast<QWidget*>(wizard.projectList()));
+        QVERIFY(click(QWizard::NextButton));
+        QVERIFY(click(QWizard::BackButton));
+        QCOMPARE(QApplication::focusWidget(), static_cast<QWidget*>(wizard.projectList()));
+        wizard.projectPage()->notNowBox()->setChecked(true);
+        QVERIFY(click(QWizard::BackButton));
+        QVERIFY(click(QWizard::NextButton));
+        QCOMPARE(QApplication::focusWidget(), static_cast<QWidget*>(wizard.projectPage()->notNowBox()));
     }
 
     void contributionsNameTheHoursAndMarkThisVolunteer()

@@ -73,7 +73,8 @@ void TestRejoin::changedModelWhileTrainingDropsTheTask()
         }
     } joiner{agent, runner};
 
-    QTRY_VERIFY_WITH_TIMEOUT(agent.summary().phase == "training" && agent.summary().step >= 3, 120000);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        agent.summary().phase == volunteer::AgentPhase::Training && agent.summary().step >= 3, 120000);
     const uint64_t tasksBefore = agent.summary().accepted;
     before.kill();
 

@@ -1,6 +1,7 @@
 // Chunked, resumable, verified downloads: over real Curve sockets on
 // 127.0.0.1, after a SIGKILL mid-download, with corrupted chunks and with a
 // wrong whole-file hash.
+#include "core/file_io.h"
 #include "net/transfer/download.h"
 #include "net/transfer/resource_table.h"
 #include "net/transfer/sha256.h"
@@ -12,6 +13,7 @@
 #include <QTest>
 
 #include <csignal>
+#include <fcntl.h>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -140,6 +142,63 @@ private slots:
         hasher.update("bc");
         QCOMPARE(hasher.finishHex(), sha256Hex("abc"));
         QCOMPARE(hasher.finishHex(), sha256Hex("")); // starts over
+    }
+
+    // The read and write loops every layer shares (core/file_io.h): whole
+    // writes at an offset, reads that come up short only where the file
+    // ends, a file walked in slices, and the lock a daemon takes on a file.
+    void fileHelpersAtOffsets()
+    {
+        QTemporaryDir dir;
+        const std::filesystem::path folder = dir.path().toStdString();
+        const std::filesystem::path file = folder / "part";
+        const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        QVERIFY(fd >= 0);
+        const std::string bytes = randomBytes(3 * kChunk + 5, 7);
+        const std::string_view view(bytes);
+        QVERIFY(core::writeAt(fd, kChunk, view.substr(kChunk), file));
+        QVERIFY(core::writeAt(fd, 0, view.substr(0, kChunk), file));
+        auto middle = core::readAt(fd, kChunk, kChunk, file);
+        QVERIFY(middle);
+        QVERIFY(*middle == view.substr(kChunk, kChunk));
+        auto tail = core::readAt(fd, 3 * kChunk, kChunk, file); // 5 bytes left
+        QVERIFY(tail);
+        QVERIFY(*tail == view.substr(3 * kChunk));
+        ::close(fd);
+        auto unopened = core::readAt(-1, 0, 1, file);
+        QVERIFY(!unopened);
+        QCOMPARE(unopened.error().code, std::string("io_error"));
+        QVERIFY2(unopened.error().message.find(file.string()) != std::string::npos, unopened.error().message.c_str());
+        QCOMPARE(core::writeAt(-1, 0, "x", file).error().code, std::string("io_error"));
+
+        std::string walked;
+        int slices = 0;
+        const auto collect = [&](std::string_view slice) {
+            walked.append(slice);
+            ++slices;
+            return Status::success();
+        };
+        QVERIFY(core::forEachSlice(file, collect, kChunk));
+        QVERIFY(walked == bytes);
+        QCOMPARE(slices, 4);
+        const Status stopped = core::forEachSlice(
+            file, [](std::string_view) -> Status { return Error::make("stop", "enough"); }, kChunk);
+        QCOMPARE(stopped.error().code, std::string("stop"));
+        QCOMPARE(core::forEachSlice(folder, collect).error().code, std::string("io_error")); // a folder
+        QCOMPARE(core::forEachSlice(folder / "absent", collect).error().code, std::string("not_found"));
+
+        // One holder at a time; the second is told who holds it.
+        const std::filesystem::path lockFile = folder / "daemon.lock";
+        auto lock = core::FolderLock::acquireFile(lockFile, 0600);
+        QVERIFY(lock);
+        QCOMPARE(int(std::filesystem::status(lockFile).permissions() & std::filesystem::perms::group_all), 0);
+        auto second = core::FolderLock::acquireFile(lockFile, 0600);
+        QVERIFY(!second);
+        QCOMPARE(second.error().code, std::string("folder_in_use"));
+        QCOMPARE(core::FolderLock::holderOf(lockFile), std::to_string(::getpid()));
+        QCOMPARE(core::FolderLock::holderOf(folder / "no-lock"), std::string("?"));
+        lock = Error::make("released", "");
+        QVERIFY(core::FolderLock::acquireFile(lockFile, 0600));
     }
 
     void resourceTable()

@@ -1,6 +1,6 @@
 // CurveZMQ transport on 127.0.0.1: key files, the ZAP handler, Curve sockets
 // and the request client.
-#include "net/transport/atomic_write.h"
+#include "core/file_io.h"
 #include "net/transport/client.h"
 #include "net/transport/curve_keys.h"
 #include "net/transport/curve_socket.h"
@@ -168,7 +168,7 @@ private slots:
         QVERIFY2(QString::fromStdString(loaded.error().message).contains(QStringLiteral("curve.key")),
             loaded.error().message.c_str());
         // The bad file is left for the user to look at, not replaced.
-        auto again = readSmallFile(file, 1 << 20);
+        auto again = core::readFile(file, 1 << 20);
         QVERIFY(again.ok());
         QCOMPARE(QByteArray::fromStdString(*again), text);
     }

@@ -6,6 +6,8 @@
 #include "engine/diloco/flat_params.h"
 #include "engine/token_shard.h"
 #include "net/core_service/inner_trainer.h"
+#include "net/transfer/sha256.h"
+#include "net/transport/curve_keys.h"
 #include "net/transport/curve_socket.h"
 #include "net/transport/zap_authenticator.h"
 #include "net/volunteer/agent.h"
@@ -700,6 +702,16 @@ private slots:
         runner.join();
         QVERIFY2(retried(), "no join failed and was retried within 60 s");
         QVERIFY(ran);
+        // The log names the volunteer as the leaderboard does, never by its
+        // raw Z85 key (which means nothing to a person).
+        auto identity = net::loadOrCreateKeyPair(identityKeyFile(dirOf(dir)));
+        QVERIFY(identity);
+        const std::string named = "joining as anonymous volunteer " + net::anonymousTag(identity->publicKey);
+        for (const std::string& line : lines)
+            QVERIFY2(line.find(identity->publicKey) == std::string::npos, line.c_str());
+        QVERIFY(std::any_of(lines.begin(), lines.end(),
+            [&](const std::string& line) { return line.find(named) != std::string::npos; }));
+        QCOMPARE(volunteerWords("Ada", identity->publicKey), std::string("Ada"));
         QVERIFY(core::FolderLock::acquire(folder)); // released with the agent
         const AgentSummary summary = agent.summary();
         QCOMPARE(summary.tasks, uint64_t(0));

@@ -38,6 +38,8 @@ QString stateWords(const control::Value& c)
         return CheckpointModel::tr("failed: %1").arg(text(c["error"]));
     case DownloadState::Queued:
     case DownloadState::Paused:
+    case DownloadState::Cancelling:
+    case DownloadState::Cancelled:
         break;
     }
     return text(c["state"]);

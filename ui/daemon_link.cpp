@@ -168,7 +168,7 @@ void DaemonLink::send(DaemonRequest* job, const control::Value& body, bool inReq
     };
     if (!ensureClient()) {
         DaemonReply reply;
-        reply.code = QStringLiteral("no_daemon");
+        reply.code = qname(control::errc::kNoDaemon);
         reply.message = tr("The Crowdtrain service is not running yet.");
         fail(std::move(reply));
         return;
@@ -226,7 +226,7 @@ void DaemonLink::drainReplies()
         m_requests.erase(it);
         DaemonReply reply;
         if (r.type != job->type().toStdString()) {
-            reply.code = QStringLiteral("malformed");
+            reply.code = qname(control::errc::kMalformed);
             reply.message = tr("The service answered a \"%1\" request as \"%2\".")
                                 .arg(job->type(), QString::fromStdString(r.type));
         } else if (r.ok) {
@@ -258,7 +258,7 @@ void DaemonLink::timedOut(DaemonRequest* job, int timeoutMs)
         std::erase_if(m_waiting, [job](const Waiting& w) { return w.job == job; });
     }
     DaemonReply reply;
-    reply.code = QStringLiteral("no_daemon");
+    reply.code = qname(control::errc::kNoDaemon);
     reply.message = tr("The Crowdtrain service did not answer \"%1\" within %2 s.")
                         .arg(job->type())
                         .arg(QLocale().toString(timeoutMs / 1000.0, 'g', 3));

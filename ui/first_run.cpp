@@ -54,6 +54,11 @@ bool ProjectChoicePage::isComplete() const
     return m_notNow->isChecked() || m_list->selectionModel()->hasSelection();
 }
 
+void ProjectChoicePage::focusFirstChoice()
+{
+    (m_list->isEnabled() ? static_cast<QWidget*>(m_list) : m_notNow)->setFocus(Qt::OtherFocusReason);
+}
+
 void ProjectChoicePage::setWaiting(const QString& why)
 {
     m_waiting->setText(why);
@@ -112,6 +117,12 @@ FirstRunWizard::FirstRunWizard(Link& link, QWidget* parent)
 
     m_projectPage = new ProjectChoicePage(this);
     setPage(kProject, m_projectPage);
+    // QWizard focuses a page's first focusable child, or its buttons when
+    // that child is disabled; currentIdChanged comes after it did.
+    connect(this, &QWizard::currentIdChanged, this, [this](int id) {
+        if (id == kProject)
+            m_projectPage->focusFirstChoice();
+    });
 
     auto* how = new QWizardPage(this);
     how->setTitle(tr("How hard may your computer work?"));

@@ -41,6 +41,9 @@ public:
     void setCatalog(const control::Value& catalog);
     void setWaiting(const QString& why);
     bool loaded() const { return m_loaded; }
+    // Gives the keyboard to the list, or to "Not now" while that is ticked
+    // (the list is disabled then): the page never opens on the buttons.
+    void focusFirstChoice();
 
     // Rows of ProjectListModel: CatalogModel::kHubRole and kProjectRole say which.
     QListView* list() const { return m_list; }

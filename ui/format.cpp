@@ -1,7 +1,8 @@
 #include "ui/format.h"
 
+#include "net/transfer/sha256.h"
+
 #include <QCoreApplication>
-#include <QCryptographicHash>
 #include <QDateTime>
 #include <QLocale>
 #include <QStringList>
@@ -67,9 +68,8 @@ QString volunteerName(const QString& displayName, const QString& publicKey)
 {
     if (!displayName.trimmed().isEmpty())
         return displayName;
-    const QByteArray hash = QCryptographicHash::hash(publicKey.toUtf8(), QCryptographicHash::Sha256);
     return QCoreApplication::translate("format", "anonymous volunteer %1")
-        .arg(QString::fromLatin1(hash.left(2).toHex().toUpper()));
+        .arg(QString::fromStdString(net::anonymousTag(publicKey.toStdString())));
 }
 
 QString deviceWords(const QString& device)

@@ -122,7 +122,8 @@ void ScreenshotTour::tick()
                         m_asking = false;
                         bool ready = false;
                         for (const auto& c : checkpoints.body["checkpoints"].items())
-                            ready = ready || c["state"].toString() == "ready";
+                            ready = ready
+                                || control::parseDownloadState(c["state"].toString()) == control::DownloadState::Ready;
                         if (!ready || m_step != Step::Training)
                             return;
                         m_window.showPage(MainWindow::kCheckpoints);

@@ -8,7 +8,7 @@
 //   "exp_avg_sq/<i>"  its second moment
 // Any layout (ranks, ZeRO stage, tensor or pipeline degree) reads it and
 // takes its own part.
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/error_codes.h"
 #include "engine/hf_gpt2.h"
 #include "engine/parallel/parallel_trainer.h"
@@ -101,7 +101,7 @@ Status ParallelTrainer::saveState(const std::filesystem::path& file)
         archive.write("meta", c10::IValue(meta.dump()));
         std::ostringstream bytes;
         archive.save_to(bytes);
-        return writeFileAtomically(file, bytes.str());
+        return core::writeFileAtomic(file, bytes.str());
     } catch (const std::exception& e) {
         return Error::make(
             errc::kSaveFailed, "cannot save the parallel training state to " + file.string() + ": " + e.what());

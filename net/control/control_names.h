@@ -8,8 +8,12 @@
 //
 // States, limits and download states are enums with one table each
 // (wireName/parse* below); request and event types are constants, because
-// every caller sends or matches them as text. Header-only, no dependencies:
-// net/limits includes it for the limit codes.
+// every caller sends or matches them as text. Header-only (core/name_table.h
+// and net/wire/error_codes.h, both header-only): net/limits includes it for
+// the limit codes.
+
+#include "core/name_table.h"
+#include "net/wire/error_codes.h" // the codes the daemon shares with the hub
 
 #include <array>
 #include <optional>
@@ -71,13 +75,13 @@ inline constexpr std::array kAll
 // Error codes the daemon sends besides the envelope's (control_protocol.h)
 // and the hub's, which pass through (net/wire/error_codes.h).
 namespace errc {
-inline constexpr std::string_view kUnknownType = "unknown_type"; // no such request
+inline constexpr std::string_view kUnknownType = net::errc::kUnknownType; // no such request
 inline constexpr std::string_view kBadRequest = "bad_request"; // a field missing, mistyped or out of range
 inline constexpr std::string_view kBadHubLink = "bad_hub_link";
 inline constexpr std::string_view kBadValue = "bad_value"; // a setting's rule, an empty prompt
 inline constexpr std::string_view kUnknownSetting = "unknown_setting";
-inline constexpr std::string_view kNotFound = "not_found";
-inline constexpr std::string_view kNotJoined = "not_joined";
+inline constexpr std::string_view kNotFound = net::errc::kNotFound;
+inline constexpr std::string_view kNotJoined = net::errc::kNotJoined;
 inline constexpr std::string_view kNotDownloaded = "not_downloaded";
 inline constexpr std::string_view kNoDemoCorpus = "no_demo_corpus";
 inline constexpr std::string_view kDemoFailed = "demo_failed";
@@ -85,25 +89,9 @@ inline constexpr std::string_view kAlreadyRunning = "already_running"; // local:
 inline constexpr std::string_view kStopping = "stopping"; // local: the daemon stops
 } // namespace errc
 
-// A table of an enum's wire names, in the enum's order.
-template <typename E, std::size_t N> using NameTable = std::array<std::pair<E, std::string_view>, N>;
-
-template <typename E, std::size_t N> constexpr std::string_view nameIn(const NameTable<E, N>& table, E value)
-{
-    for (const auto& [e, name] : table)
-        if (e == value)
-            return name;
-    return {};
-}
-
-template <typename E, std::size_t N>
-constexpr std::optional<E> parseIn(const NameTable<E, N>& table, std::string_view name)
-{
-    for (const auto& [e, n] : table)
-        if (n == name)
-            return e;
-    return std::nullopt;
-}
+using core::nameIn;
+using core::NameTable;
+using core::parseIn;
 
 // The status map's `state` (section 12.2, "States and their reasons").
 enum class DaemonState { Idle, Paused, Starting, Connecting, Training, Waiting, Syncing, Offline, Stopped };
@@ -119,6 +107,7 @@ inline constexpr NameTable<DaemonState, 9> kDaemonStateNames = {{
     {DaemonState::Offline, "offline"},
     {DaemonState::Stopped, "stopped"},
 }};
+static_assert(core::isOneToOne(kDaemonStateNames));
 
 constexpr std::string_view wireName(DaemonState s)
 {
@@ -153,6 +142,7 @@ inline constexpr NameTable<LimitCode, 11> kLimitCodeNames = {{
     {LimitCode::InUse, "in_use"}, // paused while the computer is in use
     {LimitCode::BusyShare, "busy_share"}, // training, held to a share under 100%
 }};
+static_assert(core::isOneToOne(kLimitCodeNames));
 
 constexpr std::string_view wireName(LimitCode c)
 {
@@ -164,9 +154,11 @@ constexpr std::optional<LimitCode> parseLimitCode(std::string_view name)
 }
 
 // A checkpoint's `state` in `checkpoints` replies and `download` events.
-enum class DownloadState { Remote, Queued, Downloading, Paused, Waiting, Failed, Ready };
+// Cancelling: a cancel arrived while the files were being fetched (until
+// the fetch stops); Cancelled: only in a download's last `download` event.
+enum class DownloadState { Remote, Queued, Downloading, Paused, Waiting, Failed, Ready, Cancelling, Cancelled };
 
-inline constexpr NameTable<DownloadState, 7> kDownloadStateNames = {{
+inline constexpr NameTable<DownloadState, 9> kDownloadStateNames = {{
     {DownloadState::Remote, "remote"},
     {DownloadState::Queued, "queued"},
     {DownloadState::Downloading, "downloading"},
@@ -174,7 +166,10 @@ inline constexpr NameTable<DownloadState, 7> kDownloadStateNames = {{
     {DownloadState::Waiting, "waiting"},
     {DownloadState::Failed, "failed"},
     {DownloadState::Ready, "ready"},
+    {DownloadState::Cancelling, "cancelling"},
+    {DownloadState::Cancelled, "cancelled"},
 }};
+static_assert(core::isOneToOne(kDownloadStateNames));
 
 constexpr std::string_view wireName(DownloadState s)
 {

@@ -3,7 +3,7 @@
 
 #include "net/transfer/sha256.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/hf_gpt2.h"
 
 #include <nlohmann/json.hpp>
@@ -54,7 +54,7 @@ std::string isoUtc(int64_t ms)
 Result<CheckpointInfo> readInfo(const std::filesystem::path& dir)
 {
     const auto file = dir / kMetadataFile;
-    auto text = engine::readWholeFile(file);
+    auto text = core::readFile(file);
     if (!text)
         return text.error();
     try {
@@ -166,7 +166,7 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
     const std::filesystem::path target = m_dir / roundDirName(round);
     if (round < 0 || std::filesystem::exists(target))
         return Error::make(net::errc::kCheckpointExists, target.string() + " is already published");
-    const std::filesystem::path staging = engine::temporarySibling(target);
+    const std::filesystem::path staging = core::temporarySibling(target);
     std::error_code ec;
     std::filesystem::create_directory(staging, ec);
     if (ec)
@@ -185,7 +185,7 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
         if (name.empty() || name.find('/') != std::string::npos || name == kMetadataFile
             || std::find(names.begin(), names.end(), name) != names.end())
             return fail(Error::make(net::errc::kInvalidArgument, "'" + name + "' cannot be a checkpoint file"));
-        if (Status s = engine::writeFileAtomically(staging / name, contents); !s)
+        if (Status s = core::writeFileAtomic(staging / name, contents); !s)
             return fail(s.error());
         names.push_back(name);
     }
@@ -211,14 +211,14 @@ Result<CheckpointInfo> CheckpointStore::publish(int64_t round, int64_t tokens, s
     const json meta{{"round", round}, {"tokens", tokens},
         {"val_loss", info.valLoss ? json(*info.valLoss) : json(nullptr)}, {"created", info.created},
         {"created_ms", nowMs}, {"files", files}};
-    if (Status s = engine::writeFileAtomically(staging / kMetadataFile, meta.dump(2) + "\n"); !s)
+    if (Status s = core::writeFileAtomic(staging / kMetadataFile, meta.dump(2) + "\n"); !s)
         return fail(s.error());
-    if (Status s = engine::syncDirectory(staging); !s)
+    if (Status s = core::syncFolder(staging); !s)
         return fail(s.error());
     std::filesystem::rename(staging, target, ec);
     if (ec)
         return fail(Error::make(net::errc::kIoError, "cannot rename into " + target.string() + ": " + ec.message()));
-    if (Status s = engine::syncDirectory(m_dir); !s)
+    if (Status s = core::syncFolder(m_dir); !s)
         return s.error();
     info.dir = target;
     if (auto pruned = applyRetention(); !pruned)
@@ -262,7 +262,7 @@ Result<std::vector<int64_t>> CheckpointStore::applyRetention()
         if (m_retention.milestoneEvery > 0 && round % m_retention.milestoneEvery == 0)
             continue;
         // Renamed first so a crash mid-removal leaves a temporary, not a torn checkpoint.
-        const auto doomed = engine::temporarySibling((*all)[i].dir);
+        const auto doomed = core::temporarySibling((*all)[i].dir);
         std::error_code ec;
         std::filesystem::rename((*all)[i].dir, doomed, ec);
         if (ec)
@@ -272,7 +272,7 @@ Result<std::vector<int64_t>> CheckpointStore::applyRetention()
         removed.push_back(round);
     }
     if (!removed.empty()) {
-        if (Status s = engine::syncDirectory(m_dir); !s)
+        if (Status s = core::syncFolder(m_dir); !s)
             return s.error();
     }
     return removed;

@@ -1,7 +1,7 @@
 #include "net/coordinator/project_spec.h"
 #include "net/wire/error_codes.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/data_set.h"
 #include "engine/hf_gpt2_config.h"
 #include "engine/tokenizer.h"
@@ -476,7 +476,7 @@ Status checkProjectData(const ProjectSpec& spec)
                   "to 0 to validate nothing)");
     if (spec.init.importDir) {
         const auto configFile = *spec.init.importDir / "config.json";
-        auto text = engine::readWholeFile(configFile);
+        auto text = core::readFile(configFile);
         if (!text)
             return Error::make(net::errc::kBadSpec, where + "init.import: " + text.error().message);
         auto config = engine::parseHuggingFaceGpt2Config(*text, configFile.string());
@@ -493,7 +493,7 @@ Status checkProjectData(const ProjectSpec& spec)
 
 Result<ProjectSpec> loadProjectSpec(const std::filesystem::path& specFile)
 {
-    auto text = engine::readWholeFile(specFile);
+    auto text = core::readFile(specFile);
     if (!text)
         return text.error();
     auto spec = parseProjectSpec(*text, specFile);

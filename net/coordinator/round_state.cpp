@@ -1,8 +1,7 @@
 #include "net/coordinator/round_state.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/error_codes.h"
-#include "net/coordinator/file_slices.h"
 #include "net/wire/error_codes.h"
 
 #include <cstdio>
@@ -93,7 +92,7 @@ Status RoundState::sum(const AcceptedSubmission& accepted, const std::filesystem
 Status RoundState::sumAgain(const AcceptedSubmission& accepted)
 {
     if (m_sparse) { // a few MB at most: read whole; scaled to one norm at the close, not clipped
-        auto bytes = engine::readWholeFile(accepted.payload);
+        auto bytes = core::readFile(accepted.payload);
         if (!bytes)
             return bytes.error();
         diloco::SparseAggregator& sum = accepted.fresh ? *m_freshSparse : *m_sparse;
@@ -102,7 +101,7 @@ Status RoundState::sumAgain(const AcceptedSubmission& accepted)
     diloco::RoundAggregator& sum = accepted.fresh ? m_freshAggregator : m_aggregator;
     if (Status s = sum.begin(m_spec.codec, double(accepted.record.tokens) * accepted.clip); !s)
         return s;
-    if (Status s = forEachSlice(accepted.payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
+    if (Status s = core::forEachSlice(accepted.payload, [&](std::string_view slice) { return sum.feed(slice); }); !s)
         return s;
     return sum.commit();
 }

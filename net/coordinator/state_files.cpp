@@ -5,7 +5,7 @@
 
 #include "net/transfer/sha256.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/gpt_config.h"
 
 #include <bit>
@@ -96,7 +96,7 @@ uint64_t updateFileSize(const Header& h)
     return kHeaderBytes + 32 + h.bytes;
 }
 
-Status writeFloats(engine::AtomicFile& out, net::Sha256& hash, std::span<const float> values, uint64_t count)
+Status writeFloats(core::AtomicFile& out, net::Sha256& hash, std::span<const float> values, uint64_t count)
 {
     if (values.empty()) {
         const std::vector<float> zeros(std::min<uint64_t>(count, 1 << 20), 0.0f);
@@ -142,7 +142,7 @@ Result<WrittenState> writeGlobalState(const std::filesystem::path& file, const G
         || (!state.updateResidual.empty() && state.updateResidual.size() != p))
         return Error::make(net::errc::kBadState, "momentum and update residual must hold P elements (or none)");
     WrittenState written;
-    auto theta = engine::AtomicFile::create(file.parent_path() / thetaFileName(state.version));
+    auto theta = core::AtomicFile::create(file.parent_path() / thetaFileName(state.version));
     if (!theta)
         return theta.error();
     net::Sha256 thetaHash;
@@ -153,7 +153,7 @@ Result<WrittenState> writeGlobalState(const std::filesystem::path& file, const G
     const net::Sha256Digest thetaDigest = thetaHash.finish();
     written.paramsSha256 = net::toHex(thetaDigest);
 
-    auto out = engine::AtomicFile::create(file);
+    auto out = core::AtomicFile::create(file);
     if (!out)
         return out.error();
     net::Sha256 hash;
@@ -262,7 +262,7 @@ Status writeUpdateFile(
     std::string bytes = headerBytes(kUpdateMagic, kUpdateFormatVersion, version, parameters, payload.size());
     bytes.append(reinterpret_cast<const char*>(digest.data()), digest.size());
     bytes.append(payload);
-    return engine::writeFileAtomically(file, bytes);
+    return core::writeFileAtomic(file, bytes);
 }
 
 Result<std::string> readUpdateFile(

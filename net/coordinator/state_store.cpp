@@ -3,7 +3,7 @@
 
 #include "net/transfer/sha256.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/gpt_config.h"
 
 #include <algorithm>
@@ -115,7 +115,7 @@ Status ProjectStore::removeFiles(const std::vector<std::filesystem::path>& files
         dirs.insert(path.parent_path());
     }
     for (const std::filesystem::path& dir : dirs)
-        if (Status s = engine::syncDirectory(dir); !s)
+        if (Status s = core::syncFolder(dir); !s)
             return s;
     return Status::success();
 }

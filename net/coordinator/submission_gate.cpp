@@ -6,7 +6,7 @@
 
 #include "net/coordinator/submissions.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 #include "net/wire/error_codes.h"
 
 #include <cmath>
@@ -272,7 +272,7 @@ PayloadSketch Submissions::sketchOf(const std::filesystem::path& payload) const
         auto sketch = PayloadSketch::ofDense(m_codec, payload, m_sketchPositions);
         return sketch ? std::move(*sketch) : PayloadSketch();
     }
-    auto bytes = engine::readWholeFile(payload);
+    auto bytes = core::readFile(payload);
     diloco::SparseEntries entries;
     if (!bytes || !diloco::inspectSparse(*m_sparse, *bytes, nullptr, &entries))
         return PayloadSketch();

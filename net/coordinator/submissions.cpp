@@ -2,8 +2,6 @@
 
 #include "core/clock.h"
 #include "core/file_io.h"
-#include "engine/atomic_file.h"
-#include "net/coordinator/file_slices.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
 
@@ -20,27 +18,14 @@
 namespace crowdtrain::coordinator {
 namespace {
 
-Status writeAt(const std::filesystem::path& file, uint64_t offset, std::string_view bytes, bool truncate)
+Status writeChunk(const std::filesystem::path& file, uint64_t offset, std::string_view bytes, bool truncate)
 {
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
     if (fd < 0)
         return core::ioError("cannot open", file);
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, off_t(offset + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            // A full disk: "No space left on device". The chunk is not
-            // counted; the volunteer sends it again.
-            Error error = core::ioError("cannot write", file, n < 0 ? errno : ENOSPC);
-            ::close(fd);
-            return error;
-        }
-        done += std::size_t(n);
-    }
+    Status written = core::writeAt(fd, offset, bytes, file);
     ::close(fd);
-    return Status::success();
+    return written;
 }
 
 Status syncFile(const std::filesystem::path& file)
@@ -146,7 +131,7 @@ Status Submissions::resumeUpload(OpenTask& task)
     if (ec)
         return Error::make(net::errc::kIoError, "cannot truncate " + task.uploadFile.string() + ": " + ec.message());
     auto checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
-    const Status read = forEachSlice(task.uploadFile, [&](std::string_view slice) {
+    const Status read = core::forEachSlice(task.uploadFile, [&](std::string_view slice) {
         checks->sha.update(slice);
         if (checks->inspected && !m_sparse)
             checks->inspected = checks->inspector.feed(slice);
@@ -189,7 +174,7 @@ Result<net::UploadChunkReply> Submissions::uploadChunk(
             "chunk " + std::to_string(request.index) + " of " + std::to_string(request.data.size())
                 + " bytes does not fit a payload of " + std::to_string(expected) + " bytes in chunks of "
                 + std::to_string(net::kDefaultChunkBytes));
-    if (Status s = writeAt(task.uploadFile, task.receivedBytes, request.data, request.index == 0); !s)
+    if (Status s = writeChunk(task.uploadFile, task.receivedBytes, request.data, request.index == 0); !s)
         return s.error();
     if (request.index == 0) {
         task.checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
@@ -343,7 +328,7 @@ Result<diloco::PayloadStats> Submissions::inspectUpload(const OpenTask& task, Pa
         sketch = std::move(*sketched);
         return diloco::StreamInspector(task.checks->inspector).finish();
     }
-    auto bytes = engine::readWholeFile(task.uploadFile);
+    auto bytes = core::readFile(task.uploadFile);
     if (!bytes)
         return bytes.error();
     diloco::SparseEntries entries;
@@ -417,7 +402,7 @@ Status Submissions::makeDurable(const Durable& d)
     std::filesystem::rename(d.upload, d.payload, ec);
     if (ec)
         return Error::make(net::errc::kIoError, "cannot move " + d.upload.string() + ": " + ec.message());
-    if (Status s = engine::writeFileAtomically(d.record, d.recordJson); !s) {
+    if (Status s = core::writeFileAtomic(d.record, d.recordJson); !s) {
         std::filesystem::rename(d.payload, d.upload, ec);
         return s;
     }
@@ -549,7 +534,7 @@ Status Submissions::replayPending()
         const auto path = entry.path();
         if (path.extension() != ".json" || path.filename().string().starts_with("."))
             continue;
-        auto text = engine::readWholeFile(path);
+        auto text = core::readFile(path);
         if (!text) {
             setAsidePending(path, text.error().message);
             continue;

@@ -1,7 +1,7 @@
 #include "net/coordinator/task_board.h"
 #include "net/wire/error_codes.h"
 
-#include "engine/atomic_file.h"
+#include "core/file_io.h"
 
 #include <charconv>
 #include <nlohmann/json.hpp>
@@ -75,7 +75,7 @@ Status TaskBoard::record(const OpenTask& task, int64_t round)
     const Lease& lease = task.lease;
     const nlohmann::json record = {{"round", round}, {"task", lease.id}, {"key", lease.publicKey},
         {"epoch", lease.epoch}, {"range", lease.range}, {"deadline_ms", lease.deadlineMs}};
-    return engine::writeFileAtomically(tasksDir() / taskFileName(lease.id), record.dump());
+    return core::writeFileAtomic(tasksDir() / taskFileName(lease.id), record.dump());
 }
 
 Result<OpenTask*> TaskBoard::lease(const std::string& key, int64_t round, int64_t nowMs, bool ahead)
@@ -197,7 +197,7 @@ Status TaskBoard::restore(int64_t round, const std::function<Status(OpenTask&)>&
             std::filesystem::remove(path); // a temporary of an interrupted write
             continue;
         }
-        auto text = engine::readWholeFile(path);
+        auto text = core::readFile(path);
         const nlohmann::json record = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
         // A task outlives the round it was leased in when that round closes
         // without it: it belongs to the open round now. One leased ahead

@@ -10,6 +10,8 @@
 
 namespace crowdtrain::daemon {
 
+using control::DownloadState;
+
 namespace {
 
 Status checkName(const std::string& project)
@@ -53,7 +55,7 @@ Checkpoints::Checkpoints(HubDirectory& hubs, CheckpointsOptions options)
         j.project = saved.project;
         j.round = saved.round;
         j.paused = saved.paused;
-        j.state = j.paused ? "paused" : "queued";
+        j.state = j.paused ? DownloadState::Paused : DownloadState::Queued;
         m_jobs[key(j.project, j.round)] = j;
     }
     m_worker = std::thread([this] { work(); });
@@ -97,9 +99,9 @@ Result<control::Value> Checkpoints::list(const HubLink& hub, const std::string& 
         item.set("val_loss", c.valLoss ? control::Value(*c.valLoss) : control::Value());
         item.set("created_ms", c.createdMs).set("bytes", bytes).set("torrent", torrent);
         std::error_code ec;
-        std::string state = "remote";
+        DownloadState state = DownloadState::Remote;
         if (std::filesystem::exists(m_folders.folderOf(project, c.round), ec)) {
-            state = "ready";
+            state = DownloadState::Ready;
             item.set("folder", m_folders.folderOf(project, c.round).string());
             if (m_options.swarm)
                 if (control::Value shared = m_options.swarm->folderStatus(m_folders.folderOf(project, c.round));
@@ -116,7 +118,7 @@ Result<control::Value> Checkpoints::list(const HubLink& hub, const std::string& 
                 item.set("from_hub_bytes", job->second.fromHub);
             }
         }
-        item.set("state", state);
+        item.set("state", control::wireName(state));
         for (const net::FileInfo& f : c.files) {
             if (f.name != "samples.json")
                 continue;
@@ -154,12 +156,12 @@ Status Checkpoints::download(const std::string& hub, const std::string& project,
     {
         std::lock_guard lock(m_mutex);
         Job& j = m_jobs[key(project, round)];
-        if (j.state == "downloading")
+        if (j.state == DownloadState::Downloading)
             return Status::success();
         j.link = hub;
         j.project = project;
         j.round = round;
-        j.state = "queued";
+        j.state = DownloadState::Queued;
         j.paused = false;
         j.retryAtMs = 0;
         j.error.clear();
@@ -174,7 +176,7 @@ void Checkpoints::retryNow(const std::string& hub)
     {
         std::lock_guard lock(m_mutex);
         for (auto& [k, job] : m_jobs)
-            if (job.link == hub && job.state == "waiting")
+            if (job.link == hub && job.state == DownloadState::Waiting)
                 job.retryAtMs = 0;
     }
     m_wake.notify_all();
@@ -188,11 +190,13 @@ Status Checkpoints::pauseDownload(const std::string& project, uint64_t round, bo
     auto it = m_jobs.find(key(project, round));
     if (it == m_jobs.end())
         return noDownload(project, round);
+    if (it->second.state == DownloadState::Cancelling)
+        return Status::success(); // going away: a pause would keep its folder
     it->second.paused = paused;
-    if (it->second.state == "downloading" && paused)
+    if (it->second.state == DownloadState::Downloading && paused)
         m_cancel = true; // stops at the next chunk; the part files stay
     else
-        it->second.state = paused ? "paused" : "queued";
+        it->second.state = paused ? DownloadState::Paused : DownloadState::Queued;
     (void)m_folders.writeJob({it->second.link, project, round, paused});
     publishJob(it->second);
     m_wake.notify_all();
@@ -208,13 +212,13 @@ Status Checkpoints::cancel(const std::string& project, uint64_t round)
         auto it = m_jobs.find(key(project, round));
         if (it == m_jobs.end())
             return noDownload(project, round);
-        if (it->second.state == "downloading") {
-            it->second.state = "cancelling";
+        if (it->second.state == DownloadState::Downloading) {
+            it->second.state = DownloadState::Cancelling;
             m_cancel = true;
             return Status::success(); // the worker removes the folder
         }
         Job job = it->second;
-        job.state = "cancelled";
+        job.state = DownloadState::Cancelled;
         publishJob(job);
         m_jobs.erase(it);
     }
@@ -263,7 +267,7 @@ Result<uint64_t> Checkpoints::generate(GenerateRequest request)
 void Checkpoints::publishJob(const Job& job)
 {
     control::Value body = control::Value::map();
-    body.set("project", job.project).set("round", job.round).set("state", job.state);
+    body.set("project", job.project).set("round", job.round).set("state", control::wireName(job.state));
     body.set("done_bytes", job.doneBytes).set("bytes", job.totalBytes).set("bytes_per_second", job.bytesPerSecond);
     body.set("error", job.error);
     if (job.fromPeers + job.fromHub > 0 || job.peers > 0) {
@@ -344,7 +348,7 @@ void Checkpoints::work()
         Job* next = nullptr;
         int64_t wakeAt = INT64_MAX;
         for (auto& [k, job] : m_jobs) {
-            if (job.paused || job.state == "failed")
+            if (job.paused || job.state == DownloadState::Failed)
                 continue;
             if (job.retryAtMs <= now) {
                 next = &job;
@@ -359,7 +363,7 @@ void Checkpoints::work()
                 m_wake.wait_for(lock, std::chrono::milliseconds(wakeAt - now));
             continue;
         }
-        next->state = "downloading";
+        next->state = DownloadState::Downloading;
         m_cancel = false;
         Job job = *next;
         publishJob(job);
@@ -371,16 +375,17 @@ void Checkpoints::work()
 
 void Checkpoints::runDownload(Job job)
 {
-    auto finish = [&](const std::string& state, const std::string& error) {
+    // noSpace: waiting for a full disk to have room (retried at the shortest backoff).
+    auto finish = [&](DownloadState state, const std::string& error, bool noSpace = false) {
         std::lock_guard lock(m_mutex);
         auto it = m_jobs.find(key(job.project, job.round));
         if (it == m_jobs.end())
             return;
         Job& j = it->second;
-        if (j.state == "cancelling") {
+        if (j.state == DownloadState::Cancelling) {
             std::error_code ec;
             std::filesystem::remove_all(m_folders.partOf(job.project, job.round), ec);
-            j.state = "cancelled";
+            j.state = DownloadState::Cancelled;
             publishJob(j);
             m_jobs.erase(it);
             return;
@@ -389,27 +394,27 @@ void Checkpoints::runDownload(Job job)
         j.totalBytes = job.totalBytes;
         const bool news = j.error != error;
         j.error = error;
-        if (state == "retry" || state == "no_space") {
+        if (state == DownloadState::Waiting) {
             // A full disk may have room again at any time: no longer waits.
-            j.backoffMs = j.backoffMs && state == "retry" ? std::min(j.backoffMs * 2, m_options.retryMaxMs)
-                                                          : m_options.retryMinMs;
+            j.backoffMs = j.backoffMs && !noSpace ? std::min(j.backoffMs * 2, m_options.retryMaxMs)
+                                                  : m_options.retryMinMs;
             j.retryAtMs = unixNowMs() + j.backoffMs;
             if (m_options.log && news) // said once, not at every try
                 m_options.log(job.project + " round " + std::to_string(job.round) + ": download waits, tried again in "
                     + std::to_string(j.backoffMs / 1000) + " s: " + error);
-            j.state = "waiting";
+            j.state = DownloadState::Waiting;
         } else {
-            j.state = j.paused && state != "ready" ? "paused" : state;
+            j.state = j.paused && state != DownloadState::Ready ? DownloadState::Paused : state;
         }
         publishJob(j);
-        if (j.state == "ready")
+        if (j.state == DownloadState::Ready)
             m_jobs.erase(it);
     };
 
     // The hub as it is now: the demo hub's port changes at each start.
     Result<HubLink> hub = m_options.resolve ? m_options.resolve(job.link) : parseHubLink(job.link);
     if (!hub)
-        return finish("retry", hub.error().message);
+        return finish(DownloadState::Waiting, hub.error().message);
     const std::filesystem::path part = m_folders.partOf(job.project, job.round);
     CheckpointFetch fetch{job.project, job.round, part, m_options.throttle.get(), &m_cancel,
         [&](uint64_t done, uint64_t total, double bytesPerSecond) {
@@ -437,24 +442,22 @@ void Checkpoints::runDownload(Job job)
     if (outcome.totalBytes)
         job.totalBytes = *outcome.totalBytes;
     if (outcome.verdict != FetchOutcome::Done)
-        return finish(outcome.verdict == FetchOutcome::Retry ? "retry"
-                : outcome.verdict == FetchOutcome::NoSpace   ? "no_space"
-                                                             : "failed",
-            outcome.error);
+        return finish(outcome.verdict == FetchOutcome::Failed ? DownloadState::Failed : DownloadState::Waiting,
+            outcome.error, outcome.verdict == FetchOutcome::NoSpace);
     std::error_code ec;
     if (Status inside = m_folders.contained(m_folders.folderOf(job.project, job.round)); !inside)
-        return finish("failed", inside.error().message);
+        return finish(DownloadState::Failed, inside.error().message);
     std::filesystem::remove(part / "job.json", ec);
     std::filesystem::rename(part, m_folders.folderOf(job.project, job.round), ec);
     if (ec)
-        return finish("failed", "cannot move the checkpoint into place: " + ec.message());
+        return finish(DownloadState::Failed, "cannot move the checkpoint into place: " + ec.message());
     if (m_options.log)
         m_options.log(job.project + " round " + std::to_string(job.round) + " downloaded and verified (SHA-256) into "
             + m_folders.folderOf(job.project, job.round).string());
     if (m_options.swarm)
         m_options.swarm->adopt(job.link, job.project, m_folders.folderOf(job.project, job.round));
     job.doneBytes = job.totalBytes;
-    finish("ready", "");
+    finish(DownloadState::Ready, "");
 }
 
 } // namespace crowdtrain::daemon

@@ -47,6 +47,7 @@
 // file and generating text are checkpoint_transfer.h's; this class keeps the
 // queue of downloads, sample fetches and generations.
 
+#include "net/control/control_names.h"
 #include "net/control/value.h"
 #include "net/daemon/checkpoint_folders.h"
 #include "net/daemon/checkpoint_swarm.h"
@@ -92,8 +93,7 @@ public:
     ~Checkpoints();
 
     // The hub's list for `project` merged with what is here: each
-    // {round, tokens, val_loss, created_ms, bytes, state: "remote" |
-    // "queued" | "downloading" | "paused" | "waiting" | "ready" | "failed",
+    // {round, tokens, val_loss, created_ms, bytes, state (control::DownloadState),
     // done_bytes, bytes_per_second, error, folder, samples: [{prompt, text}]
     // once fetched, torrent: whether the hub seeds it; while downloading
     // from the swarm: peers, from_peers_bytes, from_hub_bytes; once here
@@ -117,7 +117,7 @@ private:
         std::string link; // "demo" or a hub link, as stored in job.json
         std::string project;
         uint64_t round = 0;
-        std::string state = "queued";
+        control::DownloadState state = control::DownloadState::Queued;
         std::string error;
         uint64_t doneBytes = 0;
         uint64_t totalBytes = 0;

@@ -1,5 +1,6 @@
 #include "net/daemon/daemon.h"
 
+#include "core/error_codes.h"
 #include "net/control/control_names.h"
 #include "net/control/control_paths.h"
 #include "net/daemon/daemon_requests.h"
@@ -9,12 +10,7 @@
 
 #include <zmq.hpp>
 
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
 #include <future>
-#include <sys/file.h>
-#include <unistd.h>
 
 namespace crowdtrain::daemon {
 
@@ -44,19 +40,15 @@ Status Daemon::lock()
     if (Status s = control::preparePrivateDir(m_options.controlDir); !s)
         return s;
     const std::filesystem::path lockFile = m_options.controlDir / "daemon.lock";
-    m_lockFd = ::open(lockFile.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (m_lockFd < 0)
-        return Error::make(net::errc::kIoError, lockFile.string() + ": " + std::strerror(errno));
-    if (::flock(m_lockFd, LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = {};
-        (void)::pread(m_lockFd, pid, sizeof pid - 1, 0);
+    auto lock = core::FolderLock::acquireFile(lockFile, 0600);
+    if (!lock) {
+        if (lock.error().code != core::errc::kFolderInUse)
+            return lock.error();
         return Error::make(control::errc::kAlreadyRunning,
-            "a Crowdtrain daemon is already running for this user (pid " + std::string(pid) + ", control folder "
-                + m_options.controlDir.string() + ")");
+            "a Crowdtrain daemon is already running for this user (pid " + core::FolderLock::holderOf(lockFile)
+                + ", control folder " + m_options.controlDir.string() + ")");
     }
-    const std::string pid = std::to_string(::getpid());
-    (void)::ftruncate(m_lockFd, 0);
-    (void)::pwrite(m_lockFd, pid.data(), pid.size(), 0);
+    m_lock = std::move(*lock);
     return Status::success();
 }
 
@@ -172,8 +164,6 @@ Daemon::~Daemon()
     m_swarm.reset();
     m_server.reset();
     m_resolver.reset(); // the demo hub
-    if (m_lockFd >= 0)
-        ::close(m_lockFd);
 }
 
 Status Daemon::run()

@@ -35,6 +35,7 @@
 //   Poller          status events, limits, hub refresh            poller.h
 //   status_words.h  the status map and its state in plain words
 
+#include "core/file_io.h"
 #include "core/result.h"
 #include "net/control/control_server.h"
 #include "net/daemon/checkpoints.h"
@@ -50,6 +51,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace crowdtrain::daemon {
 
@@ -93,7 +95,7 @@ private:
     void publish(std::string_view type, const control::Value& body);
 
     DaemonOptions m_options;
-    int m_lockFd = -1;
+    std::optional<core::FolderLock> m_lock; // released last, after everything it guards
     std::unique_ptr<zmq::context_t> m_context;
     net::CurveKeyPair m_identity;
 

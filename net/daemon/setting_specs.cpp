@@ -92,7 +92,7 @@ const std::vector<SettingSpec>& settingSpecs()
             .description = "download each new checkpoint of the joined project"});
         s.push_back({.key = std::string(setting::kAutoDownloadMaxBytes.name),
             .kind = Kind::Int,
-            .defaultValue = int64_t(1000000000),
+            .defaultValue = int64_t(1) << 30, // 1 GiB: shown round by the app's MiB/GiB/TiB editor
             .min = 0,
             .max = int64_t(1) << 50,
             .description = "automatic downloads only of checkpoints up to this size"});

@@ -6,6 +6,7 @@ namespace crowdtrain::daemon {
 
 using control::DaemonState;
 using control::Value;
+using volunteer::AgentPhase;
 
 DaemonState stateOf(const StatusInputs& in, std::string& why)
 {
@@ -36,18 +37,22 @@ DaemonState stateOf(const StatusInputs& in, std::string& why)
         why = in.failure ? in.failure->message : "stopped";
         return DaemonState::Stopped;
     }
-    const std::string& phase = in.summary->phase;
-    if (phase == "training" || phase == "uploading") {
+    switch (in.summary->phase) {
+    case AgentPhase::Training:
+    case AgentPhase::Uploading:
         why = in.decision.limit; // a busy share under 100%, or ""
         return DaemonState::Training;
-    }
-    if (phase == "waiting")
+    case AgentPhase::Waiting:
         return DaemonState::Waiting;
-    if (phase == "syncing")
+    case AgentPhase::Syncing:
         return DaemonState::Syncing;
-    if (phase == "offline") {
+    case AgentPhase::Offline:
         why = in.summary->lastError;
         return DaemonState::Offline;
+    case AgentPhase::Starting:
+    case AgentPhase::Connecting:
+    case AgentPhase::Stopped: // the runner says so first (runnerStopped)
+        break;
     }
     return DaemonState::Connecting;
 }
@@ -76,7 +81,7 @@ Value statusValue(const StatusInputs& in, const std::string& publicKey, Value no
     v.set("limit", in.decision.limit).set("limit_code", control::wireName(in.decision.code));
     v.set("limits", std::move(limits));
     if (summary) {
-        v.set("phase", summary->phase).set("round", summary->round).set("task", summary->taskId);
+        v.set("phase", volunteer::wireName(summary->phase)).set("round", summary->round).set("task", summary->taskId);
         v.set("step", summary->step).set("steps", summary->steps).set("loss", summary->loss);
         v.set("tokens_per_second", summary->tokensPerSecond).set("version", summary->version);
         v.set("tasks", summary->tasks).set("accepted", summary->accepted).set("rejected", summary->rejected);
@@ -113,7 +118,7 @@ Value machineRow(const StatusInputs& in)
     row.set("time_ms", unixNowMs());
     row.set("tokens_per_second", busy * rate);
     row.set("busy_share", busy);
-    row.set("step_tokens_per_second", in.summary && in.summary->phase == "training" ? rate : 0.0);
+    row.set("step_tokens_per_second", in.summary && in.summary->phase == AgentPhase::Training ? rate : 0.0);
     if (in.gpuTemperatureC)
         row.set("gpu_temperature_c", *in.gpuTemperatureC);
     return row;

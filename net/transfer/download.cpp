@@ -16,41 +16,7 @@ namespace {
 
 constexpr std::size_t kMaxProgressFileBytes = 4096;
 
-Error ioError(const std::string& what, const std::filesystem::path& file)
-{
-    return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errno));
-}
-
-Status writeAt(int fd, uint64_t offset, std::string_view bytes, const std::filesystem::path& file)
-{
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return ioError("cannot write", file);
-        done += static_cast<std::size_t>(n);
-    }
-    return Status::success();
-}
-
-// Reads up to `size` bytes at `offset`; fewer at the end of the file.
-std::string readAt(int fd, uint64_t offset, uint64_t size)
-{
-    std::string bytes(size, '\0');
-    uint64_t done = 0;
-    while (done < size) {
-        const ssize_t n = ::pread(fd, bytes.data() + done, size - done, static_cast<off_t>(offset + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        done += static_cast<uint64_t>(n);
-    }
-    bytes.resize(done);
-    return bytes;
-}
+using core::ioError;
 
 // Errors a second fetch cannot cure.
 bool isFinal(const Error& error)
@@ -156,8 +122,9 @@ Result<uint64_t> Download::resumePoint(int fd)
     // .part is cut back to its last good chunk.
     uint64_t good = 0;
     while (good < verified) {
-        const std::string bytes = readAt(fd, good * d.chunkBytes, d.chunkLength(good));
-        if (bytes.size() != d.chunkLength(good) || sha256Hex(bytes) != d.chunkSha256[good])
+        // An unreadable chunk counts as a damaged one: it is fetched again.
+        auto bytes = core::readAt(fd, good * d.chunkBytes, d.chunkLength(good), partPath(m_target));
+        if (!bytes || bytes->size() != d.chunkLength(good) || sha256Hex(*bytes) != d.chunkSha256[good])
             break;
         ++good;
     }
@@ -200,7 +167,7 @@ Status Download::fetchChunk(int fd, uint64_t index)
             continue;
         }
         const std::filesystem::path part = partPath(m_target);
-        if (Status written = writeAt(fd, index * d.chunkBytes, *data, part); !written)
+        if (Status written = core::writeAt(fd, index * d.chunkBytes, *data, part); !written)
             return written;
         if (::fdatasync(fd) != 0)
             return ioError("cannot sync", part);
@@ -218,8 +185,12 @@ Status Download::finish(int fd)
     if (::ftruncate(fd, static_cast<off_t>(d.bytes)) != 0 || ::fsync(fd) != 0)
         return ioError("cannot finish", part);
     Sha256 whole;
-    for (uint64_t i = 0; i < d.chunkCount; ++i)
-        whole.update(readAt(fd, i * d.chunkBytes, d.chunkLength(i)));
+    for (uint64_t i = 0; i < d.chunkCount; ++i) {
+        auto bytes = core::readAt(fd, i * d.chunkBytes, d.chunkLength(i), part);
+        if (!bytes)
+            return bytes.error();
+        whole.update(*bytes);
+    }
     const std::string hash = whole.finishHex();
     if (hash != d.sha256) {
         // Every chunk matched its own hash, so the description itself is

@@ -1,5 +1,6 @@
 #include "net/transfer/resource_table.h"
 
+#include "core/file_io.h"
 #include "core/utf8.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
@@ -13,26 +14,14 @@ namespace crowdtrain::net {
 
 namespace {
 
-Error ioError(const std::string& what, const std::filesystem::path& file)
-{
-    return Error::make(errc::kIoError, what + " " + file.string() + ": " + std::strerror(errno));
-}
+using core::ioError;
 
 // Reads exactly `size` bytes at `offset`.
-Result<std::string> readAt(int fd, uint64_t offset, uint64_t size, const std::filesystem::path& file)
+Result<std::string> readExactly(int fd, uint64_t offset, uint64_t size, const std::filesystem::path& file)
 {
-    std::string bytes(size, '\0');
-    uint64_t done = 0;
-    while (done < size) {
-        const ssize_t n = ::pread(fd, bytes.data() + done, size - done, static_cast<off_t>(offset + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return ioError("cannot read", file);
-        if (n == 0)
-            return Error::make(errc::kIoError, file.string() + " is shorter than when it was published");
-        done += static_cast<uint64_t>(n);
-    }
+    auto bytes = core::readAt(fd, offset, size, file);
+    if (bytes && bytes->size() < size)
+        return Error::make(errc::kIoError, file.string() + " is shorter than when it was published");
     return bytes;
 }
 
@@ -75,7 +64,7 @@ Status ResourceTable::addFile(const std::string& name, const std::filesystem::pa
     d.chunkCount = chunkCountFor(d.bytes, chunkBytes);
     Sha256 whole;
     for (uint64_t i = 0; i < d.chunkCount; ++i) {
-        auto bytes = readAt(fd, i * chunkBytes, d.chunkLength(i), file);
+        auto bytes = readExactly(fd, i * chunkBytes, d.chunkLength(i), file);
         if (!bytes) {
             ::close(fd);
             return bytes.error();
@@ -155,7 +144,7 @@ Result<Chunk> ResourceTable::chunk(const std::string& name, uint64_t index) cons
     const int fd = ::open(entry->file->c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return ioError("cannot open", *entry->file);
-    auto bytes = readAt(fd, index * d.chunkBytes, d.chunkLength(index), *entry->file);
+    auto bytes = readExactly(fd, index * d.chunkBytes, d.chunkLength(index), *entry->file);
     ::close(fd);
     if (!bytes)
         return bytes.error();

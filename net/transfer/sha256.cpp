@@ -1,5 +1,7 @@
 #include "net/transfer/sha256.h"
 
+#include <cctype>
+
 #include "core/hex.h"
 
 #include "net/wire/error_codes.h"
@@ -14,6 +16,14 @@ namespace { } // namespace
 std::string sha256Hex(std::string_view bytes)
 {
     return toHex(sha256Digest(bytes));
+}
+
+std::string anonymousTag(std::string_view publicKey)
+{
+    std::string tag = sha256Hex(publicKey).substr(0, 4);
+    for (char& c : tag)
+        c = char(std::toupper(static_cast<unsigned char>(c)));
+    return tag;
 }
 
 Sha256Digest sha256Digest(std::string_view bytes)

@@ -34,6 +34,12 @@ private:
     crypto_hash_sha256_state m_state;
 };
 
+// How an anonymous volunteer is told apart where people read it (the app's
+// leaderboard, the worker's log): the first 4 hex digits of the SHA-256 of
+// its Z85 public key, upper case. Never the key itself, which means nothing
+// to a person.
+std::string anonymousTag(std::string_view publicKey);
+
 // Hashes a file (or its first `maxBytes`), reading it in pieces.
 Result<std::string> sha256OfFile(const std::filesystem::path& file);
 

@@ -23,6 +23,7 @@
 #include "core/result.h"
 #include "net/limits/throttle.h"
 #include "net/swarm/swarm_session.h"
+#include "net/volunteer/agent_phase.h"
 
 #include <atomic>
 #include <cstdint>
@@ -128,10 +129,8 @@ struct AgentSummary {
     uint64_t version = 0; // theta_v held at the end
     uint64_t reconnects = 0;
 
-    // What the agent does now, for a status display: "starting",
-    // "connecting", "syncing" (fetching theta_v), "waiting" (for the round or
-    // for work), "training", "uploading", "offline" (reconnecting), "stopped".
-    std::string phase = "starting";
+    // What the agent does now, for a status display.
+    AgentPhase phase = AgentPhase::Starting;
     std::string lastError; // the last error that made it wait or reconnect
     uint64_t round = 0; // the round of the task in hand, else the open one
     uint64_t taskId = 0;
@@ -161,6 +160,11 @@ struct AgentSummary {
     // plus a few extras.
     std::string toJson() const;
 };
+
+// The volunteer as people name it: its display name, else "anonymous
+// volunteer" and its tag (net::anonymousTag), as the app's leaderboard
+// shows it; never the raw key.
+std::string volunteerWords(const std::string& displayName, const std::string& publicKey);
 
 class AgentLoop;
 

@@ -2,6 +2,7 @@
 
 #include "core/file_io.h"
 #include "crowdtrain/version.h"
+#include "net/transfer/sha256.h"
 #include "net/volunteer/core_host.h"
 #include "net/volunteer/theta_update.h"
 #include "net/wire/error_codes.h"
@@ -22,6 +23,13 @@ bool isFatal(const Error& error)
 }
 
 } // namespace
+
+std::string volunteerWords(const std::string& displayName, const std::string& publicKey)
+{
+    if (!displayName.empty())
+        return displayName;
+    return "anonymous volunteer " + net::anonymousTag(publicKey);
+}
 
 std::string AgentSummary::toJson() const
 {
@@ -207,7 +215,8 @@ Status AgentLoop::prepare()
                 "the project's prepared data folder '" + m_options.preparedDataDir.string() + "' does not exist");
         m_shards = std::make_unique<ShardLibrary>(m_options.preparedDataDir);
     }
-    m_reporter.log("volunteer %s (data folder %s)", keys->publicKey.c_str(), dataDir.string().c_str());
+    m_reporter.log("joining as %s (data folder %s)", volunteerWords(m_options.displayName, keys->publicKey).c_str(),
+        dataDir.string().c_str());
     return Status::success();
 }
 
@@ -219,7 +228,7 @@ Status AgentLoop::run()
     Status result = Status::success();
     while (!stopping() && !limitsReached()) {
         if (!m_session->joined()) {
-            m_reporter.setPhase(m_session->everJoined() ? "offline" : "connecting");
+            m_reporter.setPhase(m_session->everJoined() ? AgentPhase::Offline : AgentPhase::Connecting);
             sleepUntil(m_session->nextAttempt());
             if (stopping())
                 break;
@@ -233,7 +242,7 @@ Status AgentLoop::run()
                     break;
                 }
                 m_reporter.summary().lastError = error.message;
-                m_reporter.setPhase("offline");
+                m_reporter.setPhase(AgentPhase::Offline);
                 continue;
             }
         }
@@ -278,7 +287,7 @@ Status AgentLoop::run()
         if (Status submitted = m_uploader->submit(); !submitted)
             m_reporter.log("the last task was not submitted: %s", submitted.error().message.c_str());
     m_session->leave();
-    m_reporter.summary().phase = "stopped";
+    m_reporter.summary().phase = AgentPhase::Stopped;
     m_reporter.publish();
     return result;
 }
@@ -336,7 +345,7 @@ Status AgentLoop::cycle()
             return Status::success();
     }
     if (!m_theta->current() || m_theta->version() != m_session->serverVersion()) {
-        m_reporter.setPhase("syncing");
+        m_reporter.setPhase(AgentPhase::Syncing);
         if (Status synced = m_theta->sync(); !synced)
             return synced;
     } else {
@@ -402,7 +411,7 @@ void AgentLoop::syncWhileTraining()
 
 Status AgentLoop::waitForBase(const net::Task& task)
 {
-    m_reporter.setPhase("waiting");
+    m_reporter.setPhase(AgentPhase::Waiting);
     while (!stopping() && m_session->serverVersion() < task.version) {
         // Asking for the task again says "done, waiting": the round may wrap up.
         net::GetTaskRequest request{m_options.project, m_session->joinReply().session, m_theta->version(), true};
@@ -573,7 +582,7 @@ Status AgentLoop::waitForWork(uint64_t retryAfterMs)
     // is available again ("train"); the server's retry hint sets the pace.
     // A version_published event ends the wait at once.
     const uint64_t pollMs = std::clamp<uint64_t>(retryAfterMs, 100, m_session->intervalMs());
-    m_reporter.setPhase("waiting");
+    m_reporter.setPhase(AgentPhase::Waiting);
     while (!stopping()) {
         const auto until = Clock::now() + std::chrono::milliseconds(pollMs);
         if (EventListener* events = m_session->events()) {

@@ -29,7 +29,7 @@ void Reporter::publish()
     m_agent.publish(m_summary);
 }
 
-void Reporter::setPhase(const char* phase)
+void Reporter::setPhase(AgentPhase phase)
 {
     if (m_summary.phase == phase)
         return;

@@ -28,7 +28,7 @@ public:
     // before each publish.
     void setFill(Fill fill) { m_fill = std::move(fill); }
     void publish();
-    void setPhase(const char* phase);
+    void setPhase(AgentPhase phase);
 
 private:
     VolunteerAgent& m_agent;

@@ -221,7 +221,7 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
     summary.taskId = task.taskId;
     summary.steps = steps;
     summary.step = 0;
-    m_reporter.setPhase("training");
+    m_reporter.setPhase(AgentPhase::Training);
 
     const bool ahead = theta->version < task.version;
     const uint64_t heldVersion = theta->version;
@@ -246,7 +246,7 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
         });
     if (hooks.whileTraining) {
         hooks.whileTraining();
-        m_reporter.setPhase("training");
+        m_reporter.setPhase(AgentPhase::Training);
     }
     auto baseIsOut = [&] {
         baseAsked = true;

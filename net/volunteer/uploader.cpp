@@ -190,7 +190,7 @@ Status Uploader::submit()
     if (m_session.serverVersion() != pending.task.version)
         return drop(
             ("version " + std::to_string(pending.task.version) + " was closed before it could be submitted").c_str());
-    m_reporter.setPhase("uploading");
+    m_reporter.setPhase(AgentPhase::Uploading);
     const net::JoinReply& join = m_session.joinReply();
     const uint64_t chunkBytes = join.chunkBytes >= 1 && join.chunkBytes <= net::kMaxChunkBytes
         ? join.chunkBytes

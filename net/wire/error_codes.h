@@ -4,7 +4,8 @@
 // constants in one header), and what each means for control flow. Codes are
 // Error::code (core/result.h); an error reply carries one on the wire
 // (docs/protocol.md section 2, "Error replies"). The engine's own codes are
-// in engine/error_codes.h and reachable here too (net::errc::kIoError).
+// in engine/error_codes.h and core's in core/error_codes.h, reachable here
+// too (net::errc::kIoError); no word is spelled in two of them.
 //
 // Control flow asks the table (kErrorCodes) rather than keeping lists:
 // isProtocolCode, isConnectionError, isFatalForVolunteer, isFinalForDownload.
@@ -24,12 +25,11 @@ namespace crowdtrain::net::errc {
 using namespace engine::errc;
 
 // (a) The protocol's codes: a coordinator answers with these and only these
-// (docs/protocol.md section 2 lists them; kNonFinite and kNotFound are the
-// engine's). Byte-identical to the contract: never rename one.
+// (docs/protocol.md section 2 lists them; kNonFinite and kBadIndex are the
+// engine's, kNotFound and kTooLarge core's). Byte-identical to the contract: never rename one.
 inline constexpr std::string_view kMalformed = "malformed";
 inline constexpr std::string_view kUnsupportedVersion = "unsupported_version";
 inline constexpr std::string_view kUnknownType = "unknown_type";
-inline constexpr std::string_view kTooLarge = "too_large";
 inline constexpr std::string_view kUnknownProject = "unknown_project";
 inline constexpr std::string_view kNotJoined = "not_joined";
 inline constexpr std::string_view kStaleVersion = "stale_version";
@@ -41,7 +41,6 @@ inline constexpr std::string_view kNormOutOfBounds = "norm_out_of_bounds";
 inline constexpr std::string_view kDirectionOutOfBounds = "direction_out_of_bounds";
 // The payload was accepted before, from this key or another (no credit twice).
 inline constexpr std::string_view kDuplicatePayload = "duplicate_payload";
-inline constexpr std::string_view kBadIndex = "bad_index";
 inline constexpr std::string_view kUnavailable = "unavailable";
 inline constexpr std::string_view kForbidden = "forbidden"; // the project's terms refuse this key
 inline constexpr std::string_view kInternal = "internal";
@@ -60,8 +59,7 @@ inline constexpr std::string_view kExists = "exists";
 inline constexpr std::string_view kMalformedKeyFile = "malformed_key_file";
 inline constexpr std::string_view kUnsupported = "unsupported"; // libzmq without CURVE
 
-// (c) The volunteer's local codes (net/volunteer).
-inline constexpr std::string_view kNoDataDir = "no_data_dir";
+// (c) The volunteer's local codes (net/volunteer); kNoDataDir is core's.
 inline constexpr std::string_view kBadProject = "bad_project";
 inline constexpr std::string_view kBadServerKey = "bad_server_key";
 inline constexpr std::string_view kManifestMismatch = "manifest_mismatch";
