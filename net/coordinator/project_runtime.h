@@ -149,9 +149,10 @@ public:
     bool tickDue() const;
     // Whether a round's close is in progress on the worker or the evaluation thread.
     bool closing() const { return m_closing.has_value() || m_evaluation->running(); }
-    // Whether the worker holds work whose end someone waits for (the
-    // server then polls at a shorter period).
-    bool working() const { return m_closing.has_value() || m_submissions->accepting(); }
+    // Whether the worker holds an acceptance whose submitter waits for the
+    // reply (the server then ticks at a shorter period; a close is collected
+    // at the usual one).
+    bool working() const { return m_submissions->accepting(); }
 
 private:
     ProjectRuntime(ProjectSpec spec, RuntimeOptions options);
