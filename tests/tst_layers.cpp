@@ -40,9 +40,10 @@ private slots:
         // may use the engine's plain C++ parts (crowdtrain_text, the codecs);
         // the daemon no engine header at all.
         const QString torch = QStringLiteral("torch/.*|ATen/.*|c10/.*");
-        const QString torchEngine = QStringLiteral("engine/(?!(batch_source|batch_sampler|token_shard|gpt_config|"
-                                                   "error_codes|lr_schedule|diloco/(codec|sparse_codec|manifest))"
-                                                   "\\.h).*");
+        const QString torchEngine
+            = QStringLiteral("engine/(?!(batch_source|batch_sampler|token_shard|gpt_config|"
+                             "error_codes|lr_schedule|diloco/(codec|sparse_codec|manifest|submission_encoder))"
+                             "\\.h).*");
         QTest::newRow("net/daemon: no libtorch, no engine")
             << QStringLiteral("net/daemon") << includePattern(torch + QStringLiteral("|engine/.*|net/core_service/.*"));
         QTest::newRow("net/volunteer: no libtorch, only the engine's plain C++")

@@ -396,8 +396,8 @@ void Checkpoints::runDownload(Job job)
         j.error = error;
         if (state == DownloadState::Waiting) {
             // A full disk may have room again at any time: no longer waits.
-            j.backoffMs = j.backoffMs && !noSpace ? std::min(j.backoffMs * 2, m_options.retryMaxMs)
-                                                  : m_options.retryMinMs;
+            j.backoffMs
+                = j.backoffMs && !noSpace ? std::min(j.backoffMs * 2, m_options.retryMaxMs) : m_options.retryMinMs;
             j.retryAtMs = unixNowMs() + j.backoffMs;
             if (m_options.log && news) // said once, not at every try
                 m_options.log(job.project + " round " + std::to_string(job.round) + ": download waits, tried again in "
