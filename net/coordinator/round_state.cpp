@@ -204,6 +204,26 @@ Status RoundState::sparseUpdate(std::string& update)
     return Status::success();
 }
 
+namespace {
+
+// a x avg_e + b x avg_n, over the established keys' sum (both sums are
+// averaged in place and spent).
+template <typename Aggregator>
+Result<std::span<float>> mixInPlace(Aggregator& established, Aggregator& fresh, double a, double b)
+{
+    auto avg = established.averageInPlace();
+    if (!avg)
+        return avg.error();
+    auto other = fresh.averageInPlace();
+    if (!other)
+        return other.error();
+    for (std::size_t i = 0; i < avg->size(); ++i)
+        (*avg)[i] = float(a * double((*avg)[i]) + b * double((*other)[i]));
+    return avg;
+}
+
+} // namespace
+
 // The established keys' average and the new keys', the latter weighing
 // at most its capped part: (W_e avg_e + lambda W_n avg_n) / (W_e + lambda W_n).
 // In place: over the established keys' sum (the new keys' alone when
@@ -218,17 +238,7 @@ Result<std::span<float>> RoundState::average()
     const double lambda = m_freshScale ? m_freshScale(we, wn) : 1.0;
     const double total = we + lambda * wn;
     const double a = we / total, b = lambda * wn / total;
-    auto established = m_aggregator.averageInPlace();
-    if (!established)
-        return established.error();
-    auto fresh = m_freshAggregator.averageInPlace();
-    if (!fresh)
-        return fresh.error();
-    std::span<float> avg = *established;
-    const float* other = fresh->data();
-    for (std::size_t i = 0; i < avg.size(); ++i)
-        avg[i] = float(a * double(avg[i]) + b * double(other[i]));
-    return avg;
+    return mixInPlace(m_aggregator, m_freshAggregator, a, b);
 }
 
 // Each message scaled to one norm M (the median of the established keys'
@@ -248,17 +258,7 @@ Result<std::span<float>> RoundState::sparseAverage()
     const double total = we + lambda * wn;
     // avg_e already carries M / W_e: (W_e avg_e + lambda W_n avg_n M / M_n) / total.
     const double a = we / total, b = lambda * wn / total * e.medianNorm() / n.medianNorm();
-    auto established = e.averageInPlace();
-    if (!established)
-        return established.error();
-    auto fresh = n.averageInPlace();
-    if (!fresh)
-        return fresh.error();
-    std::span<float> avg = *established;
-    const float* other = fresh->data();
-    for (std::size_t i = 0; i < avg.size(); ++i)
-        avg[i] = float(a * double(avg[i]) + b * double(other[i]));
-    return avg;
+    return mixInPlace(e, n, a, b);
 }
 
 Result<RoundState::Closed> RoundState::computeClose(const CloseInput& input, const FaultPoint& fault)
