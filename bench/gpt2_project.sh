@@ -16,6 +16,7 @@
 # H (inner steps, default 4), BATCH (2), BLOCK (128), CODEC (sparse|int8,
 # default sparse), PRESET (gpt2), CHECKPOINT_EVERY (1), KEEP_LAST (3),
 # HEARTBEAT_MS (1000), PERIOD_MS (the prober's, 50), THREADS (per volunteer, 1),
+# SLOW_MS (the server names loop work of at least this many ms, 250),
 # KEEP_WORK=1 keeps the work folder.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -52,7 +53,7 @@ cat > "$work/spec.json" <<JSON
  "checkpoints": {"every_rounds": ${CHECKPOINT_EVERY:-1}, "keep_last": ${KEEP_LAST:-3}},
  "validation": {"batches": 4, "batch_size": 4}}
 JSON
-/usr/bin/time -v "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" \
+CROWDTRAIN_SLOW_WORK_MS=${SLOW_MS:-250} /usr/bin/time -v "$build/bin/crowdtrain-server" "$work/spec.json" --state "$work/state" \
     --bind 'tcp://127.0.0.1:*' --publish 'tcp://127.0.0.1:*' --heartbeat-ms "${HEARTBEAT_MS:-1000}" --threads 1 \
     > "$work/server.out" 2> "$work/server.err" &
 pids+=($!)
@@ -107,7 +108,7 @@ done
 echo
 echo "Server, one line a round:"
 grep " closed: " "$work/server.err" | sed 's/^/    /'
-echo "The loop's work of 250 ms or more (core/slow_work.h):"
+echo "The loop's work of ${SLOW_MS:-250} ms or more (core/slow_work.h):"
 grep "the loop was busy" "$work/server.err" | sed 's/^/    /' || echo "    none"
 echo "Server peak RSS: $(awk '/Maximum resident set size/ {print int($6/1024)}' "$work/server.err") MB"
 echo

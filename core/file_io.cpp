@@ -33,6 +33,9 @@ std::filesystem::path temporarySibling(const std::filesystem::path& path)
 
 namespace {
 
+// AtomicFile's write-back window: at most two of them of a file are dirty.
+constexpr uint64_t kWriteBackWindow = 8 << 20;
+
 Result<int> openForReading(const std::filesystem::path& file)
 {
     int fd = -1;
@@ -181,6 +184,9 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
     : m_target(std::move(other.m_target))
     , m_temporary(std::move(other.m_temporary))
     , m_fd(std::exchange(other.m_fd, -1))
+    , m_appended(std::exchange(other.m_appended, 0))
+    , m_started(std::exchange(other.m_started, 0))
+    , m_waited(std::exchange(other.m_waited, 0))
 { }
 
 AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept
@@ -190,6 +196,9 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept
         m_target = std::move(other.m_target);
         m_temporary = std::move(other.m_temporary);
         m_fd = std::exchange(other.m_fd, -1);
+        m_appended = std::exchange(other.m_appended, 0);
+        m_started = std::exchange(other.m_started, 0);
+        m_waited = std::exchange(other.m_waited, 0);
     }
     return *this;
 }
@@ -224,7 +233,8 @@ Status AtomicFile::write(const void* data, std::size_t size)
         return Error::make(errc::kIoError, "write to " + m_target.string() + " after it was committed or discarded");
     const char* bytes = static_cast<const char*>(data);
     while (size > 0) {
-        const ssize_t n = ::write(m_fd, bytes, size);
+        const std::size_t room = std::size_t(m_started + kWriteBackWindow - m_appended);
+        const ssize_t n = ::write(m_fd, bytes, std::min(size, room));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -236,8 +246,23 @@ Status AtomicFile::write(const void* data, std::size_t size)
         }
         bytes += n;
         size -= std::size_t(n);
+        m_appended += uint64_t(n);
+        if (m_appended - m_started >= kWriteBackWindow)
+            writeBack();
     }
     return Status::success();
+}
+
+// Errors here are no failure: a file system without sync_file_range writes
+// back as it likes, and commit()'s fsync reports what went wrong.
+void AtomicFile::writeBack()
+{
+    if (m_started > m_waited)
+        ::sync_file_range(m_fd, off64_t(m_waited), off64_t(m_started - m_waited),
+            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    m_waited = m_started;
+    ::sync_file_range(m_fd, off64_t(m_started), off64_t(m_appended - m_started), SYNC_FILE_RANGE_WRITE);
+    m_started = m_appended;
 }
 
 Status AtomicFile::commit()

@@ -49,6 +49,11 @@ Result<std::string> readAt(int fd, uint64_t offset, std::size_t size, const std:
 // never wider).
 Status writeFileAtomic(const std::filesystem::path& file, std::string_view bytes, mode_t mode = 0644);
 
+// Writes a new file under a temporary name and puts it in place by rename.
+// A big file is written back to the disk as it grows, a window at a time
+// (sync_file_range), so that it never holds GBs of dirty pages: another
+// thread's small fsync on the same file system (a loop recording a task)
+// then waits for at most a window of this file's data, not for all of it.
 class AtomicFile {
 public:
     // Creates the temporary file next to `target`; `target` itself is not
@@ -71,10 +76,16 @@ public:
 private:
     AtomicFile(std::filesystem::path target, std::filesystem::path temporary, int fd);
     void discard();
+    // Starts the write-back of what was appended since the last call and
+    // waits for the window before it.
+    void writeBack();
 
     std::filesystem::path m_target;
     std::filesystem::path m_temporary;
     int m_fd = -1;
+    uint64_t m_appended = 0; // bytes write() appended
+    uint64_t m_started = 0; // write-back started up to here
+    uint64_t m_waited = 0; // written back up to here
 };
 
 // An exclusive advisory lock (flock) on `<folder>/.lock`, held while the

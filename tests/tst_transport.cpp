@@ -14,6 +14,7 @@
 #include <atomic>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <sys/stat.h>
 #include <thread>
 
@@ -171,6 +172,41 @@ private slots:
         auto again = core::readFile(file, 1 << 20);
         QVERIFY(again.ok());
         QCOMPARE(QByteArray::fromStdString(*again), text);
+    }
+
+    // AtomicFile writes a big file back a window (8 MiB) at a time: pieces
+    // of any size across the windows' edges, one write larger than two
+    // windows, and a header filled in at the end give exactly the bytes.
+    void anAtomicFileWrittenAcrossWriteBackWindowsIsExact()
+    {
+        QTemporaryDir dir;
+        const std::filesystem::path file = std::filesystem::path(dir.path().toStdString()) / "big.bin";
+        std::string expected(8, '\0');
+        auto out = core::AtomicFile::create(file);
+        QVERIFY(out.ok());
+        QVERIFY(out->write(expected).ok());
+        std::mt19937 random(7);
+        auto piece = [&](std::size_t size) {
+            std::string bytes(size, '\0');
+            for (char& c : bytes)
+                c = char(random());
+            return bytes;
+        };
+        for (std::size_t size : {std::size_t(3), std::size_t(1 << 20) + 5, std::size_t(7 << 20), std::size_t(17 << 20),
+                 std::size_t(4099), std::size_t(9 << 20) - 1}) {
+            const std::string bytes = piece(size);
+            QVERIFY(out->write(bytes).ok());
+            expected += bytes;
+        }
+        const std::string header = "HEADER!!";
+        QVERIFY(out->writeAt(0, header).ok());
+        expected.replace(0, header.size(), header);
+        QVERIFY(!std::filesystem::exists(file));
+        QVERIFY(out->commit().ok());
+        auto written = core::readFile(file);
+        QVERIFY(written.ok());
+        QCOMPARE(written->size(), expected.size());
+        QVERIFY(*written == expected);
     }
 
     void curveClientIsServedAndIdentified()
