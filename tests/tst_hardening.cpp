@@ -116,6 +116,46 @@ private:
     std::thread m_thread;
 };
 
+// Holds the thread that reaches fault point `where` (the first time only)
+// until release(); released when it goes too, so that a failed check does
+// not leave a server thread waiting. Declare it before the server it holds.
+class HeldPoint {
+public:
+    explicit HeldPoint(std::string where)
+        : m_where(std::move(where))
+    { }
+    ~HeldPoint() { release(); }
+    std::function<void(std::string_view, int64_t)> hook()
+    {
+        return [this](std::string_view where, int64_t) {
+            std::unique_lock lock(m_mutex);
+            if (where != m_where || m_held)
+                return;
+            m_held = true;
+            m_changed.notify_all();
+            m_changed.wait(lock, [this] { return m_released; });
+        };
+    }
+    bool waitHeld()
+    {
+        std::unique_lock lock(m_mutex);
+        return m_changed.wait_for(lock, std::chrono::seconds(20), [this] { return m_held; });
+    }
+    void release()
+    {
+        std::lock_guard lock(m_mutex);
+        m_released = true;
+        m_changed.notify_all();
+    }
+
+private:
+    std::string m_where;
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+    bool m_held = false;
+    bool m_released = false;
+};
+
 // A coordinator on a thread of the test's process, so that a test can hook
 // its fault points; stopped and joined when it goes.
 class InProcessServer {
@@ -254,53 +294,57 @@ private slots:
     // accepted); the submit is answered once the worker is done.
     void aSlowAcceptanceHoldsNoOneElse()
     {
-        std::mutex mutex;
-        std::condition_variable released;
-        bool held = false, release = false;
+        HeldPoint accepting("accept-begun");
         InProcessServer server(writeSpec(root() / "slow-accept", m_data, SpecOptions{.tasksPerRound = 2}),
-            root() / "slow-accept/state", [&](std::string_view where, int64_t) {
-                if (where != "accept-begun")
-                    return;
-                std::unique_lock lock(mutex);
-                held = true;
-                released.wait(lock, [&] { return release; });
-            });
-        struct Release { // a failed check returns early: the worker is released all the same
-            std::mutex& mutex;
-            std::condition_variable& released;
-            bool& release;
-            ~Release()
-            {
-                std::lock_guard lock(mutex);
-                release = true;
-                released.notify_all();
-            }
-        } releaseAtEnd{mutex, released, release};
+            root() / "slow-accept/state", accepting.hook());
         const std::string endpoint = server->requestEndpoint(), key = server->keys().publicKey;
         auto v = joinProject(m_context, endpoint, key, "tiny", "v");
         auto w = joinProject(m_context, endpoint, key, "tiny", "w");
         const net::Task tv = *askForTask(v, 0), tw = *askForTask(w, 0);
         const std::string payload = int8Payload(randomDelta(elements(v), 1e-3f, 3));
         auto first = std::async(std::launch::async, [&] { return uploadAndSubmit(v, tv, payload, kTaskTokens); });
-        QVERIFY(waitFor(
-            [&] {
-                std::lock_guard lock(mutex);
-                return held;
-            },
-            20000));
+        QVERIFY(accepting.waitHeld());
         auto copy = uploadAndSubmit(w, tw, payload, kTaskTokens);
         QVERIFY(!copy);
         QCOMPARE(copy.error().code, std::string("duplicate_payload"));
         QCOMPARE(projectVersion(w), uint64_t(0)); // a heartbeat, answered
         QVERIFY(first.wait_for(std::chrono::seconds(0)) != std::future_status::ready);
-        {
-            std::lock_guard lock(mutex);
-            release = true;
-            released.notify_all();
-        }
+        accepting.release();
         auto accepted = first.get();
         QVERIFY2(accepted, accepted ? "" : accepted.error().message.c_str());
         QCOMPARE(accepted->taskId, tv.taskId);
+    }
+
+    // Issue 41: a task's record (its fsync can wait behind a close writing
+    // GBs) is written off the loop. While the write is held, the loop
+    // answers others; the task is handed out once its record is on disk,
+    // and asking again meanwhile waits for the same record.
+    void aSlowTaskRecordHoldsNoOneElse()
+    {
+        HeldPoint recording("task-record");
+        InProcessServer server(writeSpec(root() / "slow-record", m_data, SpecOptions{.tasksPerRound = 2}),
+            root() / "slow-record/state", recording.hook());
+        const std::string endpoint = server->requestEndpoint(), key = server->keys().publicKey;
+        auto v = joinProject(m_context, endpoint, key, "tiny", "v");
+        auto w = joinProject(m_context, endpoint, key, "tiny", "w");
+        auto asked = std::async(std::launch::async, [&] { return askForTask(v, 0); });
+        QVERIFY(recording.waitHeld());
+        QCOMPARE(projectVersion(w), uint64_t(0)); // a heartbeat, answered
+        QVERIFY(asked.wait_for(std::chrono::seconds(0)) != std::future_status::ready);
+        const std::filesystem::path tasks = root() / "slow-record/state/tiny/tasks";
+        auto recordFiles = [&] {
+            int n = 0;
+            for (const auto& entry : std::filesystem::directory_iterator(tasks))
+                n += entry.path().extension() == ".json" && !entry.path().filename().string().starts_with(".");
+            return n;
+        };
+        QCOMPARE(recordFiles(), 0);
+        recording.release();
+        const std::optional<net::Task> task = asked.get();
+        QVERIFY(task);
+        QVERIFY(std::filesystem::exists(tasks / ("t" + std::to_string(task->taskId) + ".json")));
+        QCOMPARE(askForTask(v, 0)->taskId, task->taskId); // its held task, again
+        QVERIFY(askForTask(w, 0)->taskId != task->taskId);
     }
 
     // Item 2: the reply to an accepted submit is lost on the way back; the

@@ -116,8 +116,11 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     if (!plan)
         return plan.error();
     m_plan = std::move(*plan);
-    m_tasks = std::make_unique<TaskBoard>(
-        *m_store, *m_plan, uint64_t(m_spec.inner.steps * m_spec.inner.batchSize * m_spec.model.blockSize));
+    std::function<void()> beforeRecord;
+    if (m_options.faultPoint) // on the board's thread: no round number to read there
+        beforeRecord = [point = m_options.faultPoint] { point("task-record", -1); };
+    m_tasks = std::make_unique<TaskBoard>(*m_store, *m_plan,
+        uint64_t(m_spec.inner.steps * m_spec.inner.batchSize * m_spec.model.blockSize), std::move(beforeRecord));
     // Holders hear of a wrap-up at their next heartbeat and stop after the
     // step they are in: two liveness periods are enough to start uploading.
     const int64_t livenessMs = int64_t(2 * m_options.heartbeatIntervalMs * m_options.heartbeatLiveness);
@@ -233,35 +236,75 @@ Result<net::LeaveReply> ProjectRuntime::leave(const std::string& key, const net:
     return net::LeaveReply{};
 }
 
-Result<net::GetTaskReply> ProjectRuntime::getTask(
-    const std::string& key, const net::GetTaskRequest& request, int64_t nowMs)
+net::Task ProjectRuntime::wireTask(const OpenTask& task, int64_t nowMs) const
+{
+    const int64_t version = m_round->version();
+    net::Task wire;
+    wire.taskId = task.lease.id;
+    wire.round = uint64_t(version + (task.ahead ? 2 : 1));
+    wire.version = uint64_t(version + (task.ahead ? 1 : 0));
+    for (const Piece& piece : task.lease.pieces)
+        wire.shards.push_back({m_data->train[piece.shard].path().filename().string(), piece.begin, piece.end});
+    wire.innerSteps = uint64_t(m_spec.inner.steps);
+    // At least 1 (the wire's minimum): a lease past its deadline is only
+    // expired at the next tick.
+    wire.deadlineMs = uint64_t(std::max<int64_t>(1, task.lease.deadlineMs - nowMs));
+    return wire;
+}
+
+namespace {
+
+Error staleVersion(uint64_t held, int64_t version)
+{
+    return Error::make(net::errc::kStaleVersion,
+        "you hold version " + std::to_string(held) + ", the project is at " + std::to_string(version)
+            + ": get_update first");
+}
+
+} // namespace
+
+void ProjectRuntime::getTask(
+    const std::string& key, const net::GetTaskRequest& request, int64_t nowMs, GetTaskDone done)
 {
     if (Status s = m_sessions->check(key, request.session, m_spec.name); !s)
-        return s.error();
-    const int64_t version = m_round->version();
-    if (int64_t(request.version) != version)
-        return Error::make(net::errc::kStaleVersion,
-            "you hold version " + std::to_string(request.version) + ", the project is at " + std::to_string(version)
-                + ": get_update first");
-    auto toWire = [&](const OpenTask& task) {
-        net::Task wire;
-        wire.taskId = task.lease.id;
-        wire.round = uint64_t(version + (task.ahead ? 2 : 1));
-        wire.version = uint64_t(version + (task.ahead ? 1 : 0));
-        for (const Piece& piece : task.lease.pieces)
-            wire.shards.push_back({m_data->train[piece.shard].path().filename().string(), piece.begin, piece.end});
-        wire.innerSteps = uint64_t(m_spec.inner.steps);
-        // At least 1 (the wire's minimum): a lease past its deadline is only
-        // expired at the next tick.
-        wire.deadlineMs = uint64_t(std::max<int64_t>(1, task.lease.deadlineMs - nowMs));
-        return wire;
-    };
+        return done(s.error());
+    if (int64_t(request.version) != m_round->version())
+        return done(staleVersion(request.version, m_round->version()));
     auto task = m_policy->handOut(key, request.ahead, nowMs);
     if (!task)
-        return task.error();
+        return done(task.error());
     if (!*task)
-        return net::GetTaskReply{std::nullopt, m_options.retryAfterMs};
-    return net::GetTaskReply{toWire(**task), 0};
+        return done(net::GetTaskReply{std::nullopt, m_options.retryAfterMs});
+    // A task asked for again while its record is written waits for the same write.
+    m_recordingTasks.push_back({(*task)->lease.id, key, request.version, std::move(done)});
+    collectRecords(false, nowMs);
+}
+
+void ProjectRuntime::collectRecords(bool wait, int64_t nowMs)
+{
+    std::vector<RecordingTask> still;
+    for (RecordingTask& r : std::exchange(m_recordingTasks, {})) {
+        const OpenTask* task = m_tasks->find(r.taskId, r.key);
+        if (task && task->recorded.valid() && !wait
+            && task->recorded.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+            still.push_back(std::move(r));
+            continue;
+        }
+        if (Status recorded = m_tasks->settleRecord(r.taskId); !recorded) {
+            m_policy->endTask(r.taskId, true);
+            r.done(recorded.error());
+        } else if (int64_t(r.version) != m_round->version()) {
+            r.done(staleVersion(r.version, m_round->version()));
+        } else if (task) {
+            r.done(net::GetTaskReply{wireTask(*task, nowMs), 0});
+        } else { // ended meanwhile
+            r.done(net::GetTaskReply{std::nullopt, m_options.retryAfterMs});
+        }
+    }
+    // A done() above may have asked for more (it only sends a reply today).
+    for (RecordingTask& r : m_recordingTasks)
+        still.push_back(std::move(r));
+    m_recordingTasks = std::move(still);
 }
 
 Result<net::UploadChunkReply> ProjectRuntime::uploadChunk(
@@ -303,6 +346,10 @@ PublishedEvents ProjectRuntime::tick(int64_t nowMs)
         if (!m_round->closing())
             for (WaitingSubmit& w : std::exchange(m_waitingSubmits, {}))
                 submit(w.key, w.request, w.nowMs, std::move(w.done));
+    }
+    {
+        const core::SlowWork slow("handing out recorded tasks");
+        collectRecords(false, nowMs);
     }
     {
         const core::SlowWork slow("the evaluation's results");

@@ -125,7 +125,13 @@ public:
     Result<net::JoinReply> join(const std::string& key, const net::JoinRequest& request, int64_t nowMs);
     Result<net::HeartbeatReply> heartbeat(const std::string& key, const net::HeartbeatRequest& request);
     Result<net::LeaveReply> leave(const std::string& key, const net::LeaveRequest& request);
-    Result<net::GetTaskReply> getTask(const std::string& key, const net::GetTaskRequest& request, int64_t nowMs);
+    // `done` hears the reply on the loop: at once, or once the task's record
+    // is durable (a later tick). A task's version may have moved on by then:
+    // stale_version, as if asked after the close.
+    using GetTaskDone = std::function<void(Result<net::GetTaskReply>)>;
+    void getTask(const std::string& key, const net::GetTaskRequest& request, int64_t nowMs, GetTaskDone done);
+    // Waits for the records being written and answers their get_tasks.
+    void finishRecords(int64_t nowMs) { collectRecords(true, nowMs); }
     Result<net::UploadChunkReply> uploadChunk(
         const std::string& key, const net::UploadChunkRequest& request, int64_t nowMs);
     // `done` hears the verdict on the loop: at once, or when the acceptance
@@ -149,10 +155,10 @@ public:
     bool tickDue() const;
     // Whether a round's close is in progress on the worker or the evaluation thread.
     bool closing() const { return m_closing.has_value() || m_evaluation->running(); }
-    // Whether the worker holds an acceptance whose submitter waits for the
-    // reply (the server then ticks at a shorter period; a close is collected
-    // at the usual one).
-    bool working() const { return m_submissions->accepting(); }
+    // Whether the worker holds an acceptance, or the task board a record,
+    // whose requester waits for the reply (the server then ticks at a
+    // shorter period; a close is collected at the usual one).
+    bool working() const { return m_submissions->accepting() || !m_recordingTasks.empty(); }
 
 private:
     ProjectRuntime(ProjectSpec spec, RuntimeOptions options);
@@ -171,6 +177,10 @@ private:
     // Records a finished evaluation (ledger, event, checkpoint, the round's
     // report); with `wait`, waits for a running one first.
     void finishEvaluation(bool wait, PublishedEvents& events);
+    // Answers the get_tasks whose records are written (with `wait`: all).
+    void collectRecords(bool wait, int64_t nowMs);
+    // The reply handing out `task`.
+    net::Task wireTask(const OpenTask& task, int64_t nowMs) const;
     // Files released between closes (an old state withdrawn) are unlinked
     // on a thread of their own: GB-sized files take a while.
     void removeReleasedFiles();
@@ -213,6 +223,14 @@ private:
         Submissions::SubmitDone done;
     };
     std::vector<WaitingSubmit> m_waitingSubmits;
+    // get_tasks waiting for their task's record.
+    struct RecordingTask {
+        uint64_t taskId = 0;
+        std::string key;
+        uint64_t version = 0; // the requester's
+        GetTaskDone done;
+    };
+    std::vector<RecordingTask> m_recordingTasks;
     // The close and the acceptances run on it (last: destroyed, so joined,
     // first, after finishing what was posted).
     std::unique_ptr<ProjectWorker> m_worker = std::make_unique<ProjectWorker>();

@@ -3,6 +3,7 @@
 
 #include "core/file_io.h"
 
+#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -21,10 +22,11 @@ std::string taskFileName(uint64_t taskId)
 
 } // namespace
 
-TaskBoard::TaskBoard(ProjectStore& store, DataPlan& plan, uint64_t taskTokens)
+TaskBoard::TaskBoard(ProjectStore& store, DataPlan& plan, uint64_t taskTokens, std::function<void()> beforeRecord)
     : m_store(store)
     , m_plan(plan)
     , m_taskTokens(taskTokens)
+    , m_beforeRecord(std::move(beforeRecord))
 { }
 
 std::filesystem::path TaskBoard::tasksDir() const
@@ -70,12 +72,27 @@ Status TaskBoard::reserveLeaseId()
     return Status::success();
 }
 
-Status TaskBoard::record(const OpenTask& task, int64_t round)
+std::shared_future<Status> TaskBoard::record(const OpenTask& task, int64_t round)
 {
     const Lease& lease = task.lease;
     const nlohmann::json record = {{"round", round}, {"task", lease.id}, {"key", lease.publicKey},
         {"epoch", lease.epoch}, {"range", lease.range}, {"deadline_ms", lease.deadlineMs}};
-    return core::writeFileAtomic(tasksDir() / taskFileName(lease.id), record.dump());
+    return m_files
+        ->post([file = tasksDir() / taskFileName(lease.id), bytes = record.dump(), before = m_beforeRecord] {
+            if (before)
+                before();
+            return core::writeFileAtomic(file, bytes);
+        })
+        .share();
+}
+
+void TaskBoard::removeLater(std::vector<std::filesystem::path> files)
+{
+    m_files->post([files = std::move(files)] {
+        std::error_code ec;
+        for (const auto& file : files)
+            std::filesystem::remove(file, ec);
+    });
 }
 
 Result<OpenTask*> TaskBoard::lease(const std::string& key, int64_t round, int64_t nowMs, bool ahead)
@@ -91,12 +108,32 @@ Result<OpenTask*> TaskBoard::lease(const std::string& key, int64_t round, int64_
     // Recorded before the volunteer hears of it, so that a restart keeps it
     // (one leased ahead is recorded for its own round, so a restart before
     // that round opens drops it).
-    if (Status s = record(task, ahead ? round + 1 : round); !s) {
-        m_plan.releaseLease(lease->id);
-        return s.error();
-    }
+    task.recorded = record(task, ahead ? round + 1 : round);
     auto [it, inserted] = m_tasks.emplace(lease->id, std::move(task));
     return &it->second;
+}
+
+bool TaskBoard::recording() const
+{
+    return std::any_of(m_tasks.begin(), m_tasks.end(), [](const auto& entry) {
+        const std::shared_future<Status>& recorded = entry.second.recorded;
+        return recorded.valid() && recorded.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    });
+}
+
+Status TaskBoard::settleRecord(uint64_t taskId)
+{
+    auto it = m_tasks.find(taskId);
+    if (it == m_tasks.end() || !it->second.recorded.valid())
+        return Status::success();
+    const Status recorded = it->second.recorded.get();
+    it->second.recorded = {};
+    if (!recorded) {
+        m_plan.releaseLease(taskId);
+        removeLater({it->second.uploadFile, tasksDir() / taskFileName(taskId)});
+        m_tasks.erase(it);
+    }
+    return recorded;
 }
 
 OpenTask* TaskBoard::find(uint64_t taskId, const std::string& key)
@@ -135,19 +172,16 @@ void TaskBoard::drop(uint64_t taskId, bool returnRange)
     auto it = m_tasks.find(taskId);
     if (it == m_tasks.end() || it->second.accepting)
         return;
-    std::error_code ec;
-    std::filesystem::remove(it->second.uploadFile, ec);
+    removeLater({it->second.uploadFile, tasksDir() / taskFileName(taskId)});
     if (returnRange)
         m_plan.releaseLease(taskId);
     m_tasks.erase(it);
-    std::filesystem::remove(tasksDir() / taskFileName(taskId), ec);
 }
 
 void TaskBoard::forget(uint64_t taskId)
 {
     m_tasks.erase(taskId);
-    std::error_code ec;
-    std::filesystem::remove(tasksDir() / taskFileName(taskId), ec);
+    removeLater({tasksDir() / taskFileName(taskId)});
 }
 
 std::vector<uint64_t> TaskBoard::expire(int64_t nowMs)

@@ -4,7 +4,10 @@
 // data range, the upload each task has received so far, and the durable
 // record of every open task (STATE/<project>/tasks/t<id>.json, written
 // before the volunteer hears of its task and removed when the task ends), so
-// that a coordinator restart keeps the work in flight. Task ids are lease
+// that a coordinator restart keeps the work in flight. The records are
+// written and files removed on a thread of the board's own, in order: a
+// round's close writing GBs can hold a small fsync or an unlink for a while,
+// and the loop must not wait (the caller replies once `recorded` is ready). Task ids are lease
 // ids of the DataPlan, reserved in blocks in the ledger's meta table so that
 // no id is ever issued twice, across restarts too.
 //
@@ -16,11 +19,13 @@
 
 #include "engine/diloco/codec.h"
 #include "net/coordinator/data_plan.h"
+#include "net/coordinator/project_worker.h"
 #include "net/coordinator/state_store.h"
 #include "net/transfer/sha256.h"
 
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 
@@ -52,19 +57,30 @@ struct OpenTask {
     // Its submission passed the checks and is being made durable on the
     // project's worker (Submissions): drop() leaves it be.
     bool accepting = false;
+    // While its record is being written: its holder hears of it once this
+    // is ready and succeeded (a restored task has none).
+    std::shared_future<Status> recorded = {};
 };
 
 class TaskBoard {
 public:
-    TaskBoard(ProjectStore& store, DataPlan& plan, uint64_t taskTokens);
+    // `beforeRecord`, when set, runs on the board's thread before each
+    // record is written (the crash and stall tests' fault point).
+    TaskBoard(ProjectStore& store, DataPlan& plan, uint64_t taskTokens, std::function<void()> beforeRecord = {});
 
     // Creates the folders and continues above the reserved lease ids.
     Status open();
 
     // Leases the next range to `key` for `round` (ahead: for the round
-    // after it) and records it durably; nullptr when the plan has no range
-    // to hand out.
+    // after it) and starts writing its record (the task's `recorded`);
+    // nullptr when the plan has no range to hand out.
     Result<OpenTask*> lease(const std::string& key, int64_t round, int64_t nowMs, bool ahead = false);
+    // Whether any task's record is still being written.
+    bool recording() const;
+    // Once a task's record is written: clears `recorded` and returns
+    // success; if writing it failed, ends the task (its range back to the
+    // pool) and returns the error. Waits for the write.
+    Status settleRecord(uint64_t taskId);
     OpenTask* find(uint64_t taskId, const std::string& key); // the key's task of that id, if open
     const OpenTask* heldBy(const std::string& key) const; // its task for the open round
     const OpenTask* aheadHeldBy(const std::string& key) const; // its task leased ahead
@@ -97,7 +113,9 @@ public:
 
 private:
     Status reserveLeaseId();
-    Status record(const OpenTask& task, int64_t round);
+    std::shared_future<Status> record(const OpenTask& task, int64_t round);
+    // Removes files on the board's thread, after the writes posted before.
+    void removeLater(std::vector<std::filesystem::path> files);
     std::filesystem::path tasksDir() const;
     std::filesystem::path uploadsDir() const;
     std::filesystem::path uploadFileOf(uint64_t taskId) const;
@@ -109,6 +127,10 @@ private:
     // Lease ids below this are (or may have been) handed out; it is stored in
     // the ledger's meta table a block ahead, so a restart never reuses an id.
     uint64_t m_leaseIdCeiling = 0;
+    std::function<void()> m_beforeRecord;
+    // Writes the records and removes files (last: destroyed, so joined,
+    // first, after finishing what was posted).
+    std::unique_ptr<ProjectWorker> m_files = std::make_unique<ProjectWorker>();
 };
 
 } // namespace crowdtrain::coordinator
