@@ -398,7 +398,7 @@ void AgentLoop::leaseAheadEarly()
 void AgentLoop::obtainAheadTask()
 {
     net::GetTaskRequest request{m_options.project, m_session->joinReply().session, m_theta->version(), true};
-    auto reply = m_session->call<net::GetTaskReply>(request, m_session->controlTimeoutMs());
+    auto reply = m_session->call<net::GetTaskReply>(request, m_session->transferTimeoutMs());
     if (reply && reply->task && reply->task->version == m_theta->version() + 1)
         m_aheadTask = std::move(reply->task);
 }
@@ -415,7 +415,7 @@ Status AgentLoop::waitForBase(const net::Task& task)
     while (!stopping() && m_session->serverVersion() < task.version) {
         // Asking for the task again says "done, waiting": the round may wrap up.
         net::GetTaskRequest request{m_options.project, m_session->joinReply().session, m_theta->version(), true};
-        auto reply = m_session->call<net::GetTaskReply>(request, m_session->controlTimeoutMs());
+        auto reply = m_session->call<net::GetTaskReply>(request, m_session->transferTimeoutMs());
         if (!reply)
             return reply.error();
         if (!reply->task || reply->task->taskId != task.taskId)
@@ -434,7 +434,7 @@ Status AgentLoop::obtainTask(std::optional<net::Task>& task)
 {
     const uint64_t version = m_theta->version();
     net::GetTaskRequest request{m_options.project, m_session->joinReply().session, version};
-    auto reply = m_session->call<net::GetTaskReply>(request, m_session->controlTimeoutMs());
+    auto reply = m_session->call<net::GetTaskReply>(request, m_session->transferTimeoutMs());
     if (!reply) {
         if (reply.error().code == net::errc::kStaleVersion) {
             // The round closed: learn the new version, then sync.

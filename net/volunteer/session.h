@@ -101,7 +101,8 @@ public:
     uint64_t intervalMs() const { return m_intervalMs; }
     // A small request gets `liveness` heartbeat intervals.
     int controlTimeoutMs() const;
-    // A chunk of up to 4 MiB may take a while on a slow link.
+    // A chunk of up to 4 MiB may take a while on a slow link; so may the
+    // replies the coordinator makes durable first (submit, get_task).
     int transferTimeoutMs() const;
     // The project's events, when subscribed (heartbeats carry the same news, later).
     EventListener* events() { return m_events ? &*m_events : nullptr; }
