@@ -13,9 +13,14 @@ crowdtrain_test(tst_checkpoint_store SOURCES tst_checkpoint_store.cpp ${_ct_coor
     LIBS crowdtrain::coordinator)
 
 # The coordinator service as a process, against clients speaking the protocol.
-crowdtrain_test(tst_coordinator SOURCES tst_coordinator.cpp coordinator_process.h
+crowdtrain_test(tst_coordinator SOURCES tst_coordinator.cpp coordinator_harness.h coordinator_process.h
     LIBS crowdtrain::coordinator Qt6::Core)
 add_dependencies(tst_coordinator crowdtrain-server crowdtrain-prepare)
+# The same server across crashes (SIGKILL anywhere in a close or an
+# acceptance) and restarts.
+crowdtrain_test(tst_coordinator_restart SOURCES tst_coordinator_restart.cpp coordinator_harness.h coordinator_process.h
+    LIBS crowdtrain::coordinator Qt6::Core)
+add_dependencies(tst_coordinator_restart crowdtrain-server crowdtrain-prepare)
 
 # Server + worker processes on loopback, with churn and a server crash.
 crowdtrain_test(tst_swarm SOURCES tst_swarm.cpp coordinator_process.h worker_process.h
