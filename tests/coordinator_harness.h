@@ -10,6 +10,7 @@
 
 #include "coordinator_fixtures.h"
 #include "coordinator_process.h"
+#include "protocol_client.h"
 
 #include "engine/diloco/codec.h"
 #include "engine/diloco/sparse_codec.h"
@@ -38,16 +39,6 @@ struct Volunteer {
     net::JoinReply joined;
     std::string key;
 };
-
-inline std::vector<float> randomDelta(int64_t n, float scale, uint64_t seed)
-{
-    std::mt19937 rng{static_cast<uint32_t>(seed)};
-    std::normal_distribution<float> normal(0.0f, scale);
-    std::vector<float> delta(static_cast<std::size_t>(n));
-    for (float& x : delta)
-        x = normal(rng);
-    return delta;
-}
 
 class CoordinatorHarness {
 protected:

@@ -241,13 +241,27 @@ Result<std::string> CoordinatorServer::dispatch(
     if (type == LeaveRequest::kType)
         return serve<LeaveRequest>(
             e, find, key, now, [&](ProjectRuntime& p, const LeaveRequest& r) { return p.leave(key, r); });
+    // A task is handed out once its record is durable (a restart keeps
+    // it): the reply waits for the write, the loop does not.
     if (type == GetTaskRequest::kType)
-        return getTask(e, key, now);
+        return serveLater<GetTaskRequest, GetTaskReply>(
+            e, key, now,
+            [&](ProjectRuntime& p, const GetTaskRequest& r, ProjectRuntime::GetTaskDone done) {
+                p.getTask(key, r, now, std::move(done));
+            },
+            [&](ProjectRuntime& p) { p.finishRecords(now); });
     if (type == UploadChunkRequest::kType)
         return serve<UploadChunkRequest>(e, find, key, now,
             [&](ProjectRuntime& p, const UploadChunkRequest& r) { return p.uploadChunk(key, r, now); });
+    // A submit's verdict comes at once (a refusal, a repeat) or from a
+    // later tick, once its acceptance is durable.
     if (type == SubmitRequest::kType)
-        return submit(e, key, now);
+        return serveLater<SubmitRequest, SubmitReply>(
+            e, key, now,
+            [&](ProjectRuntime& p, const SubmitRequest& r, Submissions::SubmitDone done) {
+                p.submit(key, r, now, std::move(done));
+            },
+            [](ProjectRuntime& p) { p.finishAccepting(); });
     if (type == GetUpdateRequest::kType)
         return serve<GetUpdateRequest>(e, find, key, now,
             [&](ProjectRuntime& p, const GetUpdateRequest& r) { return p.downloads().getUpdate(r); });
@@ -305,25 +319,37 @@ Result<std::string> CoordinatorServer::dispatch(
     return Error::make(net::errc::kUnknownType, "no request type \"" + type + "\" in protocol version 1");
 }
 
-template <typename Reply>
-Result<std::string> CoordinatorServer::answerLater(uint64_t requestId,
-    const std::function<void(std::function<void(Result<Reply>)>)>& start, const std::function<void()>& finish)
+// A reply that may come from a later tick: `start` is handed the function
+// that answers, which it calls at once (this returns the reply) or later
+// (the request's route is kept and the reply sent from there). Outside
+// run(), with no route to keep, `finish` waits for the answer.
+template <typename Request, typename Reply>
+Result<std::string> CoordinatorServer::serveLater(const net::Envelope& e, const std::string& key, int64_t now,
+    const std::function<void(ProjectRuntime&, const Request&, std::function<void(Result<Reply>)>)>& start,
+    const std::function<void(ProjectRuntime&)>& finish)
 {
+    auto request = net::decodeBody<Request>(e);
+    if (!request)
+        return request.error();
+    ProjectRuntime* runtime = project(request->project);
+    if (!runtime)
+        return Error::make(net::errc::kUnknownProject, "no project named \"" + request->project + "\" here");
+    runtime->touch(key, now);
     struct Answer {
         std::optional<std::string> bytes; // when it came before the route was kept
         std::optional<std::vector<zmq::message_t>> route;
     };
     auto answer = std::make_shared<Answer>();
-    start([this, answer, requestId](Result<Reply> reply) {
-        std::string bytes = reply ? net::encodeReply(*reply, requestId)
-                                  : net::encodeErrorReply(requestId, net::protocolError(reply.error()));
+    start(*runtime, *request, [this, answer, id = e.id](Result<Reply> reply) {
+        std::string bytes
+            = reply ? net::encodeReply(*reply, id) : net::encodeErrorReply(id, net::protocolError(reply.error()));
         if (!answer->route)
             answer->bytes = std::move(bytes);
         else if (!net::sendReply(m_router, *answer->route, bytes))
             ++m_droppedReplies;
     });
-    if (!answer->bytes && !m_route) { // handle() outside run(): no route to keep, so wait here
-        finish();
+    if (!answer->bytes && !m_route) {
+        finish(*runtime);
         if (!answer->bytes)
             return Error::make(net::errc::kUnavailable, "the round is being closed: ask again");
     }
@@ -332,38 +358,6 @@ Result<std::string> CoordinatorServer::answerLater(uint64_t requestId,
     answer->route = std::move(*m_route);
     m_replyLater = true;
     return std::string();
-}
-
-// A submit's verdict comes at once (a refusal, a repeat) or from a later
-// tick, once its acceptance is durable.
-Result<std::string> CoordinatorServer::submit(const net::Envelope& e, const std::string& key, int64_t now)
-{
-    auto request = net::decodeBody<net::SubmitRequest>(e);
-    if (!request)
-        return request.error();
-    ProjectRuntime* runtime = project(request->project);
-    if (!runtime)
-        return Error::make(net::errc::kUnknownProject, "no project named \"" + request->project + "\" here");
-    runtime->touch(key, now);
-    return answerLater<net::SubmitReply>(
-        e.id, [&](Submissions::SubmitDone done) { runtime->submit(key, *request, now, std::move(done)); },
-        [&] { runtime->finishAccepting(); });
-}
-
-// A task is handed out once its record is durable (a restart keeps it):
-// the reply waits for the write, the loop does not.
-Result<std::string> CoordinatorServer::getTask(const net::Envelope& e, const std::string& key, int64_t now)
-{
-    auto request = net::decodeBody<net::GetTaskRequest>(e);
-    if (!request)
-        return request.error();
-    ProjectRuntime* runtime = project(request->project);
-    if (!runtime)
-        return Error::make(net::errc::kUnknownProject, "no project named \"" + request->project + "\" here");
-    runtime->touch(key, now);
-    return answerLater<net::GetTaskReply>(
-        e.id, [&](ProjectRuntime::GetTaskDone done) { runtime->getTask(key, *request, now, std::move(done)); },
-        [&] { runtime->finishRecords(now); });
 }
 
 } // namespace crowdtrain::coordinator

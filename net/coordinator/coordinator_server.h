@@ -82,15 +82,10 @@ private:
         const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs, const std::string& peerAddress);
     // The requests whose reply may come from a later tick (submit: once
     // its acceptance is durable; get_task: once its task's record is).
-    Result<std::string> submit(const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs);
-    Result<std::string> getTask(const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs);
-    // Calls `start` with the function that answers the request: at once
-    // (then this returns the reply) or later (then the request's route is
-    // kept and the reply sent from there). Outside run(), with no route to
-    // keep, `finish` waits for the answer.
-    template <typename Reply>
-    Result<std::string> answerLater(uint64_t requestId,
-        const std::function<void(std::function<void(Result<Reply>)>)>& start, const std::function<void()>& finish);
+    template <typename Request, typename Reply>
+    Result<std::string> serveLater(const net::Envelope& envelope, const std::string& peerKey, int64_t nowMs,
+        const std::function<void(ProjectRuntime&, const Request&, std::function<void(Result<Reply>)>)>& start,
+        const std::function<void(ProjectRuntime&)>& finish);
     ProjectRuntime* project(const std::string& name);
     void publish(const PublishedEvents& events);
     void tickProjects();
@@ -107,7 +102,7 @@ private:
     std::pair<uint64_t, uint64_t> m_replyChunkBytes; // of the reply being made: checkpoint, state
     std::atomic<uint64_t> m_droppedReplies{0};
     // The request being handled in run(): its route, which a reply that
-    // comes later (answerLater) takes; set when it did.
+    // comes later (serveLater) takes; set when it did.
     std::vector<zmq::message_t>* m_route = nullptr;
     bool m_replyLater = false;
     std::atomic<bool> m_stop{false};
