@@ -44,7 +44,12 @@ class Block(nn.Module):
         b, t, d = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
         q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch 1.x (a CPU dry run): the same math unfused
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            att = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(mask, float("-inf"))
+            y = att.softmax(-1) @ v
         x = x + self.attn_proj(y.transpose(1, 2).contiguous().view(b, t, d))
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
@@ -85,6 +90,9 @@ def main():
     layers, heads, d, vocab = (2, 2, 64, 128) if a.tiny else (12, 12, 768, 50304)
     if a.tiny:
         a.batch, a.block = 2, 32
+    if a.mode == "compile" and not hasattr(torch, "compile"):
+        print(json.dumps({"mode": a.mode, "torch": torch.__version__, "skipped": "torch.compile needs torch 2"}))
+        return
     device = torch.device(a.device)
     cuda = device.type == "cuda"
     torch.manual_seed(1337)
@@ -96,7 +104,7 @@ def main():
     decayed = [p for p in model.parameters() if p.dim() >= 2]
     plain = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
-                                  lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=cuda)
+                                  lr=6e-4, betas=(0.9, 0.95), eps=1e-8, **({"fused": True} if cuda else {}))
     loss_of = torch.compile(model) if a.mode == "compile" else model
     x = torch.randint(0, vocab, (a.batch, a.block), device=device)
     y = torch.randint(0, vocab, (a.batch, a.block), device=device)

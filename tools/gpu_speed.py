@@ -104,6 +104,9 @@ def pytorch(device, mode, shape, peak, tiny, ours_tps):
     args = [python, os.path.join(ROOT, "bench", "gpt2_torch_speed.py"), "--mode", mode, "--device", device,
             "--batch", str(batch), "--block", str(block), "--steps", str(steps - 5)]
     r = json.loads(run(args + (["--tiny"] if tiny else []), timeout=400).stdout.strip().splitlines()[-1])
+    if "skipped" in r:
+        row(f"PyTorch {r['torch']} {mode}", None, r["skipped"], began)
+        return
     layers, width = (2, 64) if tiny else (12, 768)
     flops = flops_per_token(r["parameters"], layers, width, r["block"])
     tps = r["tokens_per_second"]
