@@ -49,14 +49,21 @@ device=${1:-cuda}
 python=${PYTHON:-python3}
 corpus=${CROWDTRAIN_CORPUS:-$stage/corpus.txt}
 [ -f "$corpus" ] || corpus=../shared/data/tinyshakespeare.txt
+torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# pip's CUDA torch takes nccl.h from the nvidia-nccl wheel.
+nccl=$("$python" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))' \
+       2>/dev/null || true)
+echo "torch: $("$python" -c 'import torch; print(torch.__version__)') at $torch_prefix; nccl.h: ${nccl:-(default paths)}"
+configure() {
+    cmake -S . -B build/gpu-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_ENGINE_ONLY=ON \
+          "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" ${nccl:+"-DCROWDTRAIN_NCCL_INCLUDE_DIR=$nccl"}
+}
 
 if [ "$mode" = speed ]; then
     began=$SECONDS
     bin=${CROWDTRAIN_BIN:-}
     if [ -z "$bin" ]; then
-        torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-        cmake -S . -B build/gpu-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_ENGINE_ONLY=ON \
-              "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" >/dev/null
+        configure >/dev/null
         cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare | tail -n 1
         bin=build/gpu-check/bin
     fi
@@ -70,14 +77,7 @@ if [ "$mode" = speed ]; then
     echo "speed run: $((SECONDS - began)) s in all"
     exit 0
 fi
-torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-# pip's CUDA torch takes nccl.h from the nvidia-nccl wheel.
-nccl=$("$python" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))' \
-       2>/dev/null || true)
-echo "torch: $("$python" -c 'import torch; print(torch.__version__)') at $torch_prefix; nccl.h: ${nccl:-(default paths)}"
-
-cmake -S . -B build/gpu-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_ENGINE_ONLY=ON \
-      "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" ${nccl:+"-DCROWDTRAIN_NCCL_INCLUDE_DIR=$nccl"}
+configure
 cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare bench_device_team
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -116,19 +116,36 @@ def pytorch(device, mode, shape, peak, tiny, ours_tps):
         f"{r['peak_allocated_bytes'] / 2**30:.1f} GiB; crowdtrain-train / this = {ours_tps / tps:.2f}", began)
 
 
-def capped_1_5b(bin_dir, data, device):
-    """GPT-2 1.5B under 24 and 12 GiB caps: another engineer's rows."""
+def capped_1_5b(bin_dir, data, device, tiny):
+    """GPT-2 1.5B under 24 and 12 GiB caps (issue 41 item 4, another engineer's
+    --memory-cap-gib / --memory-plan in /work/wt41): skipped until the binary
+    has the flag."""
     began = time.monotonic()
     usage = subprocess.run([os.path.join(bin_dir, "crowdtrain-train"), "--help"], capture_output=True,
                            text=True).stdout
     if "--memory-cap-gib" not in usage:
         row("gpt2-xl capped", None, "crowdtrain-train has no --memory-cap-gib yet (issue 41 item 4)", began)
-        return
-    # TODO(issue 41 item 4, /work/wt41): the 1.5B rows go here, e.g. for cap in (24, 12):
-    #   crowdtrain-train --data DATA --device DEVICE --model gpt2-xl --vocab-size 50304 --block-size 1024
-    #       --batch-size 1 --max-iters 10 --memory-cap-gib CAP --memory-plan auto
-    # reporting tokens/s and the allocator's peak under the cap, within the 8 minutes.
-    row("gpt2-xl capped", None, "the binary has --memory-cap-gib: add the rows here (TODO above)", began)
+        return True
+    ok = True
+    for cap in (24, 12):
+        began = time.monotonic()
+        # TODO(issue 41 item 4, /work/wt41): check these arguments against the planner's and report
+        # the allocator's peak under the cap from whatever the summary names it.
+        model = ["--n-layer", "2", "--n-head", "2", "--n-embd", "64"] if tiny else ["--model", "gpt2-xl"]
+        try:
+            done = run([os.path.join(bin_dir, "crowdtrain-train"), "--data", data, "--device", device] + model
+                       + ["--vocab-size", "50304", "--block-size", "32" if tiny else "1024", "--batch-size", "1",
+                          "--max-iters", "6", "--warmup-iters", "2", "--lr-decay-iters", "6", "--eval-interval",
+                          "0", "--eval-iters", "1", "--log-interval", "1", "--memory-cap-gib", str(cap),
+                          "--memory-plan", "auto"], timeout=150)
+            summary = json.loads(done.stdout.strip().splitlines()[-1])
+            peaks = {k: v for k, v in summary.items() if "peak" in k}
+            row(f"gpt2-xl under {cap} GiB", True,
+                f"{summary['tokens_per_second']:,.0f} tok/s; {peaks}; "
+                + " / ".join(line for line in done.stderr.splitlines() if "plan" in line), began)
+        except (RuntimeError, ValueError, KeyError, IndexError, subprocess.TimeoutExpired) as e:
+            ok = row(f"gpt2-xl under {cap} GiB", False, str(e).replace("\n", " / "), began) and ok
+    return ok
 
 
 def main():
@@ -155,7 +172,7 @@ def main():
         except (RuntimeError, ValueError, KeyError, IndexError, subprocess.TimeoutExpired) as e:
             row(f"PyTorch {mode}", False, str(e).replace("\n", " / "), began)
             failures += 1
-    capped_1_5b(bin_dir, data, device)
+    failures += not capped_1_5b(bin_dir, data, device, tiny)
     return 1 if failures else 0
 
 
