@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <torch/version.h>
 
 #if TORCH_VERSION_MAJOR >= 2
@@ -88,13 +89,15 @@ torch::Tensor SyncFreeAdamW::step(torch::optim::AdamW& optimizer, double maxNorm
     torch::NoGradGuard noGrad;
     m_pending.clear();
     std::vector<torch::Tensor> allGrads;
+    std::optional<torch::Device> device;
     for (auto& group : optimizer.param_groups())
-        for (auto& p : group.params())
+        for (auto& p : group.params()) {
+            device = device.value_or(p.device());
             if (p.grad().defined())
                 allGrads.push_back(p.grad());
+        }
     if (allGrads.empty())
-        return torch::zeros({}, torch::kFloat);
-    const torch::Device device = allGrads.front().device();
+        return torch::zeros({}, torch::dtype(torch::kFloat).device(device.value_or(torch::kCPU)));
     const torch::Tensor norm = totalNorm(allGrads);
     const torch::Tensor finite = torch::isfinite(norm);
     // clip_grad_norm_'s coefficient, min(1, maxNorm / (norm + 1e-6)), as
@@ -104,7 +107,7 @@ torch::Tensor SyncFreeAdamW::step(torch::optim::AdamW& optimizer, double maxNorm
         gradDivisor = ((norm + 1e-6) / maxNorm).clamp_min(1.0);
         gradScale = (maxNorm / (norm + 1e-6)).clamp_max(1.0);
     }
-    const bool fused = fusedOn(device);
+    const bool fused = fusedOn(*device);
     c10::optional<at::Tensor> divisor, foundInf;
     if (fused) {
         if (gradDivisor.defined())
@@ -131,7 +134,7 @@ torch::Tensor SyncFreeAdamW::step(torch::optim::AdamW& optimizer, double maxNorm
             if (fused) {
                 auto [it, added] = stepTensors.try_emplace(state.step());
                 if (added)
-                    it->second = torch::full({}, double(state.step() + 1), torch::dtype(torch::kFloat).device(device));
+                    it->second = torch::full({}, double(state.step() + 1), torch::dtype(torch::kFloat).device(*device));
                 g.steps.push_back(it->second);
             }
         }
