@@ -12,6 +12,7 @@
 #include "engine/generate.h"
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
+#include "engine/op_count.h"
 #include "engine/tokenizer.h"
 #include "engine/trainer.h"
 
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -79,6 +81,7 @@ void declareTrainOptions(app::Args& a)
     a.option("checkpoint", "write the training state here at each evaluation and at the end");
     a.option("resume", "resume from a training-state file");
     a.option("export", "at the end, export a Hugging Face GPT-2 folder here");
+    a.flag("count-ops", "count ATen operators and mid-step host reads (item: a sync on CUDA) per training step");
     app::declareParallelOptions(a);
 }
 
@@ -337,6 +340,10 @@ int train(const std::vector<std::string>& arguments, char** argv)
             (*trainer)->device().str().c_str(), cpu.torchThreads,
             cpu.blasCore.empty() ? "not OpenBLAS" : cpu.blasCore.c_str(), cpu.blasThreading.c_str(), cpu.blasThreads,
             cpu.reexecuted ? " [OPENBLAS_CORETYPE set by crowdtrain]" : "");
+        const bool bf16 = (*trainer)->device().is_cuda() && options.bf16Autocast;
+        std::fprintf(stderr, "attention: %s; update: %s\n",
+            attentionKernelName(options.model, (*trainer)->device(), bf16).c_str(),
+            (*trainer)->updateKernelName().c_str());
     }
 
     const int64_t logInterval = std::max<int64_t>(1, a.integer("log-interval"));
@@ -347,7 +354,23 @@ int train(const std::vector<std::string>& arguments, char** argv)
     EvalReport lastEval;
     const auto wallStart = std::chrono::steady_clock::now();
     Trainer::Callbacks callbacks;
+    // --count-ops: what the steps themselves run (evaluations left out).
+    std::optional<OpCount> opCount;
+    OpCounts inSteps, atStepStart;
+    if (a.isSet("count-ops")) {
+        opCount.emplace();
+        callbacks.beforeStep = [&] {
+            atStepStart = opCount->counts();
+            return true;
+        };
+    }
     callbacks.onStep = [&](const StepReport& r) {
+        if (opCount) {
+            const OpCounts now = opCount->counts();
+            inSteps.ops += now.ops - atStepStart.ops;
+            inSteps.hostReads += now.hostReads - atStepStart.hostReads;
+            inSteps.stepReads += now.stepReads - atStepStart.stepReads;
+        }
         trainSeconds += r.stepMs / 1e3;
         trainedTokens += int64_t(r.tokensPerSecond * r.stepMs / 1e3 + 0.5);
         ++steps;
@@ -384,7 +407,7 @@ int train(const std::vector<std::string>& arguments, char** argv)
         return fail(*failed);
     if (leader) {
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
-        const nlohmann::json summary = {
+        nlohmann::json summary = {
             {"final_train_loss", lastEval.trainLoss},
             {"final_val_loss", lastEval.valLoss},
             {"tokens_per_second", trainSeconds > 0 ? double(trainedTokens) / trainSeconds : 0.0},
@@ -394,6 +417,10 @@ int train(const std::vector<std::string>& arguments, char** argv)
             {"peak_rss_bytes", peakRssBytes()},
             {"step_ms", meanStepPhases(phaseSums, steps)},
         };
+        if (opCount && steps > 0)
+            summary["per_step"] = {{"aten_ops", double(inSteps.ops) / double(steps)},
+                {"mid_step_host_reads", double(inSteps.hostReads) / double(steps)},
+                {"end_of_step_reads", double(inSteps.stepReads) / double(steps)}};
         std::printf("%s\n", summary.dump().c_str());
     }
     return 0;

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # nanoGPT's shakespeare_char CPU run, crowdtrain-train against the same model
-# in PyTorch (Python, eager; Debian's torch 1.13), in one run, one environment.
+# in PyTorch (Python, eager), in one run, one environment. The reference runs
+# today's PyTorch from PyPI in a venv under build/ (bench/torch_venv.sh: torch
+# 2.11.0, pinned by version and SHA-256); TORCH_REFERENCE=debian runs it on
+# Debian's torch 1.13 (/usr/bin/python3) instead.
 #
 #   bench/nanogpt_shakespeare.sh [BUILD_DIR] [MAX_ITERS]
 #
@@ -22,7 +25,13 @@ common=(--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --ma
 
 ours=$("$build/bin/crowdtrain-train" --data "$work/data" "${common[@]}" --dropout 0 --eval-interval 0 \
        --device cpu --log-interval 1000000 | tail -n 1)
-ref=$(/usr/bin/python3 "$here/train_reference.py" --text "$text" "${common[@]}" | tail -n 1)
+if [ "${TORCH_REFERENCE:-pypi}" = debian ]; then
+    ref=$(/usr/bin/python3 "$here/train_reference.py" --text "$text" "${common[@]}" | tail -n 1)
+else
+    venv_env=$("$here/torch_venv.sh")
+    ref=$(env $venv_env sh -c '"$PYTHON" "$0" "$@"' "$here/train_reference.py" --text "$text" "${common[@]}" \
+          | tail -n 1)
+fi
 
 /usr/bin/python3 - "$ours" "$ref" <<'PY'
 import json, sys

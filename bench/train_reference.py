@@ -3,7 +3,8 @@
 The same GPT-2 model, data, batch, optimizer and schedule as
 `crowdtrain-train` in nanoGPT's shakespeare_char CPU run, written the way
 nanoGPT writes it, so both are measured on the same machine in the same run.
-Run with Debian's /usr/bin/python3 (torch 1.13). Prints one JSON line.
+Run with any python3 that has torch (bench/nanogpt_shakespeare.sh: PyPI's torch, in a
+venv). Prints one JSON line.
 """
 import argparse
 import json

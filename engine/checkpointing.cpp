@@ -6,7 +6,7 @@
 
 namespace crowdtrain::engine {
 
-double checkpointedLossBackward(
+torch::Tensor checkpointedLossBackward(
     Gpt& model, const torch::Tensor& x, const torch::Tensor& y, double lossScale, bool bf16Autocast)
 {
     // Forward: the embeddings with their (small) graph, then each block
@@ -50,7 +50,7 @@ double checkpointedLossBackward(
         inputs[std::size_t(i)] = torch::Tensor();
     }
     torch::autograd::backward({embedded}, {grad});
-    return loss.item<double>();
+    return loss.detach();
 }
 
 } // namespace crowdtrain::engine

@@ -18,8 +18,9 @@ namespace crowdtrain::engine {
 // The loss of a micro-batch (x, y: [B, T] token ids) and its gradients,
 // accumulated into the model's parameters as (loss * lossScale).backward()
 // after model->loss(x, y) would. bf16: autocast on CUDA for the forward
-// passes (first and recomputed). Returns the loss before scaling.
-double checkpointedLossBackward(
+// passes (first and recomputed). Returns the loss before scaling, a 0-dim
+// tensor on the device (not read: reading would wait for the device).
+torch::Tensor checkpointedLossBackward(
     Gpt& model, const torch::Tensor& x, const torch::Tensor& y, double lossScale, bool bf16Autocast);
 
 } // namespace crowdtrain::engine

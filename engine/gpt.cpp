@@ -166,4 +166,31 @@ std::vector<torch::Tensor> GptImpl::undecayedParameters() const
     return result;
 }
 
+std::string attentionKernelName(const GptConfig& c, torch::Device device, bool bf16)
+{
+#if TORCH_VERSION_MAJOR >= 2
+    // The layout the model hands it: heads split from [B, T, C], transposed.
+    const auto options = torch::dtype(bf16 && device.is_cuda() ? torch::kBFloat16 : torch::kFloat).device(device);
+    const auto q = torch::empty({1, c.blockSize, c.nHead, c.nEmbd / c.nHead}, options).transpose(1, 2);
+    // sdp::SDPBackend's values (ATen/native/transformers/sdp_utils_cpp.h).
+    switch (at::_fused_sdp_choice(q, q, q, {}, c.dropout, /*is_causal=*/true)) {
+    case 0:
+        return "math (unfused: matmul, softmax, matmul)";
+    case 1:
+        return device.is_cuda() ? "flash attention" : "flash attention (CPU)";
+    case 2:
+        return "memory-efficient attention";
+    case 3:
+        return "cuDNN attention";
+    default:
+        return "another backend (" + std::to_string(at::_fused_sdp_choice(q, q, q, {}, c.dropout, true)) + ")";
+    }
+#else
+    (void)c;
+    (void)device;
+    (void)bf16;
+    return "math (libtorch " TORCH_VERSION " has no fused attention: baddbmm, softmax, bmm)";
+#endif
+}
+
 } // namespace crowdtrain::engine

@@ -90,4 +90,10 @@ private:
 };
 TORCH_MODULE(Gpt);
 
+// The attention kernel this build's scaled_dot_product_attention picks for
+// the model's shape on a device (bf16: the dtype autocast gives it on CUDA),
+// in words: "flash attention", "memory-efficient attention", "math", ...
+// libtorch 1.x has no fused attention: the model's own math then.
+std::string attentionKernelName(const GptConfig& config, torch::Device device, bool bf16);
+
 } // namespace crowdtrain::engine

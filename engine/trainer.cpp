@@ -6,10 +6,13 @@
 #include "engine/cpu_kernels.h"
 #include "engine/data_parallel.h"
 #include "engine/error_codes.h"
+#include "engine/fused_update.h"
+#include "engine/op_count.h"
 #include "engine/thread_team.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -89,10 +92,13 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
             "what the first pass drew)");
     if (options.int8Moments && !device->is_cpu())
         return Error::make(errc::kBadOptions, "8-bit AdamW moments run on the CPU only, for now");
+    if (options.int8Moments && options.syncFreeUpdate)
+        return Error::make(
+            errc::kBadOptions, "8-bit AdamW moments run on the CPU's own kernels, not the sync-free update");
     if (options.cpuReplicas > 1 && options.model.dropout > 0)
         return Error::make(errc::kBadOptions, "CPU replicas need dropout 0 to stay deterministic");
     int64_t replicas = 1;
-    if (device->is_cpu()) {
+    if (device->is_cpu() && !options.syncFreeUpdate) {
         replicas = options.cpuReplicas > 0 ? options.cpuReplicas
                                            : (options.model.dropout > 0 ? 1 : int64_t(at::get_num_threads()));
         replicas = std::clamp<int64_t>(replicas, 1, options.batchSize);
@@ -127,6 +133,8 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
         = std::make_unique<torch::optim::AdamW>(std::move(groups), AdamWOptions(m_options.schedule.learningRate));
     if (m_options.int8Moments)
         m_adamW8bit = std::make_unique<AdamW8bit>();
+    if (m_device.is_cuda() || m_options.syncFreeUpdate)
+        m_syncFree = std::make_unique<SyncFreeAdamW>();
 
     if (replicas > 1) {
         // Building a replica draws initial weights; they are overwritten at
@@ -196,7 +204,9 @@ StepReport Trainer::step(std::optional<double> learningRate)
         ms += std::chrono::duration<double, std::milli>(now - mark).count();
         mark = now;
     };
-    double lossSum = 0;
+    // The losses stay on the device until the step's end: reading one would
+    // wait for the device in the middle of the step.
+    torch::Tensor lossSum;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
         m_data.train->next(world * b, m_xBuffer.data(), m_yBuffer.data());
         const auto rows = torch::indexing::Slice(rank * b, (rank + 1) * b);
@@ -206,12 +216,22 @@ StepReport Trainer::step(std::optional<double> learningRate)
             = torch::from_blob(m_yBuffer.data(), {world * b, t}, torch::kLong).index({rows}).to(m_device, true, true);
         lap(report.dataMs);
         const double scale = 1.0 / double(accumulation);
-        lossSum += m_team ? replicatedMicroStep(x, y, scale, micro == 0) : microStep(x, y, scale);
+        const torch::Tensor loss = m_team ? replicatedMicroStep(x, y, scale, micro == 0) : microStep(x, y, scale);
+        lossSum = micro == 0 ? loss : lossSum + loss;
         lap(report.forwardBackwardMs);
     }
-    report.gradNorm = m_team ? replicatedUpdate() : update();
+    const torch::Tensor gradNorm = m_team ? replicatedUpdate() : update();
     lap(report.updateMs);
-    double meanLoss = lossSum / double(accumulation);
+    double meanLoss = 0;
+    {
+        // The step's one read from the device, after its last kernel.
+        RECORD_USER_SCOPE(kStepRead);
+        const torch::Tensor values = torch::stack({lossSum, gradNorm.to(torch::kDouble)}).cpu();
+        meanLoss = values.data_ptr<double>()[0] / double(accumulation);
+        report.gradNorm = values.data_ptr<double>()[1];
+    }
+    if (m_syncFree)
+        m_syncFree->finish(std::isfinite(report.gradNorm));
     if (m_parallel)
         meanLoss = m_parallel->averageScalar(meanLoss);
     if (m_device.is_cuda())
@@ -230,27 +250,29 @@ StepReport Trainer::step(std::optional<double> learningRate)
     return report;
 }
 
-double Trainer::microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale)
+torch::Tensor Trainer::microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale)
 {
     const bool bf16 = m_device.is_cuda() && m_options.bf16Autocast;
     if (m_options.activationCheckpointing)
-        return checkpointedLossBackward(m_model, x, y, lossScale, bf16);
+        return checkpointedLossBackward(m_model, x, y, lossScale, bf16).to(torch::kDouble);
     torch::Tensor loss;
     {
         AutocastScope autocast(bf16);
         loss = m_model->loss(x, y);
     }
     (loss * lossScale).backward();
-    return loss.item<double>();
+    return loss.detach().to(torch::kDouble);
 }
 
 // A non-finite gradient would poison the weights and the optimizer's moments:
 // both update paths skip the step then and let the caller see the bad loss.
-double Trainer::update()
+torch::Tensor Trainer::update()
 {
     auto parameters = m_model->parameters();
     if (m_parallel)
         m_parallel->averageGradients(parameters);
+    if (m_syncFree)
+        return m_syncFree->step(*m_optimizer, m_options.gradClip);
     const double maxNorm = m_options.gradClip > 0 ? m_options.gradClip : std::numeric_limits<double>::infinity();
     const double gradNorm = torch::nn::utils::clip_grad_norm_(parameters, maxNorm);
     if (std::isfinite(gradNorm)) {
@@ -262,10 +284,10 @@ double Trainer::update()
         else
             m_optimizer->step();
     }
-    return gradNorm;
+    return torch::scalar_tensor(gradNorm, torch::kDouble);
 }
 
-double Trainer::replicatedUpdate()
+torch::Tensor Trainer::replicatedUpdate()
 {
     torch::NoGradGuard noGrad;
     // Every replica ran the same graph, so a parameter has a gradient in all
@@ -307,8 +329,9 @@ double Trainer::replicatedUpdate()
         m_team->run([&](int member) { pass(member, false, true); });
     }
     const double gradNorm = std::sqrt(std::accumulate(squares.begin(), squares.end(), 0.0));
+    const torch::Tensor norm = torch::scalar_tensor(gradNorm, torch::kDouble);
     if (!std::isfinite(gradNorm))
-        return gradNorm;
+        return norm;
     // clip_grad_norm_'s rule, applied as AdamW reads each gradient.
     float gradScale = 1.0f;
     if (m_options.gradClip > 0 && m_options.gradClip / (gradNorm + 1e-6) < 1.0)
@@ -320,7 +343,7 @@ double Trainer::replicatedUpdate()
             const auto [begin, end] = rowsOf(member, members, m_adamW8bit->blocks());
             m_adamW8bit->run(begin, end);
         });
-        return gradNorm;
+        return norm;
     }
     FusedAdamW adamW;
     if (!adamW.prepare(*m_optimizer, gradScale))
@@ -329,7 +352,17 @@ double Trainer::replicatedUpdate()
         const auto [begin, end] = rowsOf(member, members, adamW.size());
         adamW.run(begin, end);
     });
-    return gradNorm;
+    return norm;
+}
+
+std::string Trainer::updateKernelName() const
+{
+    if (m_syncFree)
+        return SyncFreeAdamW::describe(m_device);
+    const std::string threads = m_team ? ", over " + std::to_string(m_team->size()) + " replicas' threads" : "";
+    if (m_adamW8bit)
+        return "AdamW with 8-bit moments (engine/adamw8bit.h)" + threads;
+    return "the CPU's fused AdamW kernel (engine/cpu_kernels.h)" + threads;
 }
 
 std::vector<Gpt*> Trainer::allModels()
@@ -340,7 +373,7 @@ std::vector<Gpt*> Trainer::allModels()
     return models;
 }
 
-double Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale, bool first)
+torch::Tensor Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale, bool first)
 {
     const int64_t n = m_team->size(), b = x.size(0);
     std::vector<double> losses(std::size_t(n), 0.0);
@@ -353,7 +386,9 @@ double Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor&
         const double share = double(end - begin) / double(b);
         if (m_options.activationCheckpointing) {
             losses[std::size_t(i)]
-                = checkpointedLossBackward(model, x.index({rows}), y.index({rows}), lossScale * share, false) * share;
+                = checkpointedLossBackward(model, x.index({rows}), y.index({rows}), lossScale * share, false)
+                      .item<double>()
+                * share;
             return;
         }
         torch::Tensor loss = model->loss(x.index({rows}), y.index({rows}));
@@ -363,7 +398,7 @@ double Trainer::replicatedMicroStep(const torch::Tensor& x, const torch::Tensor&
     double sum = 0;
     for (double l : losses)
         sum += l;
-    return sum;
+    return torch::scalar_tensor(sum, torch::kDouble);
 }
 
 double Trainer::evaluate(BatchSource& source, int64_t iters)

@@ -20,6 +20,7 @@ namespace crowdtrain::engine {
 
 class AdamW8bit;
 class DataParallel;
+class SyncFreeAdamW;
 class ThreadTeam;
 
 struct TrainOptions {
@@ -50,6 +51,11 @@ struct TrainOptions {
     // parameter instead of 8. CPU only, for now; such a trainer cannot save
     // its state (saveState refuses).
     bool int8Moments = false;
+    // The update a GPU runs (engine/fused_update.h: the norm, clipping and
+    // the non-finite skip as device tensors, nothing read inside the step)
+    // on any device. Always on for CUDA; on a CPU it replaces the CPU's own
+    // kernels and replicas (tests check the GPU's path there).
+    bool syncFreeUpdate = false;
 };
 
 struct StepReport {
@@ -125,22 +131,26 @@ public:
     int64_t stepCount() const { return m_step; }
     int64_t tokensSeen() const { return m_tokensSeen; }
     torch::Device device() const { return m_device; }
+    // How the update runs here, in words (for the program's log).
+    std::string updateKernelName() const;
     TrainData& data() { return m_data; }
 
 private:
     Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device,
         int64_t replicas);
-    // One micro-batch: forward and backward of rows [0, b) of x/y; returns the loss.
-    double microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale);
+    // One micro-batch: forward and backward of rows [0, b) of x/y; returns the
+    // loss, a 0-dim tensor on the device not yet read (float64).
+    torch::Tensor microStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale);
     // The same on the CPU replicas, each on its share of the rows; the first
     // micro-batch of a step first copies the primary's weights to the others.
-    double replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale, bool first);
+    torch::Tensor replicatedMicroStep(const torch::Tensor& x, const torch::Tensor& y, double lossScale, bool first);
     // Averages gradients over ranks, clips them and runs AdamW; returns the
-    // gradient norm before clipping. The replicated one first sums the
-    // replicas' gradients into the primary's, and splits every pass over the
-    // weights between the team's threads.
-    double update();
-    double replicatedUpdate();
+    // gradient norm before clipping, as a 0-dim tensor (on CUDA not yet
+    // read). The replicated one first sums the replicas' gradients into the
+    // primary's, and splits every pass over the weights between the team's
+    // threads.
+    torch::Tensor update();
+    torch::Tensor replicatedUpdate();
     std::vector<Gpt*> allModels();
 
     TrainOptions m_options;
@@ -159,6 +169,7 @@ private:
     std::vector<Gpt> m_replicas;
     std::unique_ptr<ThreadTeam> m_team;
     std::unique_ptr<AdamW8bit> m_adamW8bit; // when options.int8Moments
+    std::unique_ptr<SyncFreeAdamW> m_syncFree; // on CUDA, or when options.syncFreeUpdate
 };
 
 // "auto" picks CUDA when available. Errors on an unknown or absent device.

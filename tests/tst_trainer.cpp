@@ -5,6 +5,8 @@
 // twice the batch).
 #include "engine/cpu_kernels.h"
 #include "engine/data_parallel.h"
+#include "engine/fused_update.h"
+#include "engine/op_count.h"
 #include "engine/trainer.h"
 
 #include "free_port.h"
@@ -369,21 +371,31 @@ private slots:
         QVERIFY(sameParameters(*a, *b));
     }
 
+    void resumeIsBitExact_data()
+    {
+        QTest::addColumn<bool>("syncFree");
+        QTest::newRow("CPU kernels") << false;
+        QTest::newRow("sync-free update") << true;
+    }
+
     void resumeIsBitExact()
     {
+        QFETCH(bool, syncFree);
         QTemporaryDir dir;
         const std::string file = dir.filePath(QStringLiteral("state.ckpt")).toStdString();
-        auto straight = makeTrainer(tinyOptions());
+        TrainOptions options = tinyOptions();
+        options.syncFreeUpdate = syncFree;
+        auto straight = makeTrainer(options);
         for (int i = 0; i < 8; ++i)
             straight->step();
 
-        auto first = makeTrainer(tinyOptions());
+        auto first = makeTrainer(options);
         for (int i = 0; i < 4; ++i)
             first->step();
         QVERIFY(first->saveState(file).ok());
         first.reset();
 
-        TrainOptions other = tinyOptions();
+        TrainOptions other = options;
         other.seed = 99; // different initial weights: everything must come from the file
         auto resumed = makeTrainer(other);
         const Status loaded = resumed->loadState(file);
@@ -463,15 +475,19 @@ private slots:
     void nonFiniteGradientSkipsTheUpdate_data()
     {
         QTest::addColumn<int>("replicas");
-        QTest::newRow("1 replica") << 1;
-        QTest::newRow("2 replicas") << 2;
+        QTest::addColumn<bool>("syncFree");
+        QTest::newRow("1 replica") << 1 << false;
+        QTest::newRow("2 replicas") << 2 << false;
+        QTest::newRow("sync-free update") << 1 << true;
     }
 
     void nonFiniteGradientSkipsTheUpdate()
     {
         QFETCH(int, replicas);
+        QFETCH(bool, syncFree);
         TrainOptions options = tinyOptions();
         options.cpuReplicas = replicas;
+        options.syncFreeUpdate = syncFree;
         auto trainer = makeTrainer(options);
         trainer->step();
         const auto params = trainer->model()->parameters();
@@ -490,6 +506,73 @@ private slots:
             QVERIFY(torch::equal(params[i], before[i]) || i == 0);
         QVERIFY(torch::equal(params[0].view(-1).slice(0, 1), before[0].view(-1).slice(0, 1)));
         QCOMPARE(static_cast<torch::optim::AdamWParamState&>(*state.begin()->second).step(), stepsBefore);
+    }
+
+    // The update a GPU runs (the norm, clipping and the non-finite skip as
+    // tensors), run here on the CPU, against the CPU's own kernels: the same
+    // losses, norms and weights to float rounding, with clipping acting and
+    // two micro-batches a step.
+    void syncFreeUpdateMatchesCpuKernels()
+    {
+        TrainOptions options = tinyOptions();
+        options.gradAccumulationSteps = 2;
+        options.gradClip = 0.5;
+        options.cpuReplicas = 1;
+        auto cpu = makeTrainer(options);
+        options.syncFreeUpdate = true;
+        auto syncFree = makeTrainer(options);
+        bool clipped = false;
+        for (int i = 0; i < 6; ++i) {
+            const StepReport a = cpu->step();
+            const StepReport b = syncFree->step();
+            QVERIFY2(std::abs(a.loss - b.loss) < 1e-5, qPrintable(QString::number(a.loss - b.loss)));
+            QVERIFY2(std::abs(a.gradNorm - b.gradNorm) < 1e-4 * a.gradNorm, qPrintable(QString::number(i)));
+            clipped = clipped || a.gradNorm > options.gradClip;
+        }
+        QVERIFY(clipped);
+        const auto pa = cpu->model()->parameters(), pb = syncFree->model()->parameters();
+        for (std::size_t i = 0; i < pa.size(); ++i)
+            QVERIFY2(torch::allclose(pa[i], pb[i], 1e-4, 1e-5), qPrintable(QString::number(i)));
+        for (const auto& p : pb)
+            QCOMPARE(adamWStateOf(syncFree->optimizer(), p).step(), int64_t(6));
+    }
+
+    // Issue 41 item 5: nothing is read back to the host inside a step (on
+    // CUDA each read waits for the device's queue to drain). The GPU's path,
+    // run here on the CPU, reads once, at the step's end; the CPU's own
+    // kernels add clip_grad_norm_'s read of the norm (no wait on a CPU).
+    // Before, every micro-batch read its loss. Also records the step's ATen
+    // operator calls (nested ones included), a proxy for kernel launches.
+    void hostReadsPerStep_data()
+    {
+        QTest::addColumn<bool>("syncFree");
+        QTest::addColumn<int>("midStepReads");
+        QTest::newRow("CPU kernels") << false << 1;
+        QTest::newRow("sync-free update (CUDA's path)") << true << 0;
+    }
+
+    void hostReadsPerStep()
+    {
+        QFETCH(bool, syncFree);
+        QFETCH(int, midStepReads);
+        TrainOptions options = tinyOptions();
+        options.gradAccumulationSteps = 4;
+        options.cpuReplicas = 1;
+        options.syncFreeUpdate = syncFree;
+        auto trainer = makeTrainer(options);
+        trainer->step(); // the first step creates the optimizer's state
+        const int steps = 3;
+        OpCount count;
+        for (int i = 0; i < steps; ++i)
+            trainer->step();
+        const OpCounts counts = count.counts();
+        qInfo("%s, 4 micro-batches, 2 layers: %lld ATen operator calls per step, %lld host reads mid-step, "
+              "%lld at the end",
+            QTest::currentDataTag(), static_cast<long long>(counts.ops / steps),
+            static_cast<long long>(counts.hostReads / steps), static_cast<long long>(counts.stepReads / steps));
+        QCOMPARE(counts.stepReads, int64_t(steps));
+        QCOMPARE(counts.hostReads, int64_t(midStepReads * steps));
+        QVERIFY(counts.ops > 0);
     }
 
     void badStateFiles_data()

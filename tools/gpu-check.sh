@@ -14,6 +14,16 @@
 #                                 package, and Tiny Shakespeare
 #   tools/gpu-check.sh [DEVICE]   build into build/gpu-check and check DEVICE
 #                                 (default cuda; cpu works anywhere)
+#   tools/gpu-check.sh speed [DEVICE]
+#                                 the speed run (issue 41 items 5-6), at most
+#                                 8 minutes on one H100/H200: build only the
+#                                 two programs, then tools/gpu_speed.py: GPT-2
+#                                 124M in crowdtrain-train (bf16) beside
+#                                 PyTorch eager and torch.compile, tokens/s
+#                                 and MFU, then the 1.5B capped rows. On cpu
+#                                 it runs the same rows at toy sizes (checks
+#                                 the scripts). CROWDTRAIN_BIN=DIR: use the
+#                                 programs in DIR instead of building.
 #
 # Environment: PYTHON (default python3) must import torch; its
 # torch.utils.cmake_prefix_path is where CMake finds libtorch.
@@ -30,6 +40,11 @@ if [ "${1:-}" = stage ]; then
     exit 0
 fi
 
+mode=check
+if [ "${1:-}" = speed ]; then
+    mode=speed
+    shift
+fi
 device=${1:-cuda}
 python=${PYTHON:-python3}
 corpus=${CROWDTRAIN_CORPUS:-$stage/corpus.txt}
@@ -39,9 +54,30 @@ torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)'
 nccl=$("$python" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))' \
        2>/dev/null || true)
 echo "torch: $("$python" -c 'import torch; print(torch.__version__)') at $torch_prefix; nccl.h: ${nccl:-(default paths)}"
+configure() {
+    cmake -S . -B build/gpu-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_ENGINE_ONLY=ON \
+          "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" ${nccl:+"-DCROWDTRAIN_NCCL_INCLUDE_DIR=$nccl"}
+}
 
-cmake -S . -B build/gpu-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_ENGINE_ONLY=ON \
-      "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" ${nccl:+"-DCROWDTRAIN_NCCL_INCLUDE_DIR=$nccl"}
+if [ "$mode" = speed ]; then
+    began=$SECONDS
+    bin=${CROWDTRAIN_BIN:-}
+    if [ -z "$bin" ]; then
+        configure >/dev/null
+        cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare | tail -n 1
+        bin=build/gpu-check/bin
+    fi
+    echo "build: $((SECONDS - began)) s"
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    "$bin/crowdtrain-prepare" "$corpus" --out "$work/data" --tokenizer char --val-fraction 0.1 >/dev/null
+    tiny=()
+    [ "$device" = cpu ] && tiny=(--tiny)
+    PYTHON="$python" "$python" tools/gpu_speed.py "$device" "$bin" "$work/data" "${tiny[@]}"
+    echo "speed run: $((SECONDS - began)) s in all"
+    exit 0
+fi
+configure
 cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare bench_device_team
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
