@@ -521,8 +521,7 @@ private slots:
     void aHarmfulUpdateInsideTheBoundsIsRefusedOnItsScore()
     {
         ServerProcess server;
-        startServer(
-            server, "evaluated", SpecOptions{.tasksPerRound = 4, .deadlineSeconds = 600, .evaluateRate = 1.0});
+        startServer(server, "evaluated", SpecOptions{.tasksPerRound = 4, .deadlineSeconds = 600, .evaluateRate = 1.0});
         // theta_0 through a key of its own: the volunteers join once the
         // (slow) gradient is computed, so that their sessions stay live.
         auto reader = join(server, "reader");
@@ -603,7 +602,9 @@ private slots:
         const auto hostKeys = *net::generateKeyPair(), otherKeys = *net::generateKeyPair();
         ServerProcess server;
         startServer(server, "sparse-norm",
-            SpecOptions{.tasksPerRound = 4, .deadlineSeconds = 600, .codec = "sparse",
+            SpecOptions{.tasksPerRound = 4,
+                .deadlineSeconds = 600,
+                .codec = "sparse",
                 .trustedKeys = {hostKeys.publicKey, otherKeys.publicKey}});
         auto host = join(server, "host", hostKeys), other = join(server, "other", otherKeys);
         std::vector<int64_t> sizes;

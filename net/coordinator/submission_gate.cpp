@@ -9,8 +9,8 @@
 #include "core/file_io.h"
 #include "net/wire/error_codes.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>

@@ -460,8 +460,8 @@ void Submissions::accept(const std::string& key, OpenTask& task, const net::Subm
         true, "", nowMs, task.lease.id, request.sha256};
     const AcceptedSubmission accepted{
         contribution, task.lease.range, gate, fresh, clip, pendingDir() / (stem + ".bin")};
-    auto durable = std::make_shared<Durable>(Durable{task.uploadFile, accepted.payload,
-        pendingDir() / (stem + ".json"), record.dump(), contribution, accepted, m_codec, nullptr, 0});
+    auto durable = std::make_shared<Durable>(Durable{task.uploadFile, accepted.payload, pendingDir() / (stem + ".json"),
+        record.dump(), contribution, accepted, m_codec, nullptr, 0});
     if (m_scorer && m_scorer->draw()) {
         durable->theta = m_round.sharedParams();
         durable->version = m_round.version();
@@ -552,8 +552,8 @@ void Submissions::refusedOnScore(const AcceptedSubmission& a, const Error& why)
         std::fprintf(stderr, "%s: task %llu: %s\n", m_spec.name.c_str(), static_cast<unsigned long long>(taskId),
             s.error().message.c_str());
     m_trust.penalize(a.record.publicKey);
-    std::fprintf(stderr, "%s: round %lld: task %llu of %.12s refused on its held-out score: %s\n",
-        m_spec.name.c_str(), static_cast<long long>(m_round.openRound()), static_cast<unsigned long long>(taskId),
+    std::fprintf(stderr, "%s: round %lld: task %llu of %.12s refused on its held-out score: %s\n", m_spec.name.c_str(),
+        static_cast<long long>(m_round.openRound()), static_cast<unsigned long long>(taskId),
         a.record.publicKey.c_str(), why.message.c_str());
 }
 
