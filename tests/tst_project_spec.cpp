@@ -164,9 +164,10 @@ private slots:
         row("trust unknown field", R"({"trust": {"vouch": []}})", "trust.vouch: unknown field");
         row("calibrate not a boolean", R"({"trust": {"calibrate": 1}})", "trust.calibrate: must be true or false");
         row("defences not a boolean", R"({"trust": {"defences": "off"}})", "trust.defences: must be true or false");
-        row("evaluate rate above 1", R"({"trust": {"evaluate": {"rate": 2}})", "trust.evaluate.rate: must be in");
-        row("evaluate no tokens", R"({"trust": {"evaluate": {"tokens": 0}})", "trust.evaluate.tokens: must be in");
-        row("evaluate unknown field", R"({"trust": {"evaluate": {"share": 1}})", "trust.evaluate.share: unknown field");
+        row("evaluate rate above 1", R"({"trust": {"evaluate": {"rate": 2}}})", "trust.evaluate.rate: must be in");
+        row("evaluate no tokens", R"({"trust": {"evaluate": {"tokens": 0}}})", "trust.evaluate.tokens: must be in");
+        row("evaluate unknown field", R"({"trust": {"evaluate": {"share": 1}}})",
+            "trust.evaluate.share: unknown field");
     }
 
     void trustedKeys()
