@@ -265,7 +265,9 @@ Result<std::span<float>> RoundState::sparseAverage()
     const double lambda = m_freshScale ? m_freshScale(we, wn) : 1.0;
     const double total = we + lambda * wn;
     // avg_e carries M_e / W_e: (W_e avg_e M / M_e + lambda W_n avg_n M / M_n) / total.
-    const double a = we / total * norm / median, b = lambda * wn / total * norm / n.medianNorm();
+    // (a as before when M is the median: the close stays bit for bit the same.)
+    const double a = norm == median ? we / total : we / total * norm / median;
+    const double b = lambda * wn / total * norm / n.medianNorm();
     return mixInPlace(e, n, a, b);
 }
 
