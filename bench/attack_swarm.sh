@@ -19,8 +19,8 @@
 # HONEST=9 is 10% of the keys, 2 of 4 33%, 4 of 4 50%, 30 of 1 many fresh
 # keys); HOSTILE_AFTER=T: their first T tasks are honest (keys that earn
 # trust, then attack). CODEC=sparse runs the sparse codec; TRUST_SPEC (a
-# JSON object) is the spec's "trust" (say, {"calibrate": true} or
-# {"defences": false}). All pass through to bench/diloco_swarm.sh. Run it
+# JSON object) is the spec's "trust" (say, {"calibrate": true},
+# {"evaluate": {"rate": 1}} or {"defences": false}). All pass through to bench/diloco_swarm.sh. Run it
 # under `flock /tmp/crowdtrain-bench.lock`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -89,6 +89,12 @@ PY
 )
     echo "$mode: rounds ${reached[$mode]}, val ${val[$mode]}, honest ${honest[$mode]}, hostile ${outcome[$mode]}, detection ${detect[$mode]}, flagged ${flagged[$mode]}" >&2
     grep -m2 "calibration task" "$work/server.err" >&2 || true
+    # trust.evaluate's per-round lines, and a sparse round's step size when keys with little trust differ.
+    grep "scored on held-out loss" "$work/server.err" | tail -n 3 >&2 || true
+    grep "sparse messages scaled to norm" "$work/server.err" \
+        | sed 's/.*round \([0-9]*\): .*norm \([0-9.e+-]*\) (.*plain median \([0-9.e+-]*\))/\1 \2 \3/' \
+        | awk '{ r = $3 / $2; n++; s += r; if (r > m) { m = r; at = $1 } }
+               END { if (n) printf "  sparse rounds whose messages the plain median would have scaled otherwise: %d, by x%.2f on average, at most x%.2f (round %s)\n", n, s / n, m, at }' >&2 || true
     grep "calibration task" "$work/server.err" | tail -n 1 >&2 || true
     rm -rf "$out" "$out.err" "$work"
 done

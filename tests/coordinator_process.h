@@ -88,6 +88,7 @@ struct SpecOptions {
     std::vector<std::string> trustedKeys = {};
     double newKeyShare = -1;
     bool calibrate = false; // trust.calibrate: the host trains a task per round
+    double evaluateRate = 0; // trust.evaluate.rate: the share of submissions scored on held-out loss
 };
 
 // A small model (2 layers, 32 wide, block 32) so that rounds take seconds.
@@ -111,12 +112,14 @@ inline std::filesystem::path writeSpec(
     if (!o.importDir.empty())
         spec["init"] = {{"import", o.importDir.string()}};
     spec["checkpoint_access"] = o.checkpointAccess;
-    if (!o.trustedKeys.empty() || o.newKeyShare >= 0 || o.calibrate) {
+    if (!o.trustedKeys.empty() || o.newKeyShare >= 0 || o.calibrate || o.evaluateRate > 0) {
         spec["trust"] = {{"keys", o.trustedKeys}};
         if (o.newKeyShare >= 0)
             spec["trust"]["new_key_share"] = o.newKeyShare;
         if (o.calibrate)
             spec["trust"]["calibrate"] = true;
+        if (o.evaluateRate > 0)
+            spec["trust"]["evaluate"] = {{"rate", o.evaluateRate}, {"tokens", 2048}};
     }
     std::filesystem::create_directories(dir);
     const auto file = dir / "tiny.project.json";

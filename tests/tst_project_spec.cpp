@@ -164,25 +164,32 @@ private slots:
         row("trust unknown field", R"({"trust": {"vouch": []}})", "trust.vouch: unknown field");
         row("calibrate not a boolean", R"({"trust": {"calibrate": 1}})", "trust.calibrate: must be true or false");
         row("defences not a boolean", R"({"trust": {"defences": "off"}})", "trust.defences: must be true or false");
+        row("evaluate rate above 1", R"({"trust": {"evaluate": {"rate": 2}}})", "trust.evaluate.rate: must be in");
+        row("evaluate no tokens", R"({"trust": {"evaluate": {"tokens": 0}}})", "trust.evaluate.tokens: must be in");
+        row("evaluate unknown field", R"({"trust": {"evaluate": {"share": 1}}})",
+            "trust.evaluate.share: unknown field");
     }
 
     void trustedKeys()
     {
         json spec = goodSpec();
         spec["trust"] = {{"keys", {"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"}}, {"new_key_share", 0.1},
-            {"calibrate", true}, {"defences", false}};
+            {"calibrate", true}, {"defences", false}, {"evaluate", {{"rate", 0.5}, {"tokens", 2048}}}};
         auto parsed = loadProjectSpec(writeSpec(spec, "trust.json"));
         QVERIFY2(parsed, parsed ? "" : parsed.error().message.c_str());
         QCOMPARE(parsed->trust.keys, std::vector<std::string>{"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"});
         QCOMPARE(parsed->trust.newKeyShare, 0.1);
         QVERIFY(parsed->trust.calibrate);
         QVERIFY(!parsed->trust.defences);
+        QCOMPARE(parsed->trust.evaluateRate, 0.5);
+        QCOMPARE(parsed->trust.evaluateTokens, int64_t(2048));
         auto plain = loadProjectSpec(writeSpec(goodSpec(), "plain.json"));
         QVERIFY(plain);
         QVERIFY(plain->trust.keys.empty());
         QCOMPARE(plain->trust.newKeyShare, 0.25);
         QVERIFY(!plain->trust.calibrate);
         QVERIFY(plain->trust.defences);
+        QCOMPARE(plain->trust.evaluateRate, 0.0); // not scored unless the host asks
     }
 
     void badField()

@@ -5,12 +5,17 @@
 // and the rejection cap never holds a round open; a message with its mass
 // on one element is refused on both codecs; a copy of an accepted payload
 // earns nothing; a lone key's honest update against the momentum is not
-// refused on the previous round's cosines. Each test fails on the
-// coordinator before this issue.
+// refused on the previous round's cosines; with trust.evaluate, an update
+// inside every bound that makes the held-out loss worse is refused. Each
+// test fails on the coordinator before this issue.
 
 // libtorch's headers before Qt's: Qt's `slots` macro breaks them.
+#include "engine/batch_sampler.h"
+#include "engine/data_set.h"
 #include "engine/diloco/codec.h"
+#include "engine/diloco/flat_params.h"
 #include "engine/diloco/sparse_codec.h"
+#include "engine/model_io.h"
 
 #include "coordinator_fixtures.h"
 #include "coordinator_process.h"
@@ -505,6 +510,140 @@ private slots:
         auto r = uploadAndSubmit(v, task(v), int8Payload(back), kTaskTokens);
         QVERIFY2(r, r ? "" : r.error().message.c_str());
         QVERIFY(waitFor([&] { return projectVersion(v) == 3; }, 20000));
+    }
+
+    // Item 3 (trust.evaluate): two updates of the same norm and the same
+    // largest element, one a step down theta_0's validation gradient (its
+    // signs, 0.01 each), the other the same step up it. Both pass the norm
+    // and element bounds; scored on held-out windows the coordinator drew,
+    // the first lowers the loss and is accepted, the second raises it and
+    // is refused (loss_out_of_bounds), earning its key nothing.
+    void aHarmfulUpdateInsideTheBoundsIsRefusedOnItsScore()
+    {
+        ServerProcess server;
+        startServer(server, "evaluated", SpecOptions{.tasksPerRound = 4, .deadlineSeconds = 600, .evaluateRate = 1.0});
+        // theta_0 through a key of its own: the volunteers join once the
+        // (slow) gradient is computed, so that their sessions stay live.
+        auto reader = join(server, "reader");
+        const int64_t n = elements(reader);
+        const auto thetaFile = root() / "evaluated" / "theta0.bin";
+        QVERIFY(net::downloadResource(*reader.client, "tiny", reader.joined.stateResource, thetaFile));
+        const std::string bytes = readAll(thetaFile);
+        QCOMPARE(bytes.size(), std::size_t(4 * n));
+        std::vector<float> theta(static_cast<std::size_t>(n));
+        std::memcpy(theta.data(), bytes.data(), bytes.size());
+
+        // The validation gradient at theta_0 (the test's own windows).
+        engine::Gpt model(engine::GptConfig{2, 2, 32, 32, 65, 0.0});
+        QVERIFY(diloco::assign(model, theta.data(), n));
+        auto data = engine::openDataSet(m_data);
+        QVERIFY(data);
+        auto sampler = engine::BatchSampler::create(engine::wholeShards(data->val), 32, 5);
+        QVERIFY(sampler);
+        std::vector<int64_t> x(16 * 32), y(x.size());
+        auto lossAt = [&](const std::vector<float>& weights) {
+            if (!diloco::assign(model, weights.data(), n))
+                qFatal("cannot load the test's weights");
+            model->zero_grad();
+            sampler->setPosition(0);
+            double sum = 0;
+            for (int b = 0; b < 4; ++b) {
+                sampler->next(16, x.data(), y.data());
+                auto loss = model->loss(torch::from_blob(x.data(), {16, 32}, torch::kLong),
+                    torch::from_blob(y.data(), {16, 32}, torch::kLong));
+                loss.backward();
+                sum += loss.item<double>() / 4;
+            }
+            return sum;
+        };
+        const double before = lossAt(theta);
+        std::vector<float> down(static_cast<std::size_t>(n));
+        int64_t offset = 0;
+        for (const auto& [name, parameter] : engine::namedParameters(model)) {
+            const torch::Tensor grad = parameter.grad().contiguous();
+            const float* g = grad.data_ptr<float>();
+            for (int64_t i = 0; i < grad.numel(); ++i)
+                down[std::size_t(offset + i)] = g[i] > 0 ? 0.01f : g[i] < 0 ? -0.01f : 0.0f;
+            offset += grad.numel();
+        }
+        QCOMPARE(offset, n);
+        std::vector<float> up = plus(std::vector<float>(std::size_t(n), 0.0f), down, -1.0f);
+        // theta_0 - delta: where each update takes the weights.
+        const double lower = lossAt(plus(theta, down, -1.0f)), higher = lossAt(plus(theta, up, -1.0f));
+        QVERIFY2(lower < before && higher > before * 1.02,
+            (std::to_string(before) + " -> " + std::to_string(lower) + " / " + std::to_string(higher)).c_str());
+
+        auto honest = join(server, "honest"), attacker = join(server, "attacker");
+        auto accepted = uploadAndSubmit(honest, task(honest), int8Payload(down), kTaskTokens);
+        QVERIFY2(accepted, accepted ? "" : accepted.error().message.c_str());
+        auto refused = uploadAndSubmit(attacker, task(attacker), int8Payload(up), kTaskTokens);
+        QVERIFY(!refused);
+        QCOMPARE(refused.error().code, std::string("loss_out_of_bounds"));
+        QVERIFY2(refused.error().message.find("held-out") != std::string::npos, refused.error().message.c_str());
+        auto stats = attacker.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
+        QVERIFY(stats);
+        QCOMPARE(stats->stats.tokens, uint64_t(0));
+        QCOMPARE(stats->stats.roundsRejected, uint64_t(1));
+        // The honest key goes on being accepted, and the round closes.
+        honestUntil(honest, 1, 500);
+        auto mine = honest.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
+        QVERIFY(mine);
+        QCOMPARE(mine->stats.roundsRejected, uint64_t(0));
+    }
+
+    // Item 3 (the sparse "big from the start" row): a sparse round scales
+    // its messages to one norm. Two keys the host names; one sends a
+    // message at the honest norm, the other three at three times it. The
+    // plain median of the four messages was the large one (every round's
+    // step three times too long: that row's +9.7%); the trust-weighted
+    // median over keys is the honest key's.
+    void aSparseRoundsStepIsNotSetByTheKeyWithMostMessages()
+    {
+        const auto hostKeys = *net::generateKeyPair(), otherKeys = *net::generateKeyPair();
+        ServerProcess server;
+        startServer(server, "sparse-norm",
+            SpecOptions{.tasksPerRound = 4,
+                .deadlineSeconds = 600,
+                .codec = "sparse",
+                .trustedKeys = {hostKeys.publicKey, otherKeys.publicKey}});
+        auto host = join(server, "host", hostKeys), other = join(server, "other", otherKeys);
+        std::vector<int64_t> sizes;
+        for (const net::TensorSpec& tensor : host.joined.manifest)
+            sizes.push_back(int64_t(
+                std::accumulate(tensor.shape.begin(), tensor.shape.end(), uint64_t(1), std::multiplies<uint64_t>())));
+        auto layout = diloco::SparseLayout::make(sizes,
+            diloco::SparseOptions{int64_t(host.joined.sparse->chunk), int64_t(host.joined.sparse->k),
+                host.joined.sparse->decay, int(host.joined.sparse->updateBits)});
+        QVERIFY(layout);
+        const int64_t n = layout->elements();
+        auto message = [&](float scale, uint64_t seed) {
+            std::vector<float> buffer(std::size_t(n), 0.0f);
+            const auto delta = randomDelta(n, scale, seed);
+            return diloco::encodeSparse(*layout, delta.data(), buffer.data());
+        };
+        const std::string honest = message(1e-3f, 1);
+        const double honestNorm = diloco::inspectSparse(*layout, honest)->l2Norm;
+        auto r = uploadAndSubmit(host, task(host), honest, kTaskTokens);
+        QVERIFY2(r, r ? "" : r.error().message.c_str());
+        for (uint64_t k = 0; k < 3; ++k) {
+            auto big = uploadAndSubmit(other, task(other), message(3e-3f, 10 + k), kTaskTokens);
+            QVERIFY2(big, big ? "" : big.error().message.c_str());
+        }
+        QVERIFY(waitFor([&] { return projectVersion(host) == 1; }, 20000));
+        std::string log;
+        std::smatch found;
+        const std::regex line("sparse messages scaled to norm ([0-9.eE+-]+)");
+        QVERIFY2(waitFor(
+                     [&] {
+                         QCoreApplication::processEvents();
+                         log += server.stderrText().toStdString();
+                         return std::regex_search(log, found, line);
+                     },
+                     10000),
+            log.c_str());
+        const double norm = std::stod(found[1].str());
+        QVERIFY2(std::abs(norm - honestNorm) <= 1e-3 * honestNorm,
+            (std::to_string(norm) + " vs the honest key's " + std::to_string(honestNorm)).c_str());
     }
 };
 

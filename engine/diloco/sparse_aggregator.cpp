@@ -53,13 +53,13 @@ double SparseAggregator::medianNorm() const
     return (lower + norms[mid]) / 2.0;
 }
 
-Result<std::span<float>> SparseAggregator::averageInPlace()
+Result<std::span<float>> SparseAggregator::averageInPlace(std::optional<double> norm)
 {
     if (m_spent)
         return Error::make(engine::errc::kAggregatorFailed, "the sum was averaged in place: reset() first");
     if (m_norms.empty())
         return Error::make(engine::errc::kEmpty, "no submissions to average");
-    const double factor = medianNorm() / m_totalWeight;
+    const double factor = norm.value_or(medianNorm()) / m_totalWeight;
     for (float& v : m_acc)
         v = float(double(v) * factor);
     m_spent = true;

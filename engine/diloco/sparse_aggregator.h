@@ -14,6 +14,7 @@
 
 #include "engine/diloco/sparse_codec.h"
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -40,8 +41,9 @@ public:
     // when nothing was added.
     Result<std::vector<float>> average() const;
     // The same values over the accumulator itself (no second P floats):
-    // spent until reset() (add() and the averages fail).
-    Result<std::span<float>> averageInPlace();
+    // spent until reset() (add() and the averages fail). With `norm`, the
+    // messages are scaled to it instead of the median.
+    Result<std::span<float>> averageInPlace(std::optional<double> norm = std::nullopt);
 
     // The round's close: u = float32(-lr) * avg, encoded as a sparse update
     // (encodeSparseUpdate). Apply it with applySparseUpdate.

@@ -46,6 +46,15 @@ double KeyTrust::freshScale(double established, double fresh) const
     return std::min(1.0, most / fresh);
 }
 
+void KeyTrust::penalize(const std::string& key)
+{
+    auto it = m_trust.find(key);
+    if (it == m_trust.end())
+        return;
+    it->second *= 0.5;
+    updateMean();
+}
+
 KeyTrust KeyTrust::afterRound(const std::vector<Contribution>& round) const
 {
     double established = 0, fresh = 0;

@@ -62,6 +62,10 @@ public:
     // 1, or less so that the new keys hold at most newKeyShare() of it. A
     // round without established work is the new keys' alone.
     double freshScale(double established, double fresh) const;
+    // A submission of this key was refused on its held-out score (it made
+    // the loss worse than honest work does): its trust is halved (a named
+    // key's stays).
+    void penalize(const std::string& key);
     // The trust after a round with these contributions closed.
     KeyTrust afterRound(const std::vector<Contribution>& round) const;
 

@@ -182,8 +182,9 @@ namespace {
 bool isVerdictOnPayload(std::string_view code)
 {
     return code == net::errc::kNormOutOfBounds || code == net::errc::kDirectionOutOfBounds
-        || code == net::errc::kNonFinite || code == net::errc::kBadShape || code == net::errc::kBadTokens
-        || code == net::errc::kChecksumMismatch || code == net::errc::kDuplicatePayload;
+        || code == net::errc::kLossOutOfBounds || code == net::errc::kNonFinite || code == net::errc::kBadShape
+        || code == net::errc::kBadTokens || code == net::errc::kChecksumMismatch
+        || code == net::errc::kDuplicatePayload;
 }
 
 } // namespace

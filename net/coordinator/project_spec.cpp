@@ -355,7 +355,8 @@ std::optional<Error> parseTerms(const FieldReader& top, const json& root, Projec
 }
 
 // "trust": {"keys": [Z85 public keys], "new_key_share": s in [0, 1],
-//           "calibrate": bool, "defences": bool}.
+//           "calibrate": bool, "defences": bool,
+//           "evaluate": {"rate": r in [0, 1], "tokens": n >= 1}}.
 std::optional<Error> parseTrust(const FieldReader& top, const json& root, ProjectSpec& spec)
 {
     const json* o = nullptr;
@@ -363,10 +364,18 @@ std::optional<Error> parseTrust(const FieldReader& top, const json& root, Projec
     if (!o)
         return std::nullopt;
     const FieldReader r = top.nested("trust");
-    CT_TRY(r.checkKeys(*o, {"keys", "new_key_share", "calibrate", "defences"}));
+    CT_TRY(r.checkKeys(*o, {"keys", "new_key_share", "calibrate", "defences", "evaluate"}));
     CT_TRY(r.number(*o, "new_key_share", spec.trust.newKeyShare, 0.0, 1.0));
     CT_TRY(r.boolean(*o, "calibrate", spec.trust.calibrate));
     CT_TRY(r.boolean(*o, "defences", spec.trust.defences));
+    const json* evaluate = nullptr;
+    CT_TRY(r.object(*o, "evaluate", evaluate));
+    if (evaluate) {
+        const FieldReader e = r.nested("evaluate");
+        CT_TRY(e.checkKeys(*evaluate, {"rate", "tokens"}));
+        CT_TRY(e.number(*evaluate, "rate", spec.trust.evaluateRate, 0.0, 1.0));
+        CT_TRY(e.integer(*evaluate, "tokens", spec.trust.evaluateTokens, 1, TrustSpec::kMaxEvaluateTokens));
+    }
     if (!o->contains("keys"))
         return std::nullopt;
     const json& keys = (*o)["keys"];

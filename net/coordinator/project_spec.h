@@ -100,6 +100,14 @@ struct TrustSpec {
     // per-element bounds, the copy check, the new keys' cap, clipping); the
     // absolute norm bounds and the finiteness check stay.
     bool defences = true;
+    // Evaluated contributions (SubmissionScorer): the share of submissions
+    // the coordinator scores by the loss change they buy on held-out
+    // windows of the validation split it draws per round (0: none, the
+    // default; each score costs a forward pass over `evaluateTokens`), and
+    // how many tokens each score reads.
+    double evaluateRate = 0.0;
+    int64_t evaluateTokens = 4096;
+    static constexpr int64_t kMaxEvaluateTokens = int64_t(1) << 20;
     static constexpr std::size_t kMaxKeys = 1024;
 };
 

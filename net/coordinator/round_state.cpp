@@ -241,23 +241,33 @@ Result<std::span<float>> RoundState::average()
     return mixInPlace(m_aggregator, m_freshAggregator, a, b);
 }
 
-// Each message scaled to one norm M (the median of the established keys'
-// messages, else of the new keys'): each aggregator's average is
+// Each message scaled to one norm M (of the established keys' messages,
+// m_sparseNorm, else the new keys' median): each aggregator's average is
 // M_own x S / W, so S = avg W / M_own, and the round's average is
 // M (S_e + lambda S_n) / (W_e + lambda W_n). In place, as average().
 Result<std::span<float>> RoundState::sparseAverage()
 {
     diloco::SparseAggregator& e = *m_sparse;
     diloco::SparseAggregator& n = *m_freshSparse;
-    if (n.submissions() == 0)
-        return e.averageInPlace();
     if (e.submissions() == 0)
         return n.averageInPlace();
+    const double median = e.medianNorm();
+    std::optional<double> chosen = m_sparseNorm ? m_sparseNorm() : std::nullopt;
+    const double norm = chosen && *chosen > 0 ? *chosen : median;
+    if (norm != median)
+        std::fprintf(stderr,
+            "%s: round %lld: sparse messages scaled to norm %.4g (the trust-weighted median over keys; the "
+            "messages' plain median %.4g)\n",
+            m_spec.name.c_str(), static_cast<long long>(openRound()), norm, median);
+    if (n.submissions() == 0)
+        return e.averageInPlace(norm);
     const double we = e.totalWeight(), wn = n.totalWeight();
     const double lambda = m_freshScale ? m_freshScale(we, wn) : 1.0;
     const double total = we + lambda * wn;
-    // avg_e already carries M / W_e: (W_e avg_e + lambda W_n avg_n M / M_n) / total.
-    const double a = we / total, b = lambda * wn / total * e.medianNorm() / n.medianNorm();
+    // avg_e carries M_e / W_e: (W_e avg_e M / M_e + lambda W_n avg_n M / M_n) / total.
+    // (a as before when M is the median: the close stays bit for bit the same.)
+    const double a = norm == median ? we / total : we / total * norm / median;
+    const double b = lambda * wn / total * norm / n.medianNorm();
     return mixInPlace(e, n, a, b);
 }
 

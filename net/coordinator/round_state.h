@@ -100,6 +100,11 @@ public:
     // The new keys' factor in the average: a function of (established
     // weight, new weight), KeyTrust::freshScale.
     void setFreshScale(std::function<double(double, double)> scale) { m_freshScale = std::move(scale); }
+    // A sparse round's norm M, which the established keys' messages are
+    // scaled to (Submissions: the trust-weighted median over keys, so that
+    // keys with little trust and many messages cannot set it); none: their
+    // plain median. Called on the worker during a close.
+    void setSparseNorm(std::function<std::optional<double>()> norm) { m_sparseNorm = std::move(norm); }
 
     int64_t acceptedTokens() const { return m_acceptedTokens; }
 
@@ -170,6 +175,7 @@ private:
     std::optional<diloco::SparseAggregator> m_sparse;
     std::optional<diloco::SparseAggregator> m_freshSparse;
     std::function<double(double, double)> m_freshScale;
+    std::function<std::optional<double>()> m_sparseNorm;
     std::vector<AcceptedSubmission> m_accepted;
     int64_t m_acceptedTokens = 0;
     bool m_closing = false;

@@ -9,8 +9,10 @@
 #include "core/file_io.h"
 #include "net/wire/error_codes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace crowdtrain::coordinator {
@@ -126,6 +128,10 @@ void Submissions::roundClosed()
     m_previousSketches = std::move(m_roundSketches);
     m_roundSketches.clear();
     m_refusals.clear();
+    m_previousChanges = std::move(m_roundChanges);
+    m_roundChanges.clear();
+    m_roundScored = m_roundScoreRefusals = 0;
+    m_roundScoreMs = 0;
     m_directionRejections = 0;
     m_referenceRejections = 0;
     takeDirection();
@@ -183,6 +189,14 @@ void Submissions::logClosedRound() const
         freshCount += c.fresh ? 1 : 0;
     }
     const double scale = m_trust.freshScale(established, fresh);
+    if (m_roundScored > 0) {
+        const std::optional<double> honest = honestChange();
+        std::fprintf(stderr,
+            "%s: round %lld: %d submissions scored on held-out loss (%.0f ms each), %d refused "
+            "(loss_out_of_bounds); honest median change %s\n",
+            m_spec.name.c_str(), static_cast<long long>(m_round.version()), m_roundScored,
+            m_roundScoreMs / m_roundScored, m_roundScoreRefusals, honest ? number(*honest).c_str() : "-");
+    }
     if (m_refusals.empty() && scale >= 1.0)
         return;
     std::string refused;
@@ -252,6 +266,43 @@ double Submissions::clipOf(double gateNorm) const
     if (m_sparse || !reference || !(gateNorm > kClipFactor * *reference))
         return 1.0;
     return kClipFactor * *reference / gateNorm;
+}
+
+// A sparse round's norm M for the established keys' messages: each key's
+// median norm in the round, the trust-weighted median over keys (the
+// smallest with at least half the weight at or below it). The messages'
+// plain median let keys with some trust and large messages (within 4 x the
+// reference) set the size of every round's step (issue 42: +9.7% on the
+// attack bench).
+std::optional<double> Submissions::sparseNorm() const
+{
+    if (!m_defences)
+        return std::nullopt;
+    std::map<std::string, std::vector<double>> byKey;
+    for (const AcceptedSubmission& a : m_round.accepted())
+        if (!a.fresh)
+            byKey[a.record.publicKey].push_back(a.gate.norm);
+    std::vector<std::pair<double, double>> perKey; // (median, trust)
+    double total = 0;
+    for (auto& [key, norms] : byKey) {
+        const double weight = m_trust.trust(key);
+        if (weight <= 0)
+            continue;
+        std::sort(norms.begin(), norms.end());
+        const std::size_t mid = norms.size() / 2;
+        perKey.emplace_back(norms.size() % 2 ? norms[mid] : (norms[mid - 1] + norms[mid]) / 2.0, weight);
+        total += weight;
+    }
+    if (perKey.empty())
+        return std::nullopt;
+    std::sort(perKey.begin(), perKey.end());
+    double below = 0;
+    for (const auto& [norm, weight] : perKey) {
+        below += weight;
+        if (below >= total / 2.0)
+            return norm;
+    }
+    return perKey.back().first;
 }
 
 void Submissions::accepted(const AcceptedSubmission& a, PayloadSketch sketch)

@@ -70,6 +70,8 @@ Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t p
     m_defences = spec.trust.defences;
     m_trust = KeyTrust(spec.trust.keys, m_defences ? spec.trust.newKeyShare : 1.0);
     m_round.setFreshScale([this](double established, double fresh) { return m_trust.freshScale(established, fresh); });
+    if (sparse)
+        m_round.setSparseNorm([this] { return sparseNorm(); });
     // An AdamW step moves a weight by about lr at most: H steps by H * lr;
     // twice that is the ceiling, as for the norm. A sparse message is the
     // top k of an error-feedback buffer that keeps decay x what was not
@@ -87,6 +89,8 @@ Submissions::Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t p
         m_sketchPositions = PayloadSketch::positions(parameters, std::random_device{}());
     if (spec.trust.calibrate && m_defences)
         m_calibration = std::make_unique<HostCalibration>(spec, parameters, sparse);
+    if (spec.trust.evaluateRate > 0 && m_defences)
+        m_scorer = std::make_unique<SubmissionScorer>(spec, codec, sparse);
 }
 
 std::filesystem::path Submissions::pendingDir() const
@@ -386,6 +390,9 @@ struct Submissions::Durable {
     ContributionRecord contribution;
     AcceptedSubmission accepted;
     diloco::Codec codec;
+    // To score it against (trust.evaluate), when drawn; else null.
+    std::shared_ptr<const std::vector<float>> theta;
+    int64_t version = 0;
 };
 
 // On the worker. Payload first (fsynced, renamed), then its record: a record
@@ -453,18 +460,101 @@ void Submissions::accept(const std::string& key, OpenTask& task, const net::Subm
         true, "", nowMs, task.lease.id, request.sha256};
     const AcceptedSubmission accepted{
         contribution, task.lease.range, gate, fresh, clip, pendingDir() / (stem + ".bin")};
-    auto durable = std::make_shared<const Durable>(Durable{task.uploadFile, accepted.payload,
-        pendingDir() / (stem + ".json"), record.dump(), contribution, accepted, m_codec});
+    auto durable = std::make_shared<Durable>(Durable{task.uploadFile, accepted.payload, pendingDir() / (stem + ".json"),
+        record.dump(), contribution, accepted, m_codec, nullptr, 0});
+    if (m_scorer && m_scorer->draw()) {
+        durable->theta = m_round.sharedParams();
+        durable->version = m_round.version();
+    }
     task.accepting = true;
     Accepting& a = m_accepting.emplace_back(Accepting{accepted, std::move(sketch), {}, {}});
     a.waiting.push_back(std::move(done));
-    a.durable = m_worker.post([this, durable]() -> Status {
+    a.durable = m_worker.post([this, durable, honest = honestChange()]() -> Verdict {
         try {
-            return makeDurable(*durable);
+            return acceptOnWorker(*durable, honest);
         } catch (const std::exception& e) {
-            return Error::make(net::errc::kInternal, e.what());
+            return Verdict{Error::make(net::errc::kInternal, e.what()), std::nullopt, std::nullopt};
         }
     });
+}
+
+namespace {
+
+std::string change(double value)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%+.4g", value);
+    return text;
+}
+
+} // namespace
+
+// On the worker: the score first, when drawn (a refusal writes nothing),
+// then the durable half. A score that fails (the validation split cannot
+// be read) is logged and the submission is judged without it.
+Submissions::Verdict Submissions::acceptOnWorker(const Durable& d, std::optional<double> honest)
+{
+    Verdict verdict;
+    if (d.theta && m_scorer) {
+        auto score = m_scorer->score(d.version, *d.theta, d.upload);
+        if (!score) {
+            std::fprintf(stderr, "%s: task %llu could not be scored: %s\n", m_spec.name.c_str(),
+                static_cast<unsigned long long>(d.contribution.taskId), score.error().message.c_str());
+        } else {
+            verdict.score = *score;
+            const double floor = kLossRiseShare * std::abs(score->before);
+            const double bound = honest ? *honest + std::max(std::abs(*honest), floor) : floor;
+            if (score->change() > bound) {
+                verdict.refused = Error::make(net::errc::kLossOutOfBounds,
+                    "applied alone, this update moves the loss on " + std::to_string(m_spec.trust.evaluateTokens)
+                        + " held-out tokens the coordinator drew from " + std::to_string(score->before) + " to "
+                        + std::to_string(score->after) + " (" + change(score->change()) + "), above the bound "
+                        + change(bound)
+                        + (honest ? " (honest updates' median " + change(*honest) + ")"
+                                  : std::string(" (no honest score yet)")));
+                return verdict;
+            }
+        }
+    }
+    verdict.durable = makeDurable(d);
+    return verdict;
+}
+
+// r: the median change of the established keys' passed scores, this round
+// and the previous one (new keys never set it).
+std::optional<double> Submissions::honestChange() const
+{
+    std::vector<double> changes = m_roundChanges;
+    changes.insert(changes.end(), m_previousChanges.begin(), m_previousChanges.end());
+    if (changes.empty())
+        return std::nullopt;
+    std::sort(changes.begin(), changes.end());
+    const std::size_t mid = changes.size() / 2;
+    return changes.size() % 2 ? changes[mid] : (changes[mid - 1] + changes[mid]) / 2.0;
+}
+
+// A submission refused on its score: as any refusal (its task ends, a
+// rejection recorded, no credit), and its key's trust is halved.
+void Submissions::refusedOnScore(const AcceptedSubmission& a, const Error& why)
+{
+    const uint64_t taskId = a.record.taskId;
+    if (OpenTask* task = m_tasks.find(taskId, a.record.publicKey))
+        task->accepting = false;
+    m_endTask(taskId);
+    ContributionRecord record = a.record;
+    record.accepted = false;
+    record.reason = why.code + ": " + why.message;
+    record.taskId = 0;
+    record.payloadSha256.clear();
+    ++m_refusals[why.code];
+    ++m_roundScoreRefusals;
+    if (Status s = m_store.ledger().recordRejection(record); !s)
+        std::fprintf(stderr, "%s: task %llu: %s\n", m_spec.name.c_str(), static_cast<unsigned long long>(taskId),
+            s.error().message.c_str());
+    m_trust.penalize(a.record.publicKey);
+    std::fprintf(stderr, "%s: round %lld: task %llu of %.12s refused on its held-out score: %s\n", m_spec.name.c_str(),
+        static_cast<long long>(m_round.openRound()), static_cast<unsigned long long>(taskId),
+        a.record.publicKey.c_str(), why.message.c_str());
 }
 
 void Submissions::collectAccepted(bool wait)
@@ -473,8 +563,25 @@ void Submissions::collectAccepted(bool wait)
         Accepting& a = m_accepting.front();
         if (!wait && a.durable.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
             return;
-        const Status durable = a.durable.get();
+        Verdict outcome = a.durable.get();
+        const Status& durable = outcome.durable;
         const uint64_t taskId = a.accepted.record.taskId;
+        if (outcome.score) {
+            ++m_roundScored;
+            m_roundScoreMs += outcome.score->ms;
+        }
+        if (outcome.refused) {
+            refusedOnScore(a.accepted, *outcome.refused);
+            std::vector<SubmitDone> waiting = std::move(a.waiting);
+            const Error why = *outcome.refused;
+            m_accepting.pop_front();
+            for (SubmitDone& done : waiting)
+                if (done)
+                    done(why);
+            continue;
+        }
+        if (durable && outcome.score && m_trust.established(a.accepted.record.publicKey))
+            m_roundChanges.push_back(outcome.score->change());
         Result<net::SubmitReply> verdict = durable
             ? Result<net::SubmitReply>(
                 net::SubmitReply{taskId, uint64_t(a.accepted.record.round), uint64_t(a.accepted.record.round - 1)})

@@ -26,6 +26,12 @@
 // payloads' hashes go into the state file (gateRecord()), so a restart
 // keeps it as strict.
 //
+// With the spec's trust.evaluate, a drawn share of the submissions that
+// pass is also scored on the worker, before its durable half, by the loss
+// change it buys on held-out windows (SubmissionScorer); one that makes the
+// loss worse than honest work does is refused there (loss_out_of_bounds),
+// and its key's trust is halved.
+//
 // Used from one thread (the server's loop), but for the durable acceptance.
 
 #include "engine/diloco/aggregator.h"
@@ -33,6 +39,7 @@
 #include "net/coordinator/payload_sketch.h"
 #include "net/coordinator/project_worker.h"
 #include "net/coordinator/round_state.h"
+#include "net/coordinator/submission_scorer.h"
 #include "net/coordinator/submissions_calibration.h"
 #include "net/coordinator/task_board.h"
 #include "net/wire/messages.h"
@@ -101,6 +108,13 @@ public:
     static constexpr int kStaleReferenceRejections = 3;
     // Who the host's calibration samples are in the gate (no Z85 key is).
     static constexpr const char* kHostKey = "host calibration";
+    // A scored submission is refused when applied alone it raises the
+    // held-out loss by more than this share of theta_v's loss with no
+    // honest score to compare with, else by more than
+    // r + max(|r|, this share x loss), r = the median change of the
+    // established keys' scored submissions that passed (this round and the
+    // previous one).
+    static constexpr double kLossRiseShare = 0.01;
 
 private:
     Error aheadTooEarly(const OpenTask& task) const;
@@ -115,12 +129,24 @@ private:
         PayloadSketch sketch, int64_t nowMs, SubmitDone done);
     struct Durable; // what the worker writes
     Status makeDurable(const Durable& durable);
+    // What the worker's job of an acceptance gives back: its score, when it
+    // was scored; the refusal, when the score refused it (nothing was
+    // written); else whether it is durable.
+    struct Verdict {
+        Status durable = Status::success();
+        std::optional<SubmissionScorer::Score> score;
+        std::optional<Error> refused;
+    };
+    Verdict acceptOnWorker(const Durable& durable, std::optional<double> honestChange);
+    std::optional<double> honestChange() const; // r above, if any
+    void refusedOnScore(const AcceptedSubmission& a, const Error& why);
     PayloadSketch sketchOf(const std::filesystem::path& payload) const;
     std::optional<Error> checkElements(const diloco::PayloadStats& stats, double scale) const;
     std::optional<Error> checkCopy(const std::string& sha, const PayloadSketch& sketch) const;
     // What the gate measured of an accepted submission, and its trust class.
     void accepted(const AcceptedSubmission& a, PayloadSketch sketch);
     double clipOf(double gateNorm) const;
+    std::optional<double> sparseNorm() const; // RoundState::setSparseNorm
     void takeDirection(); // the round's reference direction from the outer momentum
     void logClosedRound() const;
     // spec trust.calibrate: the host's measure of its own task (HostCalibration)
@@ -156,6 +182,10 @@ private:
     std::map<std::string, int> m_refusals; // the open round's, by code (for the log)
     bool m_defences = true; // spec trust.defences (benchmarks turn them off)
     std::unique_ptr<HostCalibration> m_calibration; // spec trust.calibrate
+    std::unique_ptr<SubmissionScorer> m_scorer; // spec trust.evaluate (rate > 0)
+    std::vector<double> m_roundChanges, m_previousChanges; // established keys' passed scores
+    int m_roundScored = 0, m_roundScoreRefusals = 0;
+    double m_roundScoreMs = 0; // the round's scoring time, all scores
     std::optional<HostCalibration::Measure> m_hostMeasure; // its latest
     // The outer momentum itself (not a copy: 6 GB at GPT-2 1.5B), as the
     // round opened; norm 0 before the first outer step.
@@ -167,7 +197,7 @@ private:
         AcceptedSubmission accepted;
         PayloadSketch sketch;
         std::vector<SubmitDone> waiting; // the submit, and any repeat of it meanwhile
-        std::future<Status> durable;
+        std::future<Verdict> durable;
     };
     std::deque<Accepting> m_accepting;
     RoundState::FaultPoint m_fault;

@@ -39,6 +39,8 @@ inline constexpr std::string_view kBadTokens = "bad_tokens";
 inline constexpr std::string_view kChecksumMismatch = "checksum_mismatch";
 inline constexpr std::string_view kNormOutOfBounds = "norm_out_of_bounds";
 inline constexpr std::string_view kDirectionOutOfBounds = "direction_out_of_bounds";
+// Applied alone, the update makes the loss on held-out windows worse than honest work does (trust.evaluate).
+inline constexpr std::string_view kLossOutOfBounds = "loss_out_of_bounds";
 // The payload was accepted before, from this key or another (no credit twice).
 inline constexpr std::string_view kDuplicatePayload = "duplicate_payload";
 inline constexpr std::string_view kUnavailable = "unavailable";
@@ -132,6 +134,7 @@ inline constexpr ErrorCodeInfo kErrorCodes[] = {
     {.code = errc::kNonFinite, .protocol = true},
     {.code = errc::kNormOutOfBounds, .protocol = true},
     {.code = errc::kDirectionOutOfBounds, .protocol = true},
+    {.code = errc::kLossOutOfBounds, .protocol = true},
     {.code = errc::kDuplicatePayload, .protocol = true},
     {.code = errc::kNotFound, .protocol = true, .finalForDownload = true},
     {.code = errc::kBadIndex, .protocol = true, .finalForDownload = true},
