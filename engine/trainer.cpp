@@ -1,11 +1,13 @@
 #include "engine/trainer.h"
 
 #include "engine/adamw8bit.h"
+#include "engine/adamw8bit_tensors.h"
 #include "engine/autocast_scope.h"
 #include "engine/checkpointing.h"
 #include "engine/cpu_kernels.h"
 #include "engine/data_parallel.h"
 #include "engine/error_codes.h"
+#include "engine/host_master.h"
 #include "engine/thread_team.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -87,8 +89,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
         return Error::make(errc::kBadOptions,
             "activation checkpointing needs dropout 0 (a recomputed block must draw "
             "what the first pass drew)");
-    if (options.int8Moments && !device->is_cpu())
-        return Error::make(errc::kBadOptions, "8-bit AdamW moments run on the CPU only, for now");
+    if (options.bf16HostMaster && parallel)
+        return Error::make(errc::kBadOptions, "bf16 weights with a host master train on one device, alone");
     if (options.cpuReplicas > 1 && options.model.dropout > 0)
         return Error::make(errc::kBadOptions, "CPU replicas need dropout 0 to stay deterministic");
     int64_t replicas = 1;
@@ -96,6 +98,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
         replicas = options.cpuReplicas > 0 ? options.cpuReplicas
                                            : (options.model.dropout > 0 ? 1 : int64_t(at::get_num_threads()));
         replicas = std::clamp<int64_t>(replicas, 1, options.batchSize);
+        // The replicas' update reads float32 gradients with the CPU kernels.
+        if (options.bf16HostMaster || (options.int8Moments && options.int8MomentTensors))
+            replicas = 1;
     }
     return std::unique_ptr<Trainer>(
         new Trainer(std::move(options), std::move(data), std::move(parallel), *device, replicas));
@@ -125,8 +130,7 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
     groups.emplace_back(m_model->undecayedParameters(), groupOptions(0.0));
     m_optimizer
         = std::make_unique<torch::optim::AdamW>(std::move(groups), AdamWOptions(m_options.schedule.learningRate));
-    if (m_options.int8Moments)
-        m_adamW8bit = std::make_unique<AdamW8bit>();
+    createInt8Moments();
 
     if (replicas > 1) {
         // Building a replica draws initial weights; they are overwritten at
@@ -155,6 +159,16 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::createInt8Moments()
+{
+    if (m_options.bf16HostMaster)
+        m_hostMaster = std::make_unique<HostMaster>(m_model, *m_optimizer);
+    else if (m_options.int8Moments && m_device.is_cpu() && !m_options.int8MomentTensors)
+        m_adamW8bit = std::make_unique<AdamW8bit>();
+    else if (m_options.int8Moments)
+        m_adamW8bitTensors = std::make_unique<AdamW8bitTensors>();
+}
 
 void Trainer::releaseGradients()
 {
@@ -209,7 +223,7 @@ StepReport Trainer::step(std::optional<double> learningRate)
         lossSum += m_team ? replicatedMicroStep(x, y, scale, micro == 0) : microStep(x, y, scale);
         lap(report.forwardBackwardMs);
     }
-    report.gradNorm = m_team ? replicatedUpdate() : update();
+    report.gradNorm = m_hostMaster ? m_hostMaster->step(m_options.gradClip) : m_team ? replicatedUpdate() : update();
     lap(report.updateMs);
     double meanLoss = lossSum / double(accumulation);
     if (m_parallel)
@@ -257,6 +271,9 @@ double Trainer::update()
         if (m_adamW8bit) {
             if (!m_adamW8bit->step(*m_optimizer))
                 throw std::logic_error("8-bit AdamW moments need contiguous float32 CPU parameters");
+        } else if (m_adamW8bitTensors) {
+            if (!m_adamW8bitTensors->step(*m_optimizer))
+                throw std::logic_error("8-bit AdamW moments need contiguous float32 parameters");
         } else if (m_device.is_cpu())
             fusedAdamWStep(*m_optimizer);
         else

@@ -19,7 +19,9 @@
 namespace crowdtrain::engine {
 
 class AdamW8bit;
+class AdamW8bitTensors;
 class DataParallel;
+class HostMaster;
 class ThreadTeam;
 
 struct TrainOptions {
@@ -47,9 +49,16 @@ struct TrainOptions {
     // more forward pass. Needs dropout 0.
     bool activationCheckpointing = false;
     // AdamW's moments kept in 8 bits (engine/adamw8bit.h): 2 bytes a
-    // parameter instead of 8. CPU only, for now; such a trainer cannot save
-    // its state (saveState refuses).
+    // parameter instead of 8. On the CPU the raw-pointer kernel, on other
+    // devices the same update from tensor operations (engine/
+    // adamw8bit_tensors.h; int8MomentTensors takes it on the CPU too). Such
+    // a trainer cannot save its state (saveState refuses).
     bool int8Moments = false;
+    bool int8MomentTensors = false;
+    // bf16 weights and gradients on the device, the fp32 master and 8-bit
+    // moments in host RAM (engine/host_master.h): implies 8-bit moments;
+    // one replica, no data parallel; cannot save its state.
+    bool bf16HostMaster = false;
 };
 
 struct StepReport {
@@ -126,6 +135,9 @@ public:
     int64_t tokensSeen() const { return m_tokensSeen; }
     torch::Device device() const { return m_device; }
     TrainData& data() { return m_data; }
+    // The fp32 master weights when options.bf16HostMaster, else null: what
+    // a task reads its weights into and writes out (then toDevice()).
+    HostMaster* hostMaster() { return m_hostMaster.get(); }
 
 private:
     Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device,
@@ -158,7 +170,10 @@ private:
     // has its own gradients.
     std::vector<Gpt> m_replicas;
     std::unique_ptr<ThreadTeam> m_team;
-    std::unique_ptr<AdamW8bit> m_adamW8bit; // when options.int8Moments
+    std::unique_ptr<AdamW8bit> m_adamW8bit; // when options.int8Moments, on the CPU
+    std::unique_ptr<AdamW8bitTensors> m_adamW8bitTensors; // int8Moments elsewhere
+    std::unique_ptr<HostMaster> m_hostMaster; // when options.bf16HostMaster
+    void createInt8Moments();
 };
 
 // "auto" picks CUDA when available. Errors on an unknown or absent device.

@@ -110,6 +110,11 @@ private:
     Status assign(const std::vector<float>& theta);
     engine::StepReport step(double learningRate);
     std::vector<float> local();
+    // The one trainer's weights as the flat vector orders them: the fp32
+    // master when the device holds bf16 (engine/host_master.h), else the
+    // model's own; after writing them, weightsChanged() updates the device.
+    engine::NamedParameters weights();
+    void weightsChanged();
     int64_t rowsPerStep() const;
 
     engine::TrainOptions m_options;
