@@ -17,8 +17,8 @@ torch::Tensor quantiseTensor(const torch::Tensor& map, const torch::Tensor& x)
     const torch::Tensor above = torch::searchsorted(map, x, /*out_int32=*/true, /*right=*/false);
     const torch::Tensor upper = above.clamp_max(255);
     const torch::Tensor lower = (above - 1).clamp_min(0);
-    const torch::Tensor below
-        = (x - map.index_select(0, lower.reshape({-1})).view_as(x)) <= (map.index_select(0, upper.reshape({-1})).view_as(x) - x);
+    const torch::Tensor below = (x - map.index_select(0, lower.reshape({-1})).view_as(x))
+        <= (map.index_select(0, upper.reshape({-1})).view_as(x) - x);
     return torch::where(below, lower, upper).to(torch::kByte);
 }
 
@@ -117,10 +117,8 @@ void AdamW8bitTensors::updateChunk(
     torch::Tensor mCodes = s.m.narrow(0, firstBlock, blocks), vCodes = s.v.narrow(0, firstBlock, blocks);
     torch::Tensor mScale = s.mScale.narrow(0, firstBlock, blocks), vScale = s.vScale.narrow(0, firstBlock, blocks);
 
-    const torch::Tensor m = dequantise(mMap, mCodes)
-                                .mul(double(k.beta1))
-                                .mul(mScale.unsqueeze(1))
-                                .add(g.mul(double(1.0f - k.beta1)));
+    const torch::Tensor m
+        = dequantise(mMap, mCodes).mul(double(k.beta1)).mul(mScale.unsqueeze(1)).add(g.mul(double(1.0f - k.beta1)));
     const torch::Tensor v = dequantise(vMap, vCodes)
                                 .mul(double(k.beta2))
                                 .mul(vScale.unsqueeze(1))

@@ -44,8 +44,8 @@ private:
     struct Scalars {
         float decay, stepSize, sqrtBiasCorrection2, eps, beta1, beta2, gradScale;
     };
-    void updateChunk(const torch::Tensor& param, const torch::Tensor& grad, Moments& s, int64_t firstBlock,
-        const Scalars& k);
+    void updateChunk(
+        const torch::Tensor& param, const torch::Tensor& grad, Moments& s, int64_t firstBlock, const Scalars& k);
     const torch::Tensor& map(bool second, const torch::Device& device);
 
     std::vector<Moments> m_moments; // one per parameter, in the groups' order

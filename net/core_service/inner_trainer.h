@@ -23,6 +23,7 @@
 #include "core/result.h"
 #include "engine/batch_source.h"
 #include "engine/gpt_config.h"
+#include "engine/model_io.h"
 #include "engine/trainer.h"
 #include "net/core_link/core_messages.h"
 #include "net/wire/messages_common.h"
