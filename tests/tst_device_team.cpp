@@ -297,6 +297,8 @@ private slots:
         QVERIFY2(offloaded->reason.starts_with("bf16"), offloaded->reason.c_str());
         // The flag crosses to the core (docs/protocol.md §13 `train`).
         corelink::TrainRequest request;
+        request.model = corelink::modelConfigOf(model);
+        request.inner = inner;
         request.devices = *offloaded;
         request.elements = 1;
         request.steps = 1;
@@ -343,8 +345,8 @@ private slots:
         engine::Gpt reference(model);
         const std::vector<float> theta = diloco::flatten(reference);
         QTemporaryDir dir;
-        const std::filesystem::path thetaFile = dir.filePath("theta.f32").toStdString();
-        const std::filesystem::path localFile = dir.filePath("local.f32").toStdString();
+        const std::filesystem::path thetaFile = dir.filePath(QStringLiteral("theta.f32")).toStdString();
+        const std::filesystem::path localFile = dir.filePath(QStringLiteral("local.f32")).toStdString();
         QVERIFY(diloco::writeFlatFile(reference, thetaFile));
         const std::atomic<bool> no{false};
         coreservice::InnerTrainer trainer(
