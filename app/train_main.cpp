@@ -2,6 +2,7 @@
 // (a project host tries a configuration before launching a project), and
 // `crowdtrain-train sample` to generate text from a checkpoint.
 #include "app/args.h"
+#include "app/train_memory.h"
 #include "app/train_parallel.h"
 #include "core/utf8.h"
 #include "engine/batch_sampler.h"
@@ -83,6 +84,7 @@ void declareTrainOptions(app::Args& a)
     a.option("export", "at the end, export a Hugging Face GPT-2 folder here");
     a.flag("count-ops", "count ATen operators and mid-step host reads (item: a sync on CUDA) per training step");
     app::declareParallelOptions(a);
+    app::declareMemoryOptions(a);
 }
 
 Result<GptConfig> modelConfig(const app::Args& a, const Tokenizer* tokenizer)
@@ -316,6 +318,11 @@ int train(const std::vector<std::string>& arguments, char** argv)
         parallel = *created;
     }
 
+    auto memoryPlan = app::applyMemoryOptions(a, options);
+    if (!memoryPlan)
+        return fail(memoryPlan.error().message);
+    if (leader && !memoryPlan->empty())
+        std::fprintf(stderr, "memory plan: %s\n", memoryPlan->c_str());
     auto trainer = Trainer::create(options, std::move(trainData), parallel);
     if (!trainer)
         return fail(trainer.error().message);
@@ -416,6 +423,7 @@ int train(const std::vector<std::string>& arguments, char** argv)
             {"wall_seconds", wall},
             {"peak_rss_bytes", peakRssBytes()},
             {"step_ms", meanStepPhases(phaseSums, steps)},
+            {"device_memory", app::deviceMemoryReport((*trainer)->device())},
         };
         if (opCount && steps > 0)
             summary["per_step"] = {{"aten_ops", double(inSteps.ops) / double(steps)},

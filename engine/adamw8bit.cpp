@@ -72,11 +72,8 @@ bool AdamW8bit::prepare(torch::optim::AdamW& optimizer, float gradScale)
                 return false;
         }
     }
-    if (m_moments.empty())
-        m_moments.resize(count);
-    if (m_moments.size() != count)
+    if (!beginStep(count))
         return false;
-    ++m_step;
     m_gradScale = gradScale;
     m_items.clear();
     m_blockCounts.clear();
@@ -84,29 +81,71 @@ bool AdamW8bit::prepare(torch::optim::AdamW& optimizer, float gradScale)
     std::size_t index = 0;
     for (auto& group : optimizer.param_groups()) {
         const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-        const auto [beta1, beta2] = o.betas();
-        const double biasCorrection1 = 1 - std::pow(beta1, double(m_step));
-        const double biasCorrection2 = 1 - std::pow(beta2, double(m_step));
         for (auto& p : group.params()) {
             Moments& moments = m_moments[index++];
             if (!p.grad().defined())
                 continue;
-            const int64_t n = p.numel(), blocks = (n + kMomentBlock - 1) / kMomentBlock;
-            if (moments.m.empty()) {
-                // Zero moments: code of 0.0 in each map, any scale.
-                moments.m.assign(std::size_t(n), int8_t(quantise(signedMomentMap(), 0.0f)));
-                moments.v.assign(std::size_t(n), quantise(unsignedMomentMap(), 0.0f));
-                moments.mScale.assign(std::size_t(blocks), 0.0f);
-                moments.vScale.assign(std::size_t(blocks), 0.0f);
-            }
-            m_items.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(), &moments, n,
-                float(1 - o.lr() * o.weight_decay()), float(o.lr() / biasCorrection1),
-                float(std::sqrt(biasCorrection2)), float(o.eps()), float(beta1), float(beta2)});
-            m_blockCounts.push_back(blocks);
-            m_totalBlocks += blocks;
+            m_items.push_back(makeItem(moments, p.data_ptr<float>(), p.grad().data_ptr<float>(), p.numel(), o));
+            m_blockCounts.push_back((p.numel() + kMomentBlock - 1) / kMomentBlock);
+            m_totalBlocks += m_blockCounts.back();
         }
     }
     return true;
+}
+
+AdamW8bit::Item AdamW8bit::makeItem(
+    Moments& moments, float* param, const float* grad, int64_t n, const torch::optim::AdamWOptions& o) const
+{
+    const auto [beta1, beta2] = o.betas();
+    const double biasCorrection1 = 1 - std::pow(beta1, double(m_step));
+    const double biasCorrection2 = 1 - std::pow(beta2, double(m_step));
+    const int64_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
+    if (moments.m.empty()) {
+        // Zero moments: code of 0.0 in each map, any scale.
+        moments.m.assign(std::size_t(n), int8_t(quantise(signedMomentMap(), 0.0f)));
+        moments.v.assign(std::size_t(n), quantise(unsignedMomentMap(), 0.0f));
+        moments.mScale.assign(std::size_t(blocks), 0.0f);
+        moments.vScale.assign(std::size_t(blocks), 0.0f);
+    }
+    return {param, grad, &moments, n, float(1 - o.lr() * o.weight_decay()), float(o.lr() / biasCorrection1),
+        float(std::sqrt(biasCorrection2)), float(o.eps()), float(beta1), float(beta2)};
+}
+
+bool AdamW8bit::beginStep(std::size_t count)
+{
+    if (m_moments.empty())
+        m_moments.resize(count);
+    if (m_moments.size() != count)
+        return false;
+    ++m_step;
+    return true;
+}
+
+void AdamW8bit::update(std::size_t index, float* param, const float* grad, int64_t numel,
+    const torch::optim::AdamWOptions& options, float gradScale)
+{
+    m_gradScale = gradScale;
+    const Item item = makeItem(m_moments.at(index), param, grad, numel, options);
+    at::parallel_for(0, (numel + kMomentBlock - 1) / kMomentBlock, 64, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b)
+            runBlock(item, b);
+    });
+}
+
+torch::Tensor AdamW8bit::moment(std::size_t index, bool second) const
+{
+    if (index >= m_moments.size() || m_moments[index].m.empty())
+        return {};
+    const Moments& s = m_moments[index];
+    const auto& map = second ? unsignedMomentMap() : signedMomentMap();
+    const std::vector<float>& scales = second ? s.vScale : s.mScale;
+    torch::Tensor out = torch::empty({int64_t(s.m.size())}, torch::kFloat);
+    float* values = out.data_ptr<float>();
+    for (std::size_t i = 0; i < s.m.size(); ++i) {
+        const uint8_t code = second ? s.v[i] : uint8_t(s.m[i]);
+        values[i] = map[code] * scales[i / std::size_t(kMomentBlock)];
+    }
+    return out;
 }
 
 void AdamW8bit::runBlock(const Item& item, int64_t block) const

@@ -18,7 +18,10 @@
 // CPU float32 parameters only (the raw-pointer kernel); the moments live
 // here, not in the libtorch optimizer, which only lends its groups' rates,
 // betas, decay and eps. prepare() on one thread, then run() over any slices
-// of the blocks taken end to end, each slice once, from any thread.
+// of the blocks taken end to end, each slice once, from any thread. Or one
+// parameter at a time (the host master, engine/host_master.h): beginStep(),
+// then update() for each parameter with a gradient. A device's parameters
+// take the same update from tensor operations (engine/adamw8bit_tensors.h).
 
 #include <array>
 #include <cstdint>
@@ -46,9 +49,21 @@ public:
     // A whole step on the calling thread's intra-op pool.
     bool step(torch::optim::AdamW& optimizer, float gradScale = 1.0f);
 
+    // One parameter at a time: beginStep(count) once a step (count: the
+    // parameters the moments are kept for, each with its index in
+    // [0, count)), then update() for each parameter with a gradient, on the
+    // calling thread's intra-op pool. False, with nothing changed, when
+    // count differs from an earlier step's.
+    bool beginStep(std::size_t count);
+    void update(std::size_t index, float* param, const float* grad, int64_t numel,
+        const torch::optim::AdamWOptions& options, float gradScale);
+
     // Bytes the moments take (codes and scales).
     int64_t stateBytes() const;
     int64_t stepCount() const { return m_step; }
+    // Parameter `index`'s first (or second) moment as stored, dequantised:
+    // float32 on the CPU, flat; empty before its first update.
+    torch::Tensor moment(std::size_t index, bool second) const;
 
 private:
     struct Moments {
@@ -64,6 +79,9 @@ private:
         float decay, stepSize, sqrtBiasCorrection2, eps, beta1, beta2;
     };
     void runBlock(const Item& item, int64_t block) const;
+    // The item of a parameter's step (its moments zero on its first).
+    Item makeItem(Moments& moments, float* param, const float* grad, int64_t numel,
+        const torch::optim::AdamWOptions& options) const;
 
     std::vector<Moments> m_moments; // one per parameter, in the groups' order
     std::vector<Item> m_items;

@@ -128,15 +128,26 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx)
     return torch::nn::functional::linear(x, m_wte->weight);
 }
 
+namespace {
+
+// The loss in float32 whatever the weights' dtype (bf16 weights: engine/
+// host_master.h), as CUDA's autocast computes cross-entropy.
+torch::Tensor widened(const torch::Tensor& logits)
+{
+    return logits.scalar_type() == torch::kBFloat16 ? logits.to(torch::kFloat) : logits;
+}
+
+} // namespace
+
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets)
 {
-    const auto logits = forward(idx);
+    const auto logits = widened(forward(idx));
     return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
 torch::Tensor GptImpl::headLoss(const torch::Tensor& x, const torch::Tensor& targets)
 {
-    const auto logits = torch::nn::functional::linear(m_lnF->forward(x), m_wte->weight);
+    const auto logits = widened(torch::nn::functional::linear(m_lnF->forward(x), m_wte->weight));
     return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 

@@ -85,7 +85,7 @@ torch::Tensor& cpuGeneratorState(torch::Tensor& holder)
 
 Status Trainer::saveState(const std::filesystem::path& file) const
 {
-    if (m_options.int8Moments)
+    if (m_options.int8Moments || m_options.bf16HostMaster)
         return Error::make(errc::kBadOptions, "a trainer with 8-bit AdamW moments cannot save its state yet");
     try {
         nlohmann::json meta;

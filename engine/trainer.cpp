@@ -1,6 +1,7 @@
 #include "engine/trainer.h"
 
 #include "engine/adamw8bit.h"
+#include "engine/adamw8bit_tensors.h"
 #include "engine/autocast_scope.h"
 #include "engine/checkpointing.h"
 #include "engine/cpu_kernels.h"
@@ -8,6 +9,7 @@
 #include "engine/error_codes.h"
 #include "engine/fused_update.h"
 #include "engine/op_count.h"
+#include "engine/host_master.h"
 #include "engine/thread_team.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -90,11 +92,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
         return Error::make(errc::kBadOptions,
             "activation checkpointing needs dropout 0 (a recomputed block must draw "
             "what the first pass drew)");
-    if (options.int8Moments && !device->is_cpu())
-        return Error::make(errc::kBadOptions, "8-bit AdamW moments run on the CPU only, for now");
-    if (options.int8Moments && options.syncFreeUpdate)
-        return Error::make(
-            errc::kBadOptions, "8-bit AdamW moments run on the CPU's own kernels, not the sync-free update");
+    if (options.syncFreeUpdate && (options.int8Moments || options.bf16HostMaster))
+        return Error::make(errc::kBadOptions,
+            "8-bit AdamW moments and the host master run their own update, not the sync-free one");
+    if (options.bf16HostMaster && parallel)
+        return Error::make(errc::kBadOptions, "bf16 weights with a host master train on one device, alone");
     if (options.cpuReplicas > 1 && options.model.dropout > 0)
         return Error::make(errc::kBadOptions, "CPU replicas need dropout 0 to stay deterministic");
     int64_t replicas = 1;
@@ -102,6 +104,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
         replicas = options.cpuReplicas > 0 ? options.cpuReplicas
                                            : (options.model.dropout > 0 ? 1 : int64_t(at::get_num_threads()));
         replicas = std::clamp<int64_t>(replicas, 1, options.batchSize);
+        // The replicas' update reads float32 gradients with the CPU kernels.
+        if (options.bf16HostMaster || (options.int8Moments && options.int8MomentTensors))
+            replicas = 1;
     }
     return std::unique_ptr<Trainer>(
         new Trainer(std::move(options), std::move(data), std::move(parallel), *device, replicas));
@@ -131,9 +136,8 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
     groups.emplace_back(m_model->undecayedParameters(), groupOptions(0.0));
     m_optimizer
         = std::make_unique<torch::optim::AdamW>(std::move(groups), AdamWOptions(m_options.schedule.learningRate));
-    if (m_options.int8Moments)
-        m_adamW8bit = std::make_unique<AdamW8bit>();
-    if (m_device.is_cuda() || m_options.syncFreeUpdate)
+    createInt8Moments();
+    if ((m_device.is_cuda() || m_options.syncFreeUpdate) && !m_options.int8Moments && !m_options.bf16HostMaster)
         m_syncFree = std::make_unique<SyncFreeAdamW>();
 
     if (replicas > 1) {
@@ -163,6 +167,16 @@ Trainer::Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParal
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::createInt8Moments()
+{
+    if (m_options.bf16HostMaster)
+        m_hostMaster = std::make_unique<HostMaster>(m_model, *m_optimizer);
+    else if (m_options.int8Moments && m_device.is_cpu() && !m_options.int8MomentTensors)
+        m_adamW8bit = std::make_unique<AdamW8bit>();
+    else if (m_options.int8Moments)
+        m_adamW8bitTensors = std::make_unique<AdamW8bitTensors>();
+}
 
 void Trainer::releaseGradients()
 {
@@ -220,7 +234,9 @@ StepReport Trainer::step(std::optional<double> learningRate)
         lossSum = micro == 0 ? loss : lossSum + loss;
         lap(report.forwardBackwardMs);
     }
-    const torch::Tensor gradNorm = m_team ? replicatedUpdate() : update();
+    const torch::Tensor gradNorm = m_hostMaster
+        ? torch::scalar_tensor(m_hostMaster->step(m_options.gradClip), torch::kDouble)
+        : m_team ? replicatedUpdate() : update();
     lap(report.updateMs);
     double meanLoss = 0;
     {
@@ -279,6 +295,9 @@ torch::Tensor Trainer::update()
         if (m_adamW8bit) {
             if (!m_adamW8bit->step(*m_optimizer))
                 throw std::logic_error("8-bit AdamW moments need contiguous float32 CPU parameters");
+        } else if (m_adamW8bitTensors) {
+            if (!m_adamW8bitTensors->step(*m_optimizer))
+                throw std::logic_error("8-bit AdamW moments need contiguous float32 parameters");
         } else if (m_device.is_cpu())
             fusedAdamWStep(*m_optimizer);
         else
@@ -360,8 +379,14 @@ std::string Trainer::updateKernelName() const
     if (m_syncFree)
         return SyncFreeAdamW::describe(m_device);
     const std::string threads = m_team ? ", over " + std::to_string(m_team->size()) + " replicas' threads" : "";
+    if (m_hostMaster)
+        return "AdamW with 8-bit moments on the host's fp32 master, bf16 weights on the device (engine/host_master.h)";
+    if (m_adamW8bitTensors)
+        return "AdamW with 8-bit moments from tensor operations (engine/adamw8bit_tensors.h)";
     if (m_adamW8bit)
         return "AdamW with 8-bit moments (engine/adamw8bit.h)" + threads;
+    if (!m_device.is_cpu())
+        return "libtorch's AdamW";
     return "the CPU's fused AdamW kernel (engine/cpu_kernels.h)" + threads;
 }
 

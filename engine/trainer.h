@@ -19,8 +19,10 @@
 namespace crowdtrain::engine {
 
 class AdamW8bit;
+class AdamW8bitTensors;
 class DataParallel;
 class SyncFreeAdamW;
+class HostMaster;
 class ThreadTeam;
 
 struct TrainOptions {
@@ -48,14 +50,22 @@ struct TrainOptions {
     // more forward pass. Needs dropout 0.
     bool activationCheckpointing = false;
     // AdamW's moments kept in 8 bits (engine/adamw8bit.h): 2 bytes a
-    // parameter instead of 8. CPU only, for now; such a trainer cannot save
-    // its state (saveState refuses).
+    // parameter instead of 8. On the CPU the raw-pointer kernel, on other
+    // devices the same update from tensor operations (engine/
+    // adamw8bit_tensors.h; int8MomentTensors takes it on the CPU too). Such
+    // a trainer cannot save its state (saveState refuses).
     bool int8Moments = false;
     // The update a GPU runs (engine/fused_update.h: the norm, clipping and
     // the non-finite skip as device tensors, nothing read inside the step)
-    // on any device. Always on for CUDA; on a CPU it replaces the CPU's own
+    // on any device. On for CUDA unless the moments are 8-bit or on the
+    // host (those run their own update); on a CPU it replaces the CPU's own
     // kernels and replicas (tests check the GPU's path there).
     bool syncFreeUpdate = false;
+    bool int8MomentTensors = false;
+    // bf16 weights and gradients on the device, the fp32 master and 8-bit
+    // moments in host RAM (engine/host_master.h): implies 8-bit moments;
+    // one replica, no data parallel; cannot save its state.
+    bool bf16HostMaster = false;
 };
 
 struct StepReport {
@@ -134,6 +144,9 @@ public:
     // How the update runs here, in words (for the program's log).
     std::string updateKernelName() const;
     TrainData& data() { return m_data; }
+    // The fp32 master weights when options.bf16HostMaster, else null: what
+    // a task reads its weights into and writes out (then toDevice()).
+    HostMaster* hostMaster() { return m_hostMaster.get(); }
 
 private:
     Trainer(TrainOptions options, TrainData data, std::shared_ptr<DataParallel> parallel, torch::Device device,
@@ -168,8 +181,13 @@ private:
     // has its own gradients.
     std::vector<Gpt> m_replicas;
     std::unique_ptr<ThreadTeam> m_team;
-    std::unique_ptr<AdamW8bit> m_adamW8bit; // when options.int8Moments
-    std::unique_ptr<SyncFreeAdamW> m_syncFree; // on CUDA, or when options.syncFreeUpdate
+    std::unique_ptr<AdamW8bit> m_adamW8bit; // when options.int8Moments, on the CPU
+    std::unique_ptr<AdamW8bitTensors> m_adamW8bitTensors; // int8Moments elsewhere
+    std::unique_ptr<HostMaster> m_hostMaster; // when options.bf16HostMaster
+    // On CUDA (unless the moments are 8-bit or on the host), or when
+    // options.syncFreeUpdate.
+    std::unique_ptr<SyncFreeAdamW> m_syncFree;
+    void createInt8Moments();
 };
 
 // "auto" picks CUDA when available. Errors on an unknown or absent device.

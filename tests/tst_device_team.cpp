@@ -6,6 +6,8 @@
 // coordinator's tasks across two devices.
 #include "engine/diloco/flat_params.h"
 #include "engine/parallel/device_team.h"
+#include "net/core_link/core_channel.h"
+#include "net/core_link/core_messages.h"
 #include "net/core_service/inner_trainer.h"
 #include "net/limits/memory.h"
 #include "net/volunteer/agent.h"
@@ -18,6 +20,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <fstream>
 #include <thread>
 
 using namespace crowdtrain;
@@ -252,9 +255,8 @@ private slots:
     }
 
     // One GPU under a memory budget: the planner's mode (checkpointing, 8-bit
-    // moments) reaches the core's trainer, and its reason is the one
-    // `status` shows (memory_plan); a mode this core lacks (bf16 with a host
-    // master) is refused with the reason.
+    // moments, bf16 with a host master) reaches the core's trainer, and its
+    // reason is the one `status` shows (memory_plan).
     void theOneDevicesMemoryPlanReachesTheCore()
     {
         const engine::GptConfig model = tinyModel({}).model;
@@ -289,10 +291,23 @@ private slots:
         QVERIFY2(eight->reason.starts_with("8-bit AdamW moments"), eight->reason.c_str());
 
         options.gpuMemoryBudgetBytes = *hostMasterBudget;
-        auto refused = volunteer::trainingDevicesFor(options, model, inner, core);
-        QVERIFY(!refused);
-        QCOMPARE(refused.error().code, std::string("bad_options"));
-        QVERIFY2(refused.error().message.find("bf16") != std::string::npos, refused.error().message.c_str());
+        auto offloaded = volunteer::trainingDevicesFor(options, model, inner, core);
+        QVERIFY2(offloaded, offloaded ? "" : offloaded.error().message.c_str());
+        QVERIFY(offloaded->bf16HostMaster && offloaded->int8Moments && offloaded->activationCheckpointing);
+        QVERIFY2(offloaded->reason.starts_with("bf16"), offloaded->reason.c_str());
+        // The flag crosses to the core (docs/protocol.md §13 `train`).
+        corelink::TrainRequest request;
+        request.model = corelink::modelConfigOf(model);
+        request.inner = inner;
+        request.devices = *offloaded;
+        request.elements = 1;
+        request.steps = 1;
+        request.thetaFile = request.windowsFile = request.localFile = "/tmp/x";
+        const std::string bytes = request.encode().bytes();
+        const corelink::Frame frame{std::string(corelink::type::kTrain), msgpack::unpack(bytes.data(), bytes.size())};
+        auto decoded = corelink::TrainRequest::decode(frame);
+        QVERIFY2(decoded, decoded ? "" : decoded.error().message.c_str());
+        QVERIFY(decoded->devices.bf16HostMaster && decoded->devices.int8Moments);
 
         // The flags reach the trainer: 8-bit moments move the weights
         // otherwise than fp32 moments do, in much the same direction (the
@@ -314,6 +329,41 @@ private slots:
             apart += double(b->local[i] - a->local[i]) * double(b->local[i] - a->local[i]);
         }
         QVERIFY2(apart > 0 && std::sqrt(apart / moved) < 0.5, qPrintable(QString::number(std::sqrt(apart / moved))));
+    }
+
+    // A task on bf16 weights with the fp32 master in host RAM reads theta
+    // into the master and writes the master out (not the bf16 copy): at a
+    // learning rate of 0 the master does not move, so the local weights
+    // come back bit for bit, bits bf16 cannot hold included.
+    void hostMasterTaskReadsAndWritesTheMaster()
+    {
+        const engine::GptConfig model = tinyModel({}).model;
+        net::InnerSettings inner = innerSettings(2, 4);
+        inner.learningRate = 0;
+        inner.minLr = 0;
+        torch::manual_seed(9);
+        engine::Gpt reference(model);
+        const std::vector<float> theta = diloco::flatten(reference);
+        QTemporaryDir dir;
+        const std::filesystem::path thetaFile = dir.filePath(QStringLiteral("theta.f32")).toStdString();
+        const std::filesystem::path localFile = dir.filePath(QStringLiteral("local.f32")).toStdString();
+        QVERIFY(diloco::writeFlatFile(reference, thetaFile));
+        const std::atomic<bool> no{false};
+        coreservice::InnerTrainer trainer(
+            model, inner, volunteer::TrainingDevices{.device = "cpu", .int8Moments = true, .bf16HostMaster = true}, 1);
+        auto ran = trainer.runFiles(thetaFile, theta.size(), localFile,
+            std::make_unique<ShakespeareSource>(model.blockSize, 2), 2, 0, no, no, {});
+        QVERIFY2(ran, ran ? "" : ran.error().message.c_str());
+        QVERIFY(std::isfinite(ran->lastLoss) && ran->lastLoss > 0);
+        std::vector<float> local(theta.size());
+        std::ifstream in(localFile, std::ios::binary);
+        in.read(reinterpret_cast<char*>(local.data()), std::streamsize(local.size() * sizeof(float)));
+        QVERIFY(in);
+        QCOMPARE(maxAbsDifference(local, theta), 0.0);
+        // The in-memory path too.
+        auto again = trainer.run(theta, std::make_unique<ShakespeareSource>(model.blockSize, 2), 1, 0, no, no, {});
+        QVERIFY(again);
+        QCOMPARE(maxAbsDifference(again->local, theta), 0.0);
     }
 
     // The devices a volunteer offers: those this libtorch cannot use are

@@ -33,8 +33,12 @@ engine::Gpt seededModel(const engine::GptConfig& config, uint64_t seed)
 
 std::vector<float> flatten(engine::Gpt& model)
 {
+    return flatten(engine::namedParameters(model));
+}
+
+std::vector<float> flatten(const engine::NamedParameters& params)
+{
     torch::NoGradGuard noGrad;
-    const auto params = engine::namedParameters(model);
     int64_t total = 0;
     for (const auto& item : params)
         total += item.second.numel();
@@ -50,7 +54,11 @@ std::vector<float> flatten(engine::Gpt& model)
 
 Status assign(engine::Gpt& model, const float* flat, int64_t n)
 {
-    const auto params = engine::namedParameters(model);
+    return assign(engine::namedParameters(model), flat, n);
+}
+
+Status assign(const engine::NamedParameters& params, const float* flat, int64_t n)
+{
     int64_t total = 0;
     for (const auto& item : params)
         total += item.second.numel();
@@ -102,7 +110,11 @@ bool directlyWritable(const torch::Tensor& t)
 
 Status assignFromFile(engine::Gpt& model, const std::filesystem::path& file)
 {
-    const auto params = engine::namedParameters(model);
+    return assignFromFile(engine::namedParameters(model), file);
+}
+
+Status assignFromFile(const engine::NamedParameters& params, const std::filesystem::path& file)
+{
     int64_t total = 0;
     for (const auto& item : params)
         total += item.second.numel();
@@ -137,11 +149,16 @@ Status assignFromFile(engine::Gpt& model, const std::filesystem::path& file)
 
 Status writeFlatFile(engine::Gpt& model, const std::filesystem::path& file)
 {
+    return writeFlatFile(engine::namedParameters(model), file);
+}
+
+Status writeFlatFile(const engine::NamedParameters& params, const std::filesystem::path& file)
+{
     torch::NoGradGuard noGrad;
     auto out = core::AtomicFile::create(file);
     if (!out)
         return out.error();
-    for (const auto& item : engine::namedParameters(model)) {
+    for (const auto& item : params) {
         const torch::Tensor cpu = item.second.detach().to(torch::kCPU, torch::kFloat32).contiguous();
         const float* values = cpu.data_ptr<float>();
         for (int64_t i = 0; i < cpu.numel(); ++i)

@@ -9,6 +9,7 @@
 #include "core/result.h"
 #include "engine/diloco/manifest.h"
 #include "engine/gpt.h"
+#include "engine/model_io.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -51,5 +52,12 @@ Status assignFromFile(engine::Gpt& model, const std::filesystem::path& file);
 // without a whole-vector copy. Errors: "non_finite" when a weight is NaN or
 // infinite (no file is written then), "io_error".
 Status writeFlatFile(engine::Gpt& model, const std::filesystem::path& file);
+
+// The same over named tensors in the flat vector's order: a trainer's fp32
+// master weights (engine/host_master.h) rather than its bf16 device copy.
+std::vector<float> flatten(const engine::NamedParameters& params);
+Status assign(const engine::NamedParameters& params, const float* flat, int64_t n);
+Status assignFromFile(const engine::NamedParameters& params, const std::filesystem::path& file);
+Status writeFlatFile(const engine::NamedParameters& params, const std::filesystem::path& file);
 
 } // namespace crowdtrain::diloco

@@ -92,7 +92,8 @@ net::MapWriter TrainRequest::encode() const
     w.str("device", devices.device).array("team", stringArray(devices.team));
     w.u64("zero_stage", uint64_t(devices.zeroStage))
         .boolean("activation_checkpointing", devices.activationCheckpointing)
-        .boolean("int8_moments", devices.int8Moments);
+        .boolean("int8_moments", devices.int8Moments)
+        .boolean("bf16_host_master", devices.bf16HostMaster);
     w.u64("micro_batch", uint64_t(devices.microBatch)).u64("threads", threads);
     w.str("theta_file", thetaFile).u64("elements", elements).str("windows_file", windowsFile);
     w.u64("steps", steps).u64("first_global_step", firstGlobalStep).str("local_file", localFile);
@@ -112,6 +113,7 @@ Result<TrainRequest> TrainRequest::decode(const Frame& frame)
         r.devices.zeroStage = int(v.u64("zero_stage", 0, 3));
         r.devices.activationCheckpointing = v.boolean("activation_checkpointing");
         r.devices.int8Moments = v.has("int8_moments") && v.boolean("int8_moments"); // absent from older daemons
+        r.devices.bf16HostMaster = v.has("bf16_host_master") && v.boolean("bf16_host_master");
         r.devices.microBatch = int64_t(v.u64("micro_batch", 0, 1u << 20));
         r.threads = v.u64("threads", 0, 4096);
         r.thetaFile = v.str("theta_file", kPathRule);

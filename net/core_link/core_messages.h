@@ -56,6 +56,9 @@ struct TrainingDevices {
     int zeroStage = 0; // the team's: 0 data parallel, 3 sharded
     bool activationCheckpointing = false; // per block (a team's ranks, or the one device)
     bool int8Moments = false; // AdamW's moments in 8 bits (the one device)
+    // bf16 weights and gradients on the one device, the fp32 master and the
+    // 8-bit moments in host RAM (engine/host_master.h).
+    bool bf16HostMaster = false;
     // The memory planner's choice and why (limits::DevicePlan::reason): the
     // daemon's, for `status`; not sent.
     std::string reason{};

@@ -275,7 +275,7 @@ private:
         for (const std::string& member : d.team)
             names += "," + member;
         return names + "/" + std::to_string(d.zeroStage) + (d.activationCheckpointing ? "c" : "")
-            + (d.int8Moments ? "8" : "") + "/" + std::to_string(d.microBatch);
+            + (d.int8Moments ? "8" : "") + (d.bf16HostMaster ? "h" : "") + "/" + std::to_string(d.microBatch);
     }
 
     CoreChannel& m_channel;

@@ -1,6 +1,7 @@
 #include "net/core_service/inner_trainer.h"
 
 #include "engine/diloco/flat_params.h"
+#include "engine/host_master.h"
 #include "engine/parallel/device_team.h"
 #include "net/wire/error_codes.h"
 
@@ -51,6 +52,7 @@ InnerTrainer::InnerTrainer(engine::GptConfig model, net::InnerSettings inner, Tr
     // ranks do in ParallelTrainer).
     m_options.activationCheckpointing = m_devices.team.empty() && m_devices.activationCheckpointing;
     m_options.int8Moments = m_devices.team.empty() && m_devices.int8Moments;
+    m_options.bf16HostMaster = m_devices.team.empty() && m_devices.bf16HostMaster;
 }
 
 InnerTrainer::~InnerTrainer() = default;
@@ -152,11 +154,27 @@ Status InnerTrainer::prepare(std::unique_ptr<engine::BatchSource> source)
     return Status::success();
 }
 
+engine::NamedParameters InnerTrainer::weights()
+{
+    if (engine::HostMaster* master = m_trainer->hostMaster())
+        return master->named();
+    return engine::namedParameters(m_trainer->model());
+}
+
+void InnerTrainer::weightsChanged()
+{
+    if (engine::HostMaster* master = m_trainer->hostMaster())
+        master->toDevice();
+}
+
 Status InnerTrainer::assign(const std::vector<float>& theta)
 {
     if (m_team)
         return m_team->assign(theta.data(), int64_t(theta.size()));
-    return diloco::assign(m_trainer->model(), theta.data(), int64_t(theta.size()));
+    Status assigned = diloco::assign(weights(), theta.data(), int64_t(theta.size()));
+    if (assigned)
+        weightsChanged();
+    return assigned;
 }
 
 engine::StepReport InnerTrainer::step(double learningRate)
@@ -166,7 +184,7 @@ engine::StepReport InnerTrainer::step(double learningRate)
 
 std::vector<float> InnerTrainer::local()
 {
-    return m_team ? m_team->flatten() : diloco::flatten(m_trainer->model());
+    return m_team ? m_team->flatten() : diloco::flatten(weights());
 }
 
 bool InnerTrainer::sameSettings(const engine::GptConfig& model, const net::InnerSettings& inner) const
@@ -227,14 +245,18 @@ Result<TaskOutcome> InnerTrainer::runFiles(const std::filesystem::path& thetaFil
             thetaFile.string() + " holds " + std::to_string(bytes) + " bytes, not " + std::to_string(elements)
                 + " floats");
     const Load load = [&]() -> Status {
-        if (!m_team)
-            return diloco::assignFromFile(m_trainer->model(), thetaFile);
+        if (!m_team) {
+            Status assigned = diloco::assignFromFile(weights(), thetaFile);
+            if (assigned)
+                weightsChanged();
+            return assigned;
+        }
         auto theta = readFlat(thetaFile, elements);
         return theta ? assign(*theta) : Status(theta.error());
     };
     const Finish finish = [&](TaskOutcome&) -> Status {
         if (!m_team) {
-            Status wrote = diloco::writeFlatFile(m_trainer->model(), localFile);
+            Status wrote = diloco::writeFlatFile(weights(), localFile);
             if (!wrote && wrote.error().code == net::errc::kNonFinite)
                 return Error::make(net::errc::kNonFinite, "the local weights are not finite after the inner steps");
             return wrote;

@@ -23,6 +23,7 @@
 #include "core/result.h"
 #include "engine/batch_source.h"
 #include "engine/gpt_config.h"
+#include "engine/model_io.h"
 #include "engine/trainer.h"
 #include "net/core_link/core_messages.h"
 #include "net/wire/messages_common.h"
@@ -110,6 +111,11 @@ private:
     Status assign(const std::vector<float>& theta);
     engine::StepReport step(double learningRate);
     std::vector<float> local();
+    // The one trainer's weights as the flat vector orders them: the fp32
+    // master when the device holds bf16 (engine/host_master.h), else the
+    // model's own; after writing them, weightsChanged() updates the device.
+    engine::NamedParameters weights();
+    void weightsChanged();
     int64_t rowsPerStep() const;
 
     engine::TrainOptions m_options;

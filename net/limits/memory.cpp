@@ -82,6 +82,11 @@ uint64_t int8MomentsTrainingBytes(const ModelShape& model)
 
 uint64_t bf16HostMasterTrainingBytes(const ModelShape& model)
 {
+    return uint64_t(model.parameters) * 4;
+}
+
+uint64_t bf16HostMasterHostBytes(const ModelShape& model)
+{
     return uint64_t(model.parameters) * 4 + int8MomentBytes(model);
 }
 
@@ -118,8 +123,8 @@ std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, 
             "8-bit AdamW moments (10 B a parameter) with activation checkpointing: the fp32 state (16 B a "
             "parameter) does not fit"},
         {bf16HostMasterTrainingBytes(model), checkpointed, true, true, true,
-            "bf16 weights and gradients with 8-bit AdamW moments on the GPU (6 B a parameter), the fp32 master "
-            "weights in host RAM (4 B a parameter), activation checkpointing: 10 B a parameter do not fit"},
+            "bf16 weights and gradients on the GPU (4 B a parameter), the fp32 master weights and 8-bit AdamW "
+            "moments in host RAM (6 B a parameter), activation checkpointing: 10 B a parameter do not fit"},
     };
     for (const Mode& mode : modes) {
         auto micro = largestFit(mode.fixed, mode.perSequence, batch, budgetBytes);
@@ -130,13 +135,14 @@ std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, 
         plan.activationCheckpointing = mode.checkpointing;
         plan.int8Moments = mode.int8;
         plan.bf16HostMaster = mode.hostMaster;
-        plan.hostBytes = mode.hostMaster ? uint64_t(model.parameters) * 4 : 0;
+        plan.hostBytes = mode.hostMaster ? bf16HostMasterHostBytes(model) : 0;
         plan.reason = std::string(mode.words) + "; state " + gib(mode.fixed) + " + " + std::to_string(*micro)
             + " sequence(s) a pass at " + gib(mode.perSequence) + of;
         return plan;
     }
     why = "the model needs about " + mib(bf16HostMasterTrainingBytes(model) + checkpointed + budgetBytes / 10)
-        + " of GPU memory even with bf16 weights, 8-bit moments and activation checkpointing; the limit allows "
+        + " of GPU memory even with bf16 weights (the master and moments in host RAM) and activation "
+          "checkpointing; the limit allows "
         + mib(budgetBytes);
     return std::nullopt;
 }

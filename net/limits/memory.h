@@ -23,9 +23,10 @@
 // else activation checkpointing per block; else AdamW's moments in 8 bits
 // (engine/adamw8bit.h: 4 + 4 + 2 bytes a parameter, plus 8 bytes a block
 // of 256), with checkpointing when a plain sequence does not fit beside
-// them; else bf16 weights and gradients with 8-bit moments on the device
-// (2 + 2 + 2 bytes a parameter) and the fp32 master weights in host RAM
-// (4 bytes a parameter there), always checkpointed. The plan's `reason`
+// them; else bf16 weights and gradients on the device (2 + 2 bytes a
+// parameter) with the fp32 master weights and the 8-bit moments in host RAM
+// (4 + 2 bytes a parameter there: engine/host_master.h), always
+// checkpointed. The plan's `reason`
 // says which and why, in words for the volunteer's status.
 // No libtorch here: the caller passes the model's numbers.
 
@@ -61,15 +62,17 @@ struct DevicePlan {
     bool activationCheckpointing = false; // per block
     bool int8Moments = false; // AdamW's moments in 8 bits (one device)
     bool bf16HostMaster = false; // bf16 weights and gradients on the device, fp32 master in host RAM
-    uint64_t hostBytes = 0; // host RAM the optimizer's state takes besides (the master)
+    uint64_t hostBytes = 0; // host RAM the optimizer's state takes besides (the master and moments)
     std::string reason; // the choice, and why, for `status`
 };
 
 // The state one device holds in each single-device mode (weights,
-// gradients, AdamW's moments): 16, 10 and 6 bytes a parameter plus the
-// 8-bit moments' block scales.
+// gradients, AdamW's moments): 16, 10 (plus the 8-bit moments' block
+// scales) and 4 bytes a parameter; and the host RAM of the last (the master
+// and the moments: 6 and the scales).
 uint64_t int8MomentsTrainingBytes(const ModelShape& model);
 uint64_t bf16HostMasterTrainingBytes(const ModelShape& model);
+uint64_t bf16HostMasterHostBytes(const ModelShape& model);
 
 uint64_t shardedTrainingBytes(const ModelShape& model, int devices);
 uint64_t checkpointedBytesPerSequence(const ModelShape& model);

@@ -137,14 +137,11 @@ Result<TrainingDevices> trainingDevicesFor(const AgentOptions& options, const en
         chosen.activationCheckpointing = plan->activationCheckpointing;
     } else {
         // One device under a budget: the planner's mode (plain, checkpointed,
-        // 8-bit moments, both) goes to the core's trainer.
-        if (plan->bf16HostMaster)
-            return Error::make(net::errc::kBadOptions,
-                "the model needs bf16 weights with the fp32 master in host RAM under this GPU memory limit, "
-                "which this training core does not have yet ("
-                    + plan->reason + ")");
+        // 8-bit moments, both, or bf16 with the master in host RAM) goes to
+        // the core's trainer.
         chosen.activationCheckpointing = plan->activationCheckpointing;
         chosen.int8Moments = plan->int8Moments;
+        chosen.bf16HostMaster = plan->bf16HostMaster;
     }
     chosen.reason = plan->reason;
     chosen.microBatch = plan->microBatch;
