@@ -8,8 +8,8 @@
 #include "engine/data_parallel.h"
 #include "engine/error_codes.h"
 #include "engine/fused_update.h"
-#include "engine/op_count.h"
 #include "engine/host_master.h"
+#include "engine/op_count.h"
 #include "engine/thread_team.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -93,8 +93,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(
             "activation checkpointing needs dropout 0 (a recomputed block must draw "
             "what the first pass drew)");
     if (options.syncFreeUpdate && (options.int8Moments || options.bf16HostMaster))
-        return Error::make(errc::kBadOptions,
-            "8-bit AdamW moments and the host master run their own update, not the sync-free one");
+        return Error::make(
+            errc::kBadOptions, "8-bit AdamW moments and the host master run their own update, not the sync-free one");
     if (options.bf16HostMaster && parallel)
         return Error::make(errc::kBadOptions, "bf16 weights with a host master train on one device, alone");
     if (options.cpuReplicas > 1 && options.model.dropout > 0)
@@ -236,7 +236,8 @@ StepReport Trainer::step(std::optional<double> learningRate)
     }
     const torch::Tensor gradNorm = m_hostMaster
         ? torch::scalar_tensor(m_hostMaster->step(m_options.gradClip), torch::kDouble)
-        : m_team ? replicatedUpdate() : update();
+        : m_team ? replicatedUpdate()
+                 : update();
     lap(report.updateMs);
     double meanLoss = 0;
     {

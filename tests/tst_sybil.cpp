@@ -55,6 +55,23 @@ std::vector<float> decoded(const std::string& payload, int64_t n)
     return out;
 }
 
+// The sparse layout the project told `v` at join; nullopt for another codec.
+std::optional<diloco::SparseLayout> sparseLayoutOf(const ProtocolVolunteer& v)
+{
+    if (!v.joined.sparse)
+        return std::nullopt;
+    std::vector<int64_t> sizes;
+    for (const net::TensorSpec& tensor : v.joined.manifest)
+        sizes.push_back(int64_t(
+            std::accumulate(tensor.shape.begin(), tensor.shape.end(), uint64_t(1), std::multiplies<uint64_t>())));
+    auto layout = diloco::SparseLayout::make(sizes,
+        diloco::SparseOptions{int64_t(v.joined.sparse->chunk), int64_t(v.joined.sparse->k), v.joined.sparse->decay,
+            int(v.joined.sparse->updateBits)});
+    if (!layout)
+        qFatal("the project's sparse layout: %s", layout.error().message.c_str());
+    return std::move(*layout);
+}
+
 } // namespace
 
 class TestSybil : public QObject {
@@ -196,13 +213,7 @@ private slots:
         std::vector<ProtocolVolunteer> sybils;
         for (int i = 0; i < 4; ++i)
             sybils.push_back(join(server, "sybil" + std::to_string(i)));
-        std::vector<int64_t> sizes;
-        for (const net::TensorSpec& tensor : honest.joined.manifest)
-            sizes.push_back(int64_t(
-                std::accumulate(tensor.shape.begin(), tensor.shape.end(), uint64_t(1), std::multiplies<uint64_t>())));
-        auto layout = diloco::SparseLayout::make(sizes,
-            diloco::SparseOptions{int64_t(honest.joined.sparse->chunk), int64_t(honest.joined.sparse->k),
-                honest.joined.sparse->decay, int(honest.joined.sparse->updateBits)});
+        const std::optional<diloco::SparseLayout> layout = sparseLayoutOf(honest);
         QVERIFY(layout);
         const int64_t n = layout->elements();
         auto message = [&](float scale, uint64_t seed) {
@@ -375,19 +386,8 @@ private slots:
         ServerProcess server;
         startServer(server, name, SpecOptions{.tasksPerRound = 1, .codec = codec.toStdString()});
         auto honest = join(server, "honest"), attacker = join(server, "attacker");
-        std::vector<int64_t> sizes;
-        for (const net::TensorSpec& tensor : honest.joined.manifest)
-            sizes.push_back(int64_t(
-                std::accumulate(tensor.shape.begin(), tensor.shape.end(), uint64_t(1), std::multiplies<uint64_t>())));
         const int64_t n = elements(honest);
-        std::optional<diloco::SparseLayout> layout;
-        if (honest.joined.sparse) {
-            auto made = diloco::SparseLayout::make(sizes,
-                diloco::SparseOptions{int64_t(honest.joined.sparse->chunk), int64_t(honest.joined.sparse->k),
-                    honest.joined.sparse->decay, int(honest.joined.sparse->updateBits)});
-            QVERIFY(made);
-            layout = std::move(*made);
-        }
+        const std::optional<diloco::SparseLayout> layout = sparseLayoutOf(honest);
         std::vector<float> buffer(std::size_t(n), 0.0f);
         auto encode = [&](const std::vector<float>& delta) {
             if (!layout)
@@ -607,13 +607,7 @@ private slots:
                 .codec = "sparse",
                 .trustedKeys = {hostKeys.publicKey, otherKeys.publicKey}});
         auto host = join(server, "host", hostKeys), other = join(server, "other", otherKeys);
-        std::vector<int64_t> sizes;
-        for (const net::TensorSpec& tensor : host.joined.manifest)
-            sizes.push_back(int64_t(
-                std::accumulate(tensor.shape.begin(), tensor.shape.end(), uint64_t(1), std::multiplies<uint64_t>())));
-        auto layout = diloco::SparseLayout::make(sizes,
-            diloco::SparseOptions{int64_t(host.joined.sparse->chunk), int64_t(host.joined.sparse->k),
-                host.joined.sparse->decay, int(host.joined.sparse->updateBits)});
+        const std::optional<diloco::SparseLayout> layout = sparseLayoutOf(host);
         QVERIFY(layout);
         const int64_t n = layout->elements();
         auto message = [&](float scale, uint64_t seed) {

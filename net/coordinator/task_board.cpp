@@ -3,7 +3,6 @@
 
 #include "core/file_io.h"
 
-#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -113,14 +112,6 @@ Result<OpenTask*> TaskBoard::lease(const std::string& key, int64_t round, int64_
     return &it->second;
 }
 
-bool TaskBoard::recording() const
-{
-    return std::any_of(m_tasks.begin(), m_tasks.end(), [](const auto& entry) {
-        const std::shared_future<Status>& recorded = entry.second.recorded;
-        return recorded.valid() && recorded.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
-    });
-}
-
 Status TaskBoard::settleRecord(uint64_t taskId)
 {
     auto it = m_tasks.find(taskId);
@@ -128,11 +119,6 @@ Status TaskBoard::settleRecord(uint64_t taskId)
         return Status::success();
     const Status recorded = it->second.recorded.get();
     it->second.recorded = {};
-    if (!recorded) {
-        m_plan.releaseLease(taskId);
-        removeLater({it->second.uploadFile, tasksDir() / taskFileName(taskId)});
-        m_tasks.erase(it);
-    }
     return recorded;
 }
 

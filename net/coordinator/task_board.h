@@ -75,11 +75,9 @@ public:
     // after it) and starts writing its record (the task's `recorded`);
     // nullptr when the plan has no range to hand out.
     Result<OpenTask*> lease(const std::string& key, int64_t round, int64_t nowMs, bool ahead = false);
-    // Whether any task's record is still being written.
-    bool recording() const;
-    // Once a task's record is written: clears `recorded` and returns
-    // success; if writing it failed, ends the task (its range back to the
-    // pool) and returns the error. Waits for the write.
+    // Waits for the task's record to be written, clears `recorded` and
+    // returns how the write went (success for a task without one); after a
+    // failure the caller ends the task.
     Status settleRecord(uint64_t taskId);
     OpenTask* find(uint64_t taskId, const std::string& key); // the key's task of that id, if open
     const OpenTask* heldBy(const std::string& key) const; // its task for the open round
