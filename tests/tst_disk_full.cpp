@@ -61,6 +61,26 @@ std::vector<std::string> namesIn(const std::filesystem::path& dir)
     return names;
 }
 
+// In a project of one task a round: `v` trains and submits `rounds` rounds
+// in a row, each closed before the next. Whether all closed.
+bool closeRoundsAlone(ProtocolVolunteer& v, uint64_t rounds)
+{
+    for (uint64_t version = 0; version < rounds; ++version) {
+        auto t = askForTask(v, version);
+        if (!t)
+            return false;
+        auto r = uploadAndSubmit(
+            v, *t, int8Payload(int64_t(net::manifestElements(v.joined.manifest)), 1 + version), kTaskTokens);
+        if (!r) {
+            qWarning("submit at version %llu: %s", static_cast<unsigned long long>(version), r.error().message.c_str());
+            return false;
+        }
+        if (!QTest::qWaitFor([&] { return projectVersion(v) == version + 1; }, 30000))
+            return false;
+    }
+    return true;
+}
+
 } // namespace
 
 #define REQUIRE_SMALL_DISK(disk, dir, bytes)                                                                           \
@@ -276,13 +296,7 @@ private slots:
         ServerProcess server;
         QVERIFY(server.start(spec, dir / "state", 1000));
         auto v = join(server, "v");
-        for (uint64_t version = 0; version < 2; ++version) {
-            auto t = askForTask(v, version);
-            QVERIFY(t);
-            auto r = uploadAndSubmit(v, *t, int8Payload(elements(v), 1 + version), kTaskTokens);
-            QVERIFY2(r, r ? "" : r.error().message.c_str());
-            QVERIFY(QTest::qWaitFor([&] { return projectVersion(v) == version + 1; }, 30000));
-        }
+        QVERIFY(closeRoundsAlone(v, 2));
         QVERIFY(QTest::qWaitFor(
             [&] {
                 auto list = v.client->request<net::ListCheckpointsReply>(net::ListCheckpointsRequest{"tiny"});
@@ -365,13 +379,7 @@ private slots:
         ServerProcess server;
         QVERIFY(server.start(spec, dir / "state", 1000));
         auto v = join(server, "v");
-        for (uint64_t version = 0; version < 2; ++version) {
-            auto t = askForTask(v, version);
-            QVERIFY(t);
-            auto r = uploadAndSubmit(v, *t, int8Payload(elements(v), 1 + version), kTaskTokens);
-            QVERIFY2(r, r ? "" : r.error().message.c_str());
-            QVERIFY(QTest::qWaitFor([&] { return projectVersion(v) == version + 1; }, 30000));
-        }
+        QVERIFY(closeRoundsAlone(v, 2));
         disk.fill(32u << 10); // the key fits, the state (4 P bytes) does not
         QVERIFY(uint64_t(4 * elements(v)) > disk.freeBytes() + (32u << 10));
         WorkerProcess worker;

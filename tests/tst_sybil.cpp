@@ -72,6 +72,14 @@ std::optional<diloco::SparseLayout> sparseLayoutOf(const ProtocolVolunteer& v)
     return std::move(*layout);
 }
 
+// A sparse message of a random delta (normal, `scale`) under `layout`.
+std::string sparseMessage(const diloco::SparseLayout& layout, float scale, uint64_t seed)
+{
+    std::vector<float> buffer(std::size_t(layout.elements()), 0.0f);
+    const auto delta = randomDelta(layout.elements(), scale, seed);
+    return diloco::encodeSparse(layout, delta.data(), buffer.data());
+}
+
 } // namespace
 
 class TestSybil : public QObject {
@@ -215,12 +223,7 @@ private slots:
             sybils.push_back(join(server, "sybil" + std::to_string(i)));
         const std::optional<diloco::SparseLayout> layout = sparseLayoutOf(honest);
         QVERIFY(layout);
-        const int64_t n = layout->elements();
-        auto message = [&](float scale, uint64_t seed) {
-            std::vector<float> buffer(std::size_t(n), 0.0f);
-            const auto delta = randomDelta(n, scale, seed);
-            return diloco::encodeSparse(*layout, delta.data(), buffer.data());
-        };
+        auto message = [&](float scale, uint64_t seed) { return sparseMessage(*layout, scale, seed); };
         for (uint64_t version = 0; version < 2; ++version) {
             for (std::size_t i = 0; i < sybils.size(); ++i) {
                 auto r
@@ -609,12 +612,7 @@ private slots:
         auto host = join(server, "host", hostKeys), other = join(server, "other", otherKeys);
         const std::optional<diloco::SparseLayout> layout = sparseLayoutOf(host);
         QVERIFY(layout);
-        const int64_t n = layout->elements();
-        auto message = [&](float scale, uint64_t seed) {
-            std::vector<float> buffer(std::size_t(n), 0.0f);
-            const auto delta = randomDelta(n, scale, seed);
-            return diloco::encodeSparse(*layout, delta.data(), buffer.data());
-        };
+        auto message = [&](float scale, uint64_t seed) { return sparseMessage(*layout, scale, seed); };
         const std::string honest = message(1e-3f, 1);
         const double honestNorm = diloco::inspectSparse(*layout, honest)->l2Norm;
         auto r = uploadAndSubmit(host, task(host), honest, kTaskTokens);
