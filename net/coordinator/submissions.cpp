@@ -2,6 +2,7 @@
 
 #include "core/clock.h"
 #include "core/file_io.h"
+#include "core/slow_work.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
 
@@ -207,8 +208,10 @@ Result<net::SubmitReply> Submissions::check(
     const std::string& key, const net::SubmitRequest& request, int64_t nowMs, SubmitDone& done)
 {
     OpenTask* found = m_tasks.find(request.taskId, key);
-    if (!found)
+    if (!found) {
+        const core::SlowPart part("finding an earlier acceptance");
         return resubmission(key, request);
+    }
     if (found->ahead)
         return aheadTooEarly(*found);
     if (found->accepting) { // sent again before the first one's answer: the same answer
@@ -221,8 +224,12 @@ Result<net::SubmitReply> Submissions::check(
         return Error::make(net::errc::kInternal, "answered with the first submit");
     }
     const OpenTask task = *found;
-    takeCalibration(false);
+    {
+        const core::SlowPart part("the host's calibration");
+        takeCalibration(false);
+    }
     auto refuse = [&](Error why) -> Result<net::SubmitReply> {
+        const core::SlowPart part("recording a refusal");
         m_endTask(request.taskId);
         if (Status s = reject(key, task, request, why, nowMs); !s)
             return s.error();
@@ -267,7 +274,11 @@ Result<net::SubmitReply> Submissions::check(
     const double cutScale = m_sparse ? 1.0 : std::sqrt(double(task.tokens) / double(request.tokens));
     if (auto why = m_defences ? checkElements(*stats, cutScale) : std::nullopt)
         return refuse(*why);
-    if (auto why = m_defences ? checkCopy(sha, sketch) : std::nullopt)
+    if (auto why = m_defences ? [&] {
+            const core::SlowPart part("the copy check");
+            return checkCopy(sha, sketch);
+        }()
+                              : std::nullopt)
         return refuse(*why);
     // A task cut short by a wrap-up moved the weights less: the gate compares
     // norms scaled to a whole task, by sqrt (Adam steps add up between
@@ -283,7 +294,11 @@ Result<net::SubmitReply> Submissions::check(
     // Established keys are held to this round's direction only: the
     // previous round's cosines were measured against another momentum, and
     // an outer step that overshoots turns honest updates against it.
-    if (auto why = m_gate.check(gateNorm, cosine, !m_trust.established(key))) {
+    auto gated = [&] {
+        const core::SlowPart part("the norm gate");
+        return m_gate.check(gateNorm, cosine, !m_trust.established(key));
+    }();
+    if (auto why = gated) {
         const bool direction = why->starts_with("direction");
         // Statistics that refuse established keys again and again, with
         // nothing accepted between, came from keys that are gone (they set
@@ -313,6 +328,7 @@ Result<net::SubmitReply> Submissions::check(
         }
         return refuse(Error::make(direction ? net::errc::kDirectionOutOfBounds : net::errc::kNormOutOfBounds, *why));
     }
+    const core::SlowPart part("handing the acceptance to the worker");
     accept(key, *found, request, {gateNorm, cosine}, std::move(sketch), nowMs, std::move(done));
     done = nullptr;
     return Error::make(net::errc::kInternal, "answered when durable");
@@ -326,19 +342,28 @@ Result<diloco::PayloadStats> Submissions::inspectUpload(const OpenTask& task, Pa
     if (!m_sparse) {
         if (!task.checks->inspected)
             return task.checks->inspected.error();
+        const core::SlowPart part("sketching the upload");
         auto sketched = PayloadSketch::ofDense(m_codec, task.uploadFile, m_sketchPositions);
         if (!sketched)
             return sketched.error();
         sketch = std::move(*sketched);
         return diloco::StreamInspector(task.checks->inspector).finish();
     }
-    auto bytes = core::readFile(task.uploadFile);
+    auto bytes = [&] {
+        const core::SlowPart part("reading the upload");
+        return core::readFile(task.uploadFile);
+    }();
     if (!bytes)
         return bytes.error();
     diloco::SparseEntries entries;
-    auto stats = diloco::inspectSparse(*m_sparse, *bytes, direction(), &entries);
-    if (stats)
+    auto stats = [&] {
+        const core::SlowPart part("inspecting the sparse message");
+        return diloco::inspectSparse(*m_sparse, *bytes, direction(), &entries);
+    }();
+    if (stats) {
+        const core::SlowPart part("sketching the upload");
         sketch = PayloadSketch::ofSparse(entries);
+    }
     if (!stats && stats.error().code != net::errc::kNonFinite)
         return Error::make(net::errc::kBadShape, stats.error().code + ": " + stats.error().message);
     return stats;
