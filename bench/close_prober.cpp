@@ -66,6 +66,8 @@ int main(int argc, char** argv)
         return 1;
     }
     std::vector<double> rtts;
+    std::vector<std::pair<double, double>> worst; // (rtt ms, Unix time sent, s), the slowest kWorst
+    constexpr std::size_t kWorst = 5;
     double maxGap = 0;
     uint64_t failed = 0, version = joined->version;
     Clock::time_point lastReply = Clock::now();
@@ -82,16 +84,26 @@ int main(int argc, char** argv)
             version = reply->version; // as a volunteer that keeps up would hold
         }
         rtts.push_back(msSince(sent, now));
+        worst.emplace_back(rtts.back(),
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()
+                - msSince(sent, now) / 1e3);
+        std::sort(worst.begin(), worst.end(), std::greater<>());
+        if (worst.size() > kWorst)
+            worst.pop_back();
         maxGap = std::max(maxGap, msSince(lastReply, now));
         lastReply = now;
     }
     std::sort(rtts.begin(), rtts.end());
     const double maxRtt = rtts.empty() ? 0 : rtts.back();
     const double p99 = rtts.empty() ? 0 : rtts[std::min(rtts.size() - 1, rtts.size() * 99 / 100)];
+    const auto over100 = std::count_if(rtts.begin(), rtts.end(), [](double ms) { return ms >= 100.0; });
+    std::string slowest;
+    for (const auto& [ms, at] : worst)
+        slowest += (slowest.empty() ? "" : ", ") + ("[" + std::to_string(ms) + ", " + std::to_string(at) + "]");
     std::printf("{\"heartbeats\": %zu, \"max_rtt_ms\": %.1f, \"p99_rtt_ms\": %.1f, \"max_gap_ms\": %.1f, "
-                "\"failed\": %llu, \"version\": %llu}\n",
+                "\"failed\": %llu, \"version\": %llu, \"over_100_ms\": %lld, \"slowest\": [%s]}\n",
         rtts.size(), maxRtt, p99, maxGap, static_cast<unsigned long long>(failed),
-        static_cast<unsigned long long>(version));
+        static_cast<unsigned long long>(version), static_cast<long long>(over100), slowest.c_str());
     (void)(*client)->request<net::LeaveReply>(net::LeaveRequest{project, joined->session}, 2000);
     return failed == 0 ? 0 : 1;
 }

@@ -11,6 +11,9 @@
 #include "coordinator_process.h"
 #include "protocol_client.h"
 
+#include "core/file_io.h"
+#include "core/slow_work.h"
+#include "core/thread_priority.h"
 #include "engine/diloco/codec.h"
 #include "net/transport/curve_socket.h"
 #include "net/transport/zap_authenticator.h"
@@ -21,9 +24,14 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <fcntl.h>
 #include <future>
+#include <map>
 #include <mutex>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace crowdtrain;
 using namespace crowdtrain::testing;
@@ -345,6 +353,86 @@ private slots:
         QVERIFY(std::filesystem::exists(tasks / ("t" + std::to_string(task->taskId) + ".json")));
         QCOMPARE(askForTask(v, 0)->taskId, task->taskId); // its held task, again
         QVERIFY(askForTask(w, 0)->taskId != task->taskId);
+    }
+
+    // The heavy threads run below the loop (core/thread_priority.h): the
+    // task board's file thread (a task's record), the project's worker (an
+    // acceptance) and the evaluation thread each run at the loop's nice
+    // value + 10, so that on a busy host the loop is scheduled first. The
+    // loop itself (a tick) keeps the process's value.
+    void theHeavyThreadsRunBelowTheLoop()
+    {
+        std::mutex mutex;
+        std::map<std::string, int> nice;
+        InProcessServer server(writeSpec(root() / "nice", m_data, SpecOptions{.tasksPerRound = 1}),
+            root() / "nice/state", [&](std::string_view where, int64_t) {
+                const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+                std::lock_guard lock(mutex);
+                nice.emplace(std::string(where), ::getpriority(PRIO_PROCESS, tid));
+            });
+        auto v = joinProject(m_context, server->requestEndpoint(), server->keys().publicKey, "tiny", "v");
+        const net::Task t = task(v);
+        auto r = uploadAndSubmit(v, t, int8Payload(randomDelta(elements(v), 1e-3f, 3)), kTaskTokens);
+        QVERIFY2(r, r ? "" : r.error().message.c_str());
+        QVERIFY(waitFor(
+            [&] {
+                std::lock_guard lock(mutex);
+                return nice.contains("evaluate");
+            },
+            30000));
+        const int loop = ::getpriority(PRIO_PROCESS, 0);
+        const int below = std::min(loop + core::kNiceSteps, 19);
+        std::lock_guard lock(mutex);
+        QCOMPARE(nice.at("tick"), loop);
+        for (const char* heavy : {"task-record", "accept-begun", "evaluate"})
+            QVERIFY2(nice.contains(heavy) && nice.at(heavy) == below,
+                (std::string(heavy) + ": " + (nice.contains(heavy) ? std::to_string(nice.at(heavy)) : "not reached")
+                    + ", expected " + std::to_string(below))
+                    .c_str());
+    }
+
+    // A slow piece of loop work names the steps inside it (core::SlowPart)
+    // with their times, so that its line says which step to fix; steps of
+    // a fast piece, and steps outside any piece, print nothing.
+    void aSlowPieceOfWorkNamesItsParts()
+    {
+        const std::filesystem::path log = root() / "slow-work.log";
+        const int saved = ::dup(2);
+        const int file = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        QVERIFY(saved >= 0 && file >= 0);
+        ::dup2(file, 2);
+        const auto spin = [](std::chrono::milliseconds d) {
+            const auto until = std::chrono::steady_clock::now() + d;
+            while (std::chrono::steady_clock::now() < until) { }
+        };
+        {
+            const core::SlowPart outside("a step outside any work");
+        }
+        {
+            const core::SlowWork fast("a fast piece");
+            const core::SlowPart part("its quick step");
+        }
+        {
+            const core::SlowWork slow("a slow piece");
+            {
+                const core::SlowPart part("the costly step");
+                spin(std::chrono::milliseconds(300));
+            }
+            const core::SlowPart part("the cheap step");
+        }
+        std::fflush(stderr);
+        ::dup2(saved, 2);
+        ::close(saved);
+        ::close(file);
+        const auto text = core::readFile(log);
+        QVERIFY(text);
+        static const QRegularExpression line(QStringLiteral(
+            R"(^the loop was busy (\d+) ms \((\d+) ms of it on the CPU\) with a slow piece: the costly step (\d+) ms \((\d+) ms CPU\), the cheap step (\d+) ms \(\d+ ms CPU\)\n$)"));
+        const auto match = line.match(QString::fromStdString(*text));
+        QVERIFY2(match.hasMatch(), text->c_str());
+        QVERIFY(match.captured(3).toInt() >= 300);
+        QVERIFY(match.captured(4).toInt() >= 250); // it spun
+        QVERIFY(match.captured(5).toInt() < 50);
     }
 
     // Item 2: the reply to an accepted submit is lost on the way back; the

@@ -11,6 +11,8 @@
 // job already posted (an acceptance the loop handed over is made durable
 // even at shutdown), then joins.
 
+#include "core/thread_priority.h"
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -56,6 +58,7 @@ public:
 private:
     void work()
     {
+        core::belowTheLoop(); // the loop that posts the jobs runs first
         for (;;) {
             std::function<void()> job;
             {

@@ -1,5 +1,6 @@
 #include "net/coordinator/submissions_calibration.h"
 
+#include "core/thread_priority.h"
 #include "engine/batch_sampler.h"
 #include "engine/diloco/manifest.h"
 #include "net/core_service/inner_trainer.h"
@@ -43,6 +44,7 @@ void HostCalibration::start(
     m_abort = false;
     m_running
         = std::async(std::launch::async, [this, version, theta = std::move(theta), direction = std::move(direction)] {
+              core::belowTheLoop();
               return train(version, *theta, direction);
           });
 }

@@ -1,0 +1,30 @@
+#pragma once
+
+// A server's loop answers everyone; the heavy work beside it (a round's
+// close, an acceptance's fsyncs, an evaluation) only has to finish. On a
+// host whose cores are all busy (the close's own threads, the host's
+// volunteer, other programs) the scheduler shares them fairly, and the loop
+// waits its turn behind the heavy threads. A heavy thread calls
+// belowTheLoop() first: its nice value goes up by kNiceSteps, so that when
+// both are ready the loop runs first (Linux gives a nice-10 thread about a
+// tenth of a nice-0 one's share), and the heavy work still gets every cycle
+// nobody else wants. Threads it starts (libtorch's OpenMP pool, when this
+// thread starts it) inherit the value. Raising a nice value needs no
+// privilege; a failure changes nothing and is not an error.
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace crowdtrain::core {
+
+inline constexpr int kNiceSteps = 10;
+
+inline void belowTheLoop()
+{
+    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+    const int now = ::getpriority(PRIO_PROCESS, tid); // -1 is a valid value, and errors are ignored
+    ::setpriority(PRIO_PROCESS, tid, now + kNiceSteps > 19 ? 19 : now + kNiceSteps);
+}
+
+} // namespace crowdtrain::core
