@@ -389,6 +389,15 @@ private slots:
             std::vector<float> acc(100, 7.0f);
             const Status added = accumulateSparse(layout, bytes, 1.0f, acc.data());
             const auto inspected = inspectSparse(layout, bytes);
+            // Fed in pieces (an upload's chunks), the same refusal.
+            for (const std::size_t piece : {std::size_t(1), std::size_t(5)}) {
+                SparseStreamInspector streamed(layout);
+                for (std::size_t at = 0; at < bytes.size(); at += piece)
+                    (void)streamed.feed(std::string_view(bytes).substr(at, piece));
+                const auto finished = streamed.finish();
+                if (finished || finished.error().code != code)
+                    return false;
+            }
             return !added && added.error().code == code && !inspected && inspected.error().code == code
                 && std::all_of(out.begin(), out.end(), [](float v) { return v == 7.0f; })
                 && std::all_of(acc.begin(), acc.end(), [](float v) { return v == 7.0f; });
@@ -434,6 +443,49 @@ private slots:
         poisoned[70] = std::numeric_limits<float>::quiet_NaN();
         std::vector<float> e3(100, 0.0f);
         QVERIFY(refused(encodeSparse(layout, poisoned.data(), e3.data()), "non_finite"));
+    }
+
+    // The coordinator inspects a sparse upload chunk by chunk as it arrives
+    // (SparseStreamInspector): pieces of any size, cutting tables and
+    // chunks anywhere, give inspectSparse's statistics and entries bit for
+    // bit, also across an empty tensor and with a reference.
+    void streamedInspectionEqualsWhole()
+    {
+        const SparseLayout layout = layoutOf({300, 0, 1000, 77}, 64, 8);
+        const std::vector<float> delta = randomVector(layout.elements(), 1.0f, 11);
+        const std::vector<float> reference = randomVector(layout.elements(), 1.0f, 12);
+        std::vector<float> e(size_t(layout.elements()), 0.0f);
+        const std::string message = encodeSparse(layout, delta.data(), e.data());
+        SparseEntries whole;
+        const auto expected = inspectSparse(layout, message, reference.data(), &whole);
+        QVERIFY(expected);
+        for (const std::size_t piece :
+            {std::size_t(1), std::size_t(7), std::size_t(16), std::size_t(100), message.size()}) {
+            SparseStreamInspector streamed(layout, reference.data());
+            SparseEntries entries;
+            for (std::size_t at = 0; at < message.size(); at += piece) {
+                QVERIFY(!streamed.finish()); // short until the last piece
+                QVERIFY(streamed.feed(std::string_view(message).substr(at, piece),
+                    [&](const int64_t* position, const float* value, int64_t count) {
+                        entries.position.insert(entries.position.end(), position, position + count);
+                        entries.value.insert(entries.value.end(), value, value + count);
+                    }));
+            }
+            const auto stats = streamed.finish();
+            QVERIFY(stats);
+            QCOMPARE(stats->l2Norm, expected->l2Norm);
+            QCOMPARE(stats->maxAbs, expected->maxAbs);
+            QCOMPARE(stats->dot, expected->dot);
+            QVERIFY(entries.position == whole.position);
+            QVERIFY(entries.value == whole.value);
+            QVERIFY(!streamed.feed(std::string_view("x"))); // one byte more: bad_size
+            QCOMPARE(streamed.finish().error().code, std::string("bad_size"));
+        }
+        SparseStreamInspector dropped(layout, reference.data());
+        dropped.dropReference();
+        QVERIFY(dropped.feed(message));
+        QVERIFY(dropped.referenceDropped());
+        QCOMPARE(dropped.finish()->dot, 0.0);
     }
 
     void updateIsAppliedBitExactly()

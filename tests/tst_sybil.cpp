@@ -25,6 +25,8 @@
 
 #include <QTemporaryDir>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <regex>
 
@@ -247,6 +249,37 @@ private slots:
         auto mine = honest.client->request<net::MyStatsReply>(net::MyStatsRequest{"tiny"});
         QVERIFY(mine);
         QCOMPARE(mine->stats.roundsRejected, uint64_t(0));
+    }
+
+    // A sparse upload is walked chunk by chunk as it arrives
+    // (UploadChecks::feed): a message whose table holds a NaN is refused
+    // non_finite, one whose index field breaks the format bad_shape (naming
+    // the index), each at its submit and changing nothing; a well-formed one
+    // from the same key is accepted after them.
+    void malformedSparseMessagesAreRefused()
+    {
+        ServerProcess server;
+        startServer(server, "malformed-sparse", SpecOptions{.tasksPerRound = 4, .codec = "sparse"});
+        auto v = join(server, "v");
+        const std::optional<diloco::SparseLayout> layout = sparseLayoutOf(v);
+        QVERIFY(layout);
+        std::string nan = sparseMessage(*layout, 1e-3f, 1);
+        const float bad = std::numeric_limits<float>::quiet_NaN();
+        std::memcpy(nan.data() + 8, &bad, sizeof bad); // the first tensor's table, value 2
+        auto r = uploadAndSubmit(v, task(v), nan, kTaskTokens);
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, std::string("non_finite"));
+        std::string badIndex = sparseMessage(*layout, 1e-3f, 2);
+        // The first chunk's fields after the table: every bit set, so the
+        // high part holds more indices than the chunk keeps.
+        std::memset(badIndex.data() + diloco::kSparseTableBytes, 0xff, 64);
+        r = uploadAndSubmit(v, task(v), badIndex, kTaskTokens);
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, std::string("bad_shape"));
+        QVERIFY2(r.error().message.find("bad_index") != std::string::npos, r.error().message.c_str());
+        r = uploadAndSubmit(v, task(v), sparseMessage(*layout, 1e-3f, 3), kTaskTokens);
+        QVERIFY2(r, r ? "" : r.error().message.c_str());
+        QCOMPARE(projectVersion(v), uint64_t(0));
     }
 
     // Item 1, a project that names no trusted key: the host's calibration

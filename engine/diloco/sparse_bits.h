@@ -153,40 +153,134 @@ struct MessageChunk {
     const float* table;
 };
 
-// Walks a message of exactly layout.messageBytes() bytes (the caller checks
-// the size), checking tables (when check) and indices; calls onChunk for
-// each chunk in order. Stops at the first error.
+// Walks a message given in pieces of any size (an upload's chunks, or all
+// of it at once), checking tables (when check) and indices; calls onChunk
+// for each chunk in order, once all its bytes are there (the bytes of an
+// unfinished table or chunk wait in a small buffer). Stops at the first
+// error; finish() says whether exactly the message came.
+class MessageCursor {
+public:
+    MessageCursor(const SparseLayout& layout, bool check)
+        : m_layout(&layout)
+        , m_check(check)
+        , m_index(static_cast<size_t>(layout.keptIn(layout.chunk())))
+        , m_code(m_index.size())
+    {
+        skipEmptyTensors();
+    }
+
+    template <class OnChunk> Status feed(std::string_view bytes, OnChunk&& onChunk)
+    {
+        if (!m_status)
+            return m_status;
+        m_fed += int64_t(bytes.size());
+        if (m_fed > m_layout->messageBytes())
+            return m_status = sizeError();
+        while (!bytes.empty()) {
+            const auto need = static_cast<size_t>(unitBytes());
+            const char* unit = bytes.data();
+            if (m_pending.empty() && bytes.size() >= need) {
+                bytes.remove_prefix(need);
+            } else {
+                const size_t n = std::min(need - m_pending.size(), bytes.size());
+                m_pending.append(bytes.substr(0, n));
+                bytes.remove_prefix(n);
+                if (m_pending.size() < need)
+                    break;
+                unit = m_pending.data();
+            }
+            m_status = take(reinterpret_cast<const unsigned char*>(unit), onChunk);
+            m_pending.clear();
+            if (!m_status)
+                return m_status;
+        }
+        return Status::success();
+    }
+
+    // The first error, or bad_size unless exactly layout.messageBytes() came.
+    Status finish() const
+    {
+        if (!m_status)
+            return m_status;
+        return m_fed == m_layout->messageBytes() ? Status::success() : sizeError();
+    }
+
+private:
+    // The bytes of what comes next: the tensor's table, or its chunk m_chunk.
+    int64_t unitBytes() const
+    {
+        if (m_chunk < 0)
+            return kSparseTableBytes;
+        const int64_t length = chunkLength();
+        const int64_t count = m_layout->keptIn(length);
+        return sparseIndexBytes(count, length) + packedBytes(count, 2);
+    }
+    int64_t chunkLength() const
+    {
+        const int64_t size = m_layout->tensorElements()[m_tensor];
+        return std::min(m_layout->chunk(), size - m_chunk * m_layout->chunk());
+    }
+    // Past the last chunk of the tensor: the next tensor's table.
+    void skipEmptyTensors()
+    {
+        const auto& sizes = m_layout->tensorElements();
+        while (m_tensor < sizes.size() && m_chunk >= 0 && m_chunk * m_layout->chunk() >= sizes[m_tensor]) {
+            ++m_tensor;
+            m_chunk = -1;
+        }
+    }
+
+    template <class OnChunk> Status take(const unsigned char* p, OnChunk& onChunk)
+    {
+        if (m_chunk < 0) {
+            std::memcpy(m_table, p, sizeof m_table);
+            if (m_check)
+                for (int c = 0; c < 4; ++c)
+                    if (!std::isfinite(m_table[c]))
+                        return Error::make(engine::errc::kNonFinite,
+                            "tensor " + std::to_string(m_tensor) + ": table value " + std::to_string(c) + " is "
+                                + std::to_string(m_table[c]));
+        } else {
+            const int64_t length = chunkLength();
+            const int64_t count = m_layout->keptIn(length);
+            if (Status ok = readIndices(p, count, length, m_index.data(), int64_t(m_tensor), m_chunk); !ok)
+                return ok;
+            readField(p + sparseIndexBytes(count, length), count, 2, m_code.data());
+            onChunk(MessageChunk{m_layout->tensorOffsets()[m_tensor] + m_chunk * m_layout->chunk(), count,
+                m_index.data(), m_code.data(), m_table});
+        }
+        ++m_chunk;
+        skipEmptyTensors();
+        return Status::success();
+    }
+
+    Error sizeError() const
+    {
+        return Error::make(engine::errc::kBadSize,
+            "expected " + std::to_string(m_layout->messageBytes()) + " bytes for a sparse message of "
+                + std::to_string(m_layout->elements()) + " elements, got "
+                + (m_fed > m_layout->messageBytes() ? "more" : std::to_string(m_fed)));
+    }
+
+    const SparseLayout* m_layout;
+    bool m_check;
+    size_t m_tensor = 0;
+    int64_t m_chunk = -1; // -1: the tensor's table comes next
+    float m_table[4] = {};
+    std::vector<uint16_t> m_index, m_code;
+    std::string m_pending;
+    int64_t m_fed = 0;
+    Status m_status;
+};
+
+// Walks a whole message (MessageCursor over it at once).
 template <class OnChunk>
 Status walkMessage(const SparseLayout& layout, std::string_view message, bool check, OnChunk&& onChunk)
 {
-    const auto* p = reinterpret_cast<const unsigned char*>(message.data());
-    const int64_t chunk = layout.chunk();
-    std::vector<uint16_t> index(static_cast<size_t>(layout.keptIn(chunk)));
-    std::vector<uint16_t> code(index.size());
-    const auto& sizes = layout.tensorElements();
-    const auto& offsets = layout.tensorOffsets();
-    for (size_t t = 0; t < sizes.size(); ++t) {
-        float table[4];
-        std::memcpy(table, p, sizeof table);
-        p += kSparseTableBytes;
-        if (check)
-            for (int c = 0; c < 4; ++c)
-                if (!std::isfinite(table[c]))
-                    return Error::make(engine::errc::kNonFinite,
-                        "tensor " + std::to_string(t) + ": table value " + std::to_string(c) + " is "
-                            + std::to_string(table[c]));
-        for (int64_t j = 0; j * chunk < sizes[t]; ++j) {
-            const int64_t length = std::min(chunk, sizes[t] - j * chunk);
-            const int64_t count = layout.keptIn(length);
-            if (Status ok = readIndices(p, count, length, index.data(), int64_t(t), j); !ok)
-                return ok;
-            p += sparseIndexBytes(count, length);
-            readField(p, count, 2, code.data());
-            p += packedBytes(count, 2);
-            onChunk(MessageChunk{offsets[t] + j * chunk, count, index.data(), code.data(), table});
-        }
-    }
-    return Status::success();
+    MessageCursor cursor(layout, check);
+    if (Status ok = cursor.feed(message, onChunk); !ok)
+        return ok;
+    return cursor.finish();
 }
 
 // One chunk of an update: count entries, indices relative to the chunk,

@@ -20,6 +20,8 @@
 #include "engine/diloco/codec.h"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,6 +135,34 @@ struct SparseEntries {
 // decodeSparse; a non-finite table is "non_finite" too, never finite = false.
 Result<PayloadStats> inspectSparse(const SparseLayout& layout, std::string_view message,
     const float* reference = nullptr, SparseEntries* entries = nullptr);
+
+// inspectSparse over a message that arrives in pieces (an upload's chunks,
+// on the coordinator's loop): the same statistics and errors, each piece's
+// bits walked once as it comes, so that no step reads the whole message.
+class SparseStreamInspector {
+public:
+    // Each chunk's decoded entries as they are read: flat positions, values.
+    using OnEntries = std::function<void(const int64_t* position, const float* value, int64_t count)>;
+
+    // layout and reference (P floats, or null) must outlive the inspector.
+    explicit SparseStreamInspector(const SparseLayout& layout, const float* reference = nullptr);
+    ~SparseStreamInspector();
+    SparseStreamInspector(SparseStreamInspector&&) noexcept;
+    SparseStreamInspector& operator=(SparseStreamInspector&&) noexcept;
+
+    // The first error stays: later pieces are not read.
+    Status feed(std::string_view bytes, const OnEntries& onEntries = {});
+    // The statistics once exactly the message came; else the first error,
+    // or bad_size.
+    Result<PayloadStats> finish() const;
+    // As StreamInspector's: the reference is no longer read.
+    void dropReference();
+    bool referenceDropped() const;
+
+private:
+    struct State;
+    std::unique_ptr<State> m_state;
+};
 
 // --- The round's update --------------------------------------------------
 

@@ -76,37 +76,96 @@ Status accumulateSparse(const SparseLayout& layout, std::string_view message, fl
     return forEachValue(layout, message, true, [acc, weight](int64_t i, float v) { acc[i] += weight * v; });
 }
 
+struct SparseStreamInspector::State {
+    State(const SparseLayout& layout, const float* reference)
+        : cursor(layout, true)
+        , reference(reference)
+    { }
+    sparse::MessageCursor cursor;
+    const float* reference;
+    bool referenceDropped = false;
+    double sumSquares = 0.0;
+    double maxAbs = 0.0;
+    double dot = 0.0;
+    std::vector<int64_t> position; // one chunk's entries, for onEntries
+    std::vector<float> value;
+};
+
+SparseStreamInspector::SparseStreamInspector(const SparseLayout& layout, const float* reference)
+    : m_state(std::make_unique<State>(layout, reference))
+{ }
+
+SparseStreamInspector::~SparseStreamInspector() = default;
+SparseStreamInspector::SparseStreamInspector(SparseStreamInspector&&) noexcept = default;
+SparseStreamInspector& SparseStreamInspector::operator=(SparseStreamInspector&&) noexcept = default;
+
+Status SparseStreamInspector::feed(std::string_view bytes, const OnEntries& onEntries)
+{
+    State& s = *m_state;
+    return s.cursor.feed(bytes, [&](const MessageChunk& c) {
+        if (onEntries) {
+            s.position.resize(size_t(c.count));
+            s.value.resize(size_t(c.count));
+        }
+        for (int64_t i = 0; i < c.count; ++i) {
+            const float v = c.table[c.code[i]];
+            s.sumSquares += double(v) * double(v);
+            s.maxAbs = std::max(s.maxAbs, double(std::fabs(v)));
+            if (s.reference)
+                s.dot += double(v) * double(s.reference[c.first + c.index[i]]);
+            if (onEntries) {
+                s.position[size_t(i)] = c.first + c.index[i];
+                s.value[size_t(i)] = v;
+            }
+        }
+        if (onEntries)
+            onEntries(s.position.data(), s.value.data(), c.count);
+    });
+}
+
+Result<PayloadStats> SparseStreamInspector::finish() const
+{
+    if (Status ok = m_state->cursor.finish(); !ok)
+        return ok.error();
+    PayloadStats stats;
+    stats.l2Norm = std::sqrt(m_state->sumSquares);
+    stats.maxAbs = m_state->maxAbs;
+    stats.dot = m_state->dot;
+    return stats;
+}
+
+void SparseStreamInspector::dropReference()
+{
+    m_state->reference = nullptr;
+    m_state->referenceDropped = true;
+}
+
+bool SparseStreamInspector::referenceDropped() const
+{
+    return m_state->referenceDropped;
+}
+
 Result<PayloadStats> inspectSparse(
     const SparseLayout& layout, std::string_view message, const float* reference, SparseEntries* entries)
 {
-    PayloadStats stats;
-    double sumSquares = 0.0;
     if (Status ok = checkSize(layout, message); !ok)
         return ok.error();
+    SparseStreamInspector inspector(layout, reference);
+    SparseStreamInspector::OnEntries collect;
     if (entries) {
-        entries->position.resize(size_t(layout.messageValues()));
-        entries->value.resize(size_t(layout.messageValues()));
+        entries->position.clear();
+        entries->value.clear();
+        entries->position.reserve(size_t(layout.messageValues()));
+        entries->value.reserve(size_t(layout.messageValues()));
+        collect = [entries](const int64_t* position, const float* value, int64_t count) {
+            entries->position.insert(entries->position.end(), position, position + count);
+            entries->value.insert(entries->value.end(), value, value + count);
+        };
     }
-    size_t at = 0;
     // One walk: the statistics are thrown away if a check fails on the way.
-    Status walked = sparse::walkMessage(layout, message, true, [&](const MessageChunk& c) {
-        if (entries)
-            for (int64_t i = 0; i < c.count; ++i, ++at) {
-                entries->position[at] = c.first + c.index[i];
-                entries->value[at] = c.table[c.code[i]];
-            }
-        for (int64_t i = 0; i < c.count; ++i) {
-            const float v = c.table[c.code[i]];
-            sumSquares += double(v) * double(v);
-            stats.maxAbs = std::max(stats.maxAbs, double(std::fabs(v)));
-            if (reference)
-                stats.dot += double(v) * double(reference[c.first + c.index[i]]);
-        }
-    });
-    if (!walked)
-        return walked.error();
-    stats.l2Norm = std::sqrt(sumSquares);
-    return stats;
+    if (Status ok = inspector.feed(message, collect); !ok)
+        return ok.error();
+    return inspector.finish();
 }
 
 Status applySparseUpdate(const SparseLayout& layout, std::string_view update, float* params)

@@ -75,14 +75,25 @@ Result<PayloadSketch> PayloadSketch::ofDense(
 
 PayloadSketch PayloadSketch::ofSparse(const diloco::SparseEntries& entries)
 {
+    PayloadSketch sketch = sparseZero();
+    sketch.addSparse(entries.position.data(), entries.value.data(), int64_t(entries.position.size()));
+    return sketch;
+}
+
+PayloadSketch PayloadSketch::sparseZero()
+{
     PayloadSketch sketch;
     sketch.m_values.assign(kSize, 0.0f);
-    for (std::size_t i = 0; i < entries.position.size(); ++i) {
-        const uint64_t h = mix(uint64_t(entries.position[i]));
-        const float sign = (h >> 63) ? -1.0f : 1.0f;
-        sketch.m_values[h % kSize] += sign * entries.value[i];
-    }
     return sketch;
+}
+
+void PayloadSketch::addSparse(const int64_t* position, const float* value, int64_t count)
+{
+    for (int64_t i = 0; i < count; ++i) {
+        const uint64_t h = mix(uint64_t(position[i]));
+        const float sign = (h >> 63) ? -1.0f : 1.0f;
+        m_values[h % kSize] += sign * value[i];
+    }
 }
 
 double PayloadSketch::cosine(const PayloadSketch& other) const

@@ -33,6 +33,10 @@ public:
         diloco::Codec codec, const std::filesystem::path& file, const std::vector<int64_t>& positions);
     // Of a sparse message's decoded entries.
     static PayloadSketch ofSparse(const diloco::SparseEntries& entries);
+    // A sparse message's, built as its entries are read: empty of entries
+    // (zero), then addSparse() for each batch of them.
+    static PayloadSketch sparseZero();
+    void addSparse(const int64_t* position, const float* value, int64_t count);
 
     bool empty() const { return m_values.empty(); }
     // In [-1, 1]; 0 when either is empty or zero.

@@ -113,7 +113,7 @@ void Submissions::closeBegins()
 {
     for (const auto& [id, task] : m_tasks.tasks())
         if (task.checks)
-            task.checks->inspector.dropReference();
+            task.checks->dropReference();
 }
 
 // The chunks a volunteer sent before a restart stay: the whole ones are
@@ -135,11 +135,10 @@ Status Submissions::resumeUpload(OpenTask& task)
     std::filesystem::resize_file(task.uploadFile, keep, ec);
     if (ec)
         return Error::make(net::errc::kIoError, "cannot truncate " + task.uploadFile.string() + ": " + ec.message());
-    auto checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
+    auto checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction(), m_sparse);
     const Status read = core::forEachSlice(task.uploadFile, [&](std::string_view slice) {
         checks->sha.update(slice);
-        if (checks->inspected && !m_sparse)
-            checks->inspected = checks->inspector.feed(slice);
+        checks->feed(slice);
         return Status::success();
     });
     if (!read)
@@ -182,13 +181,12 @@ Result<net::UploadChunkReply> Submissions::uploadChunk(
     if (Status s = writeChunk(task.uploadFile, task.receivedBytes, request.data, request.index == 0); !s)
         return s.error();
     if (request.index == 0) {
-        task.checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction());
+        task.checks = std::make_shared<UploadChecks>(m_codec, m_parameters, direction(), m_sparse);
         if (m_round.closing()) // begun without the direction: its check is skipped (closeBegins)
-            task.checks->inspector.dropReference();
+            task.checks->dropReference();
     }
     task.checks->sha.update(request.data);
-    if (task.checks->inspected && !m_sparse)
-        task.checks->inspected = task.checks->inspector.feed(request.data);
+    task.checks->feed(request.data);
     task.receivedBytes += request.data.size();
     ++task.nextChunk;
     task.lastUploadMs = nowMs;
@@ -289,7 +287,7 @@ Result<net::SubmitReply> Submissions::check(
     // task, so scaling would push an honest cut message over the bounds.
     const double gateNorm = stats->l2Norm * cutScale;
     std::optional<double> cosine;
-    if (direction() && stats->l2Norm > 0 && (m_sparse || !task.checks->inspector.referenceDropped()))
+    if (direction() && stats->l2Norm > 0 && !task.checks->referenceDropped())
         cosine = stats->dot / (stats->l2Norm * m_directionNorm);
     // Established keys are held to this round's direction only: the
     // previous round's cosines were measured against another momentum, and
@@ -334,9 +332,9 @@ Result<net::SubmitReply> Submissions::check(
     return Error::make(net::errc::kInternal, "answered when durable");
 }
 
-// The decoded payload's norms: from the chunks' inspector, or for a sparse
-// payload (a few MB) from the whole file, where an index outside its chunk
-// or repeated is bad_shape.
+// The decoded payload's norms, from what the chunks' inspection gathered as
+// they came; a sparse message's bits that break the format (an index
+// outside its chunk or repeated, say) are bad_shape.
 Result<diloco::PayloadStats> Submissions::inspectUpload(const OpenTask& task, PayloadSketch& sketch) const
 {
     if (!m_sparse) {
@@ -349,21 +347,11 @@ Result<diloco::PayloadStats> Submissions::inspectUpload(const OpenTask& task, Pa
         sketch = std::move(*sketched);
         return diloco::StreamInspector(task.checks->inspector).finish();
     }
-    auto bytes = [&] {
-        const core::SlowPart part("reading the upload");
-        return core::readFile(task.uploadFile);
-    }();
-    if (!bytes)
-        return bytes.error();
-    diloco::SparseEntries entries;
-    auto stats = [&] {
-        const core::SlowPart part("inspecting the sparse message");
-        return diloco::inspectSparse(*m_sparse, *bytes, direction(), &entries);
-    }();
-    if (stats) {
-        const core::SlowPart part("sketching the upload");
-        sketch = PayloadSketch::ofSparse(entries);
-    }
+    // Walked chunk by chunk as they came (UploadChecks::feed).
+    auto stats = task.checks->inspected ? task.checks->sparseInspector->finish()
+                                        : Result<diloco::PayloadStats>(task.checks->inspected.error());
+    if (stats)
+        sketch = task.checks->sketch;
     if (!stats && stats.error().code != net::errc::kNonFinite)
         return Error::make(net::errc::kBadShape, stats.error().code + ": " + stats.error().message);
     return stats;

@@ -56,7 +56,7 @@ class Submissions {
 public:
     // `endTask(id)`: ends a refused task (its range back to the pool).
     // `sparse`: the layout of a sparse project (outlives this), else null;
-    // its payloads are checked whole at submit, not chunk by chunk.
+    // its messages are walked chunk by chunk as they arrive, as dense ones are.
     // `worker` runs the durable half of each acceptance.
     Submissions(const ProjectSpec& spec, diloco::Codec codec, int64_t parameters, const diloco::SparseLayout* sparse,
         ProjectStore& store, DataPlan& plan, TaskBoard& tasks, RoundState& round, ProjectWorker& worker,

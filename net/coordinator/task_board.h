@@ -18,7 +18,9 @@
 // Used from one thread (the server's loop).
 
 #include "engine/diloco/codec.h"
+#include "engine/diloco/sparse_codec.h"
 #include "net/coordinator/data_plan.h"
+#include "net/coordinator/payload_sketch.h"
 #include "net/coordinator/project_worker.h"
 #include "net/coordinator/state_store.h"
 #include "net/transfer/sha256.h"
@@ -28,17 +30,53 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 namespace crowdtrain::coordinator {
 
-// The checks that read a payload (SHA-256, finiteness, norm, direction) run
-// on each chunk as it arrives, so that submit does not read it again.
+// The checks that read a payload (SHA-256, finiteness, norm, direction,
+// and for a sparse message its bits and its sketch) run on each chunk as it
+// arrives, so that submit does not read it again: the loop's work per chunk
+// is bounded by the chunk's size, whatever the model's.
 struct UploadChecks {
-    UploadChecks(diloco::Codec codec, int64_t n, const float* direction)
-        : inspector(codec, n, direction)
-    { }
+    // sparse: the project's layout (it outlives the checks), or null for a
+    // dense codec.
+    UploadChecks(diloco::Codec codec, int64_t n, const float* direction, const diloco::SparseLayout* sparse)
+        : inspector(codec, n, sparse ? nullptr : direction)
+    {
+        if (sparse) {
+            sparseInspector.emplace(*sparse, direction);
+            sketch = PayloadSketch::sparseZero();
+        }
+    }
+    void feed(std::string_view piece)
+    {
+        if (!inspected)
+            return;
+        if (!sparseInspector) {
+            inspected = inspector.feed(piece);
+            return;
+        }
+        inspected = sparseInspector->feed(piece, [this](const int64_t* position, const float* value, int64_t count) {
+            sketch.addSparse(position, value, count);
+        });
+    }
+    void dropReference()
+    {
+        inspector.dropReference();
+        if (sparseInspector)
+            sparseInspector->dropReference();
+    }
+    bool referenceDropped() const
+    {
+        return sparseInspector ? sparseInspector->referenceDropped() : inspector.referenceDropped();
+    }
+
     net::Sha256 sha;
-    diloco::StreamInspector inspector;
+    diloco::StreamInspector inspector; // a dense codec's
+    std::optional<diloco::SparseStreamInspector> sparseInspector;
+    PayloadSketch sketch; // a sparse message's, as its entries come
     Status inspected; // the first error the inspector reported
 };
 
