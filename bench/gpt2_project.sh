@@ -99,8 +99,9 @@ for _ in $(seq 120); do grep -q "round $rounds closed" "$work/server.err" && bre
 touch "$work/stop"; wait "$prober" || true
 for p in "${workers[@]}"; do wait "$p" 2>/dev/null || true; done
 seconds=$(( $(date +%s) - start ))
-# pids[0] is /usr/bin/time: stop the server under it, then time prints its figures.
-pkill -TERM -P "${pids[0]}" 2>/dev/null || true; wait "${pids[0]}" 2>/dev/null || true
+# pids[0] is /usr/bin/time: stop the server under it (not the time-stamping
+# reader, also its child), then time prints its figures.
+pkill -TERM -P "${pids[0]}" -f "bin/crowdtrain-server" 2>/dev/null || true; wait "${pids[0]}" 2>/dev/null || true
 # Its stderr passes through the time-stamping reader: wait for time's figures.
 for _ in $(seq 50); do grep -q "Maximum resident set size" "$work/server.err" && break; sleep 0.2; done
 vmstat_end=$(vmstat_now)
