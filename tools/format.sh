@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --check ]; then
-    find core engine net ui app tests bench \( -name '*.cpp' -o -name '*.h' \) -print0 \
-        | xargs -0 clang-format --dry-run --Werror 2>&1 | grep -o '^[^:]*:' | sort -u | tr -d ':' | grep . && exit 1
+    differ=$(find core engine net ui app tests bench \( -name '*.cpp' -o -name '*.h' \) -print0 \
+        | { xargs -0 clang-format --dry-run 2>&1 || true; } | { grep ': warning: ' || true; } | cut -d: -f1 | sort -u)
+    [ -z "$differ" ] || { echo "$differ"; exit 1; }
     exit 0
 fi
 find core engine net ui app tests bench \( -name '*.cpp' -o -name '*.h' \) -print0 | xargs -0 clang-format -i
