@@ -159,9 +159,12 @@ int serve(int argc, char** argv)
     }
     const std::string publicHost = args.has("public-host") ? args.value("public-host") : std::string();
     const std::filesystem::path stateDir = options.stateDir;
-    std::vector<std::string> projectNames;
-    for (const coordinator::ProjectSpec& spec : specs)
+    std::vector<std::string> projectNames, unprotected;
+    for (const coordinator::ProjectSpec& spec : specs) {
         projectNames.push_back(spec.name);
+        if (const std::string why = spec.trust.unprotected(); !why.empty())
+            unprotected.push_back(spec.name + ": unprotected against Sybils: " + why);
+    }
     auto server = coordinator::CoordinatorServer::start(std::move(options), std::move(specs));
     if (!server) {
         std::cerr << "crowdtrain-server: " << server.error().message << "\n";
@@ -199,6 +202,8 @@ int serve(int argc, char** argv)
     if (!pageUrl.empty())
         for (const std::string& name : projectNames)
             std::cerr << "Project page: " << pageUrl << "projects/" << name << "\n";
+    for (const std::string& line : unprotected)
+        std::cerr << line << "\n";
     std::cerr << std::flush;
     const Status served = (*server)->run();
     g_server = nullptr;

@@ -245,6 +245,29 @@ private slots:
         QCOMPARE(get("/api/projects/tiny")->get_header_value("Content-Type"), std::string("application/json"));
     }
 
+    // This project names no trusted key and neither calibrates nor
+    // evaluates: the server's log, the page and its API say it is open to
+    // fresh keys (TrustSpec::unprotected) and what the host can set.
+    void anUnprotectedProjectSaysSo()
+    {
+        const std::string html = get("/projects/tiny")->body;
+        QVERIFY2(html.find("<p class=\"warning\" id=\"unprotected\" role=\"note\"><strong>Unprotected against "
+                           "Sybils:</strong> no key is trusted")
+                != std::string::npos,
+            html.c_str());
+        const json p = getJson("/api/projects/tiny");
+        QVERIFY(p["unprotected"].is_string());
+        QVERIFY(p["unprotected"].get<std::string>().find("trust.keys") != std::string::npos);
+        std::string log;
+        QVERIFY(waitFor(
+            [&] {
+                QCoreApplication::processEvents(); // the server's stderr into its QProcess buffer
+                log += m_server.stderrText().toStdString();
+                return log.find("tiny: unprotected against Sybils: no key is trusted") != std::string::npos;
+            },
+            10000));
+    }
+
     void downloadsKeepToTheTerms()
     {
         json p = getJson("/api/projects/tiny");

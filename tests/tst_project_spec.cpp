@@ -262,6 +262,30 @@ private slots:
             parsed.error().message.c_str());
     }
 
+    // A project that names no trusted key and neither calibrates nor
+    // evaluates is open to a first-round Sybil take-over (issue 42, row B):
+    // unprotected() says why and what to set; any of the three protects it.
+    void aProjectNothingProtectsSaysSo()
+    {
+        json spec = goodSpec();
+        auto parsed = parseProjectSpec(spec.dump(), m_root / "trust.json");
+        QVERIFY(parsed.ok());
+        const std::string why = parsed->trust.unprotected();
+        QVERIFY2(why.find("trust.keys") != std::string::npos && why.find("trust.calibrate") != std::string::npos,
+            why.c_str());
+        for (const json& trust :
+            {json{{"keys", {std::string(40, 'a')}}}, json{{"calibrate", true}}, json{{"evaluate", {{"rate", 0.1}}}}}) {
+            spec["trust"] = trust;
+            parsed = parseProjectSpec(spec.dump(), m_root / "trust.json");
+            QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.error().message.c_str());
+            QVERIFY2(parsed->trust.unprotected().empty(), trust.dump().c_str());
+        }
+        spec["trust"] = {{"calibrate", true}, {"defences", false}};
+        parsed = parseProjectSpec(spec.dump(), m_root / "trust.json");
+        QVERIFY(parsed.ok());
+        QVERIFY(parsed->trust.unprotected().find("defences are off") != std::string::npos);
+    }
+
     // "codec": "sparse" with its parameters; its outer step is plain SGD
     // (momentum 0; lr 4 with the union update, 1 with down_k, unless given).
     void sparseCodec()

@@ -395,6 +395,19 @@ std::optional<Error> parseTrust(const FieldReader& top, const json& root, Projec
 
 } // namespace
 
+std::string TrustSpec::unprotected() const
+{
+    if (!defences)
+        return "the submission gate's defences are off (trust.defences: false, for benchmarks): any key's update "
+               "counts as long as it is finite and under the absolute bounds";
+    if (!keys.empty() || calibrate || evaluateRate > 0)
+        return {};
+    return "no key is trusted and the project neither calibrates nor evaluates: until some key has earned trust, the "
+           "first round's keys set the gate's statistics, so fresh keys sent by one person can take the project over "
+           "from its first round and refuse honest volunteers; name the host's own worker in trust.keys, or set "
+           "trust.calibrate (small models) or trust.evaluate";
+}
+
 Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesystem::path& specFile)
 {
     ProjectSpec spec;

@@ -109,6 +109,13 @@ struct TrustSpec {
     int64_t evaluateTokens = 4096;
     static constexpr int64_t kMaxEvaluateTokens = int64_t(1) << 20;
     static constexpr std::size_t kMaxKeys = 1024;
+
+    // Empty when something the attacker cannot set judges the first
+    // rounds (a named key, the host's calibration, evaluated
+    // contributions); else why fresh keys can take the project over, and
+    // what the host can do about it: the server logs it at start and the
+    // page shows it (issue 42: four fresh keys destroyed such a project).
+    std::string unprotected() const;
 };
 
 struct CheckpointSpec {

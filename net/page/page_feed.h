@@ -44,6 +44,7 @@ struct ProjectPage {
     uint64_t generation = 0; // grows with every snapshot of this project
     int64_t updatedMs = 0;
     net::ProjectInfo info;
+    std::string unprotected; // TrustSpec::unprotected(): empty when protected
     std::vector<net::MetricRow> metrics; // oldest first
     std::vector<net::ContributorRow> leaderboard; // most tokens first
     std::vector<net::DeviceShare> devices; // accepted tokens by device, most first

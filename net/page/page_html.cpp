@@ -261,6 +261,9 @@ std::string projectHtml(const ProjectPage& page, const std::string& hubLink)
           "</head>\n<body data-project=\""
         + escapeHtml(i.name) + "\">\n<header>\n<p class=\"brand\"><a href=\"/\">Crowdtrain</a></p>\n<h1>"
         + escapeHtml(i.name) + "</h1>\n<p>" + escapeHtml(i.description) + "</p>\n</header>\n<main>\n";
+    if (!page.unprotected.empty())
+        out += "<p class=\"warning\" id=\"unprotected\" role=\"note\"><strong>Unprotected against Sybils:</strong> "
+            + escapeHtml(page.unprotected) + ".</p>\n";
     out += "<section aria-labelledby=\"join-h\">\n<h2 id=\"join-h\">Join with your GPU</h2>\n<p>"
         + escapeHtml(howToJoin(i.name)) + "</p>\n<p class=\"link\"><code id=\"hub-link\">" + escapeHtml(hubLink)
         + "</code></p>\n</section>\n";

@@ -88,7 +88,8 @@ std::string projectJson(const ProjectPage& page, const std::string& hubLink)
         {"round", i.round}, {"version", i.version}, {"tokens_trained", i.tokensTrained}, {"token_goal", i.tokenGoal},
         {"volunteers_online", i.volunteersOnline}, {"val_loss", number(i.valLoss)}, {"codec", i.codec},
         {"terms", {{"license", i.license}, {"checkpoint_access", i.checkpointAccess}, {"token_goal", i.tokenGoal}}},
-        {"hub_link", hubLink}, {"how_to_join", howToJoin(i.name)}, {"leaderboard", leaderboard}, {"devices", devices},
+        {"unprotected", page.unprotected.empty() ? json(nullptr) : json(page.unprotected)}, {"hub_link", hubLink},
+        {"how_to_join", howToJoin(i.name)}, {"leaderboard", leaderboard}, {"devices", devices},
         {"checkpoints", checkpoints}, {"generation", page.generation}, {"updated_ms", page.updatedMs}};
     return dump(body);
 }
