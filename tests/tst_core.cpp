@@ -8,6 +8,7 @@
 #include "engine/diloco/flat_params.h"
 #include "engine/token_shard.h"
 #include "net/core_link/core_messages.h"
+#include "net/core_link/core_process.h"
 #include "net/core_link/windows_file.h"
 #include "net/core_service/cuda_driver.h"
 #include "net/core_service/inner_trainer.h"
@@ -404,6 +405,20 @@ private slots:
         QVERIFY2(retried, retried ? "" : retried.error().message.c_str());
         QCOMPARE(retried->steps, uint64_t(kInner.steps));
         QCOMPARE(host.starts(), uint64_t(2));
+    }
+
+    // A core of the protocol before this daemon's (version 1: no
+    // int8_moments or bf16_host_master, which it would ignore and so train
+    // in more memory than planned) is refused at hello, by name, and ended.
+    void aCoreOfAnotherProtocolIsRefused()
+    {
+        ScopedEnv faultEnv("CROWDTRAIN_CORE_FAULT", "old_protocol");
+        auto core = corelink::CoreProcess::start({.binary = coreBinary()});
+        QVERIFY(!core);
+        QCOMPARE(core.error().code, std::string(net::errc::kCoreFailed));
+        const std::string expected = "speaks protocol " + std::to_string(corelink::kCoreProtocol - 1) + ", this daemon "
+            + std::to_string(corelink::kCoreProtocol) + ": install matching crowdtrain packages";
+        QVERIFY2(core.error().message.find(expected) != std::string::npos, core.error().message.c_str());
     }
 
     // A core that hangs inside a step is stopped after the step deadline; one

@@ -16,7 +16,9 @@
 
 namespace crowdtrain::corelink {
 
-inline constexpr uint64_t kCoreProtocol = 1;
+// 2: train's int8_moments and bf16_host_master (a core of protocol 1 would
+// ignore them and train in more memory than the planner allowed).
+inline constexpr uint64_t kCoreProtocol = 2;
 
 namespace type {
 inline constexpr std::string_view kHello = "hello"; // both ways: daemon first

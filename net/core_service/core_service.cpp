@@ -81,8 +81,12 @@ private:
     Status dispatch(const Frame& frame)
     {
         namespace t = corelink::type;
-        if (frame.type == t::kHello)
-            return m_channel.send(hello().encode());
+        if (frame.type == t::kHello) {
+            corelink::CoreHello h = hello();
+            if (m_fault.kind == "old_protocol")
+                h.protocol = corelink::kCoreProtocol - 1;
+            return m_channel.send(h.encode());
+        }
         if (frame.type == t::kExit) {
             m_exit = true;
             return Status::success();
@@ -295,6 +299,10 @@ Fault Fault::parse(const char* text, const char* onceFile)
     if (!text)
         return fault;
     const std::string spec = text;
+    if (spec == "old_protocol") {
+        fault.kind = spec;
+        return fault;
+    }
     const auto colon = spec.find(':');
     if (colon == std::string::npos)
         return fault;

@@ -18,10 +18,11 @@ namespace crowdtrain::coreservice {
 // crowdtrain-core; never set in normal use): "hang_at_step:N" sleeps for
 // ever inside step N, "garbage_at_step:N" writes bytes that are not a frame
 // instead of step N's report, "crash_at_step:N" aborts the process there
-// (step N of each task). With CROWDTRAIN_CORE_FAULT_ONCE=FILE only the core
-// that creates FILE commits it, so the restarted core trains normally.
+// (step N of each task); "old_protocol" answers hello as a core of the
+// protocol before this one. With CROWDTRAIN_CORE_FAULT_ONCE=FILE only the core
+// that creates FILE commits a step's fault, so the restarted core trains normally.
 struct Fault {
-    std::string kind; // "" (none), "hang", "garbage", "crash"
+    std::string kind; // "" (none), "hang", "garbage", "crash", "old_protocol"
     uint64_t step = 0;
     std::string onceFile;
     static Fault parse(const char* text, const char* onceFile);
