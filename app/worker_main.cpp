@@ -145,6 +145,9 @@ void printStatus(const Value& s)
     else if (s["parallel_mode"].toString() == "sharded")
         std::cout << ", sharded (ZeRO-3)";
     std::cout << "\n";
+    // The memory planner's choice under the device's budget, and why.
+    if (s.has("memory_plan"))
+        std::cout << "memory    " << s["memory_plan"].toString() << "\n";
     for (const Value& notice : s["notices"].items())
         std::cout << "note      " << notice.toString() << "\n";
 }
