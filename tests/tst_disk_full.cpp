@@ -283,6 +283,55 @@ private slots:
         QCOMPARE(stats->stats.roundsRejected, uint64_t(0));
     }
 
+    // A task whose record cannot be written (the state folder's disk is
+    // full): get_task is answered internal/io_error naming the disk, no task
+    // is handed out and no record is left; once space returns the next
+    // get_task hands out a task whose record is on disk, and it trains.
+    // (v's task first reserves the block of task ids in the ledger, so that
+    // w's get_task meets the full disk at its record.)
+    void fullDiskRefusesATaskClearly()
+    {
+        const auto dir = root() / "task";
+        SmallDisk disk;
+        REQUIRE_SMALL_DISK(disk, dir / "state", 4u << 20);
+        const auto spec = writeSpec(dir, m_data, SpecOptions{.tasksPerRound = 2, .checkpointEvery = 100});
+        ServerProcess server;
+        QVERIFY(server.start(spec, dir / "state", 1000));
+        auto v = join(server, "v");
+        auto w = join(server, "w");
+        const auto records = [&] {
+            std::vector<std::string> names;
+            for (const std::string& name : namesIn(dir / "state/tiny/tasks"))
+                if (name.starts_with("t") && name.ends_with(".json"))
+                    names.push_back(name);
+            return names;
+        };
+        const std::optional<net::Task> first = askForTask(v, 0);
+        QVERIFY(first);
+        QCOMPARE(records().size(), std::size_t(1));
+
+        disk.fill(0);
+        const net::GetTaskRequest ask{w.project, w.joined.session, 0};
+        auto refused = w.client->request<net::GetTaskReply>(ask, 20000);
+        QVERIFY(!refused);
+        QCOMPARE(refused.error().code, std::string("internal"));
+        QVERIFY2(refused.error().message.starts_with("io_error: ")
+                && refused.error().message.find("No space left on device") != std::string::npos,
+            refused.error().message.c_str());
+        QCOMPARE(records().size(), std::size_t(1)); // v's only
+        disk.release();
+        auto given = w.client->request<net::GetTaskReply>(ask, 20000);
+        QVERIFY2(given, given ? "" : given.error().message.c_str());
+        QVERIFY(given->task);
+        QVERIFY(given->task->taskId != first->taskId);
+        QCOMPARE(records().size(), std::size_t(2));
+        for (auto [volunteer, t] : {std::pair{&v, *first}, std::pair{&w, *given->task}}) {
+            auto r = uploadAndSubmit(*volunteer, t, int8Payload(elements(*volunteer), t.taskId + 10), kTaskTokens);
+            QVERIFY2(r, r ? "" : r.error().message.c_str());
+        }
+        QVERIFY(QTest::qWaitFor([&] { return projectVersion(v) == 1; }, 30000));
+    }
+
     // A checkpoint download into a data folder whose disk is full: the job
     // waits with a clear error (logged once), the checkpoint downloaded
     // before stays as it was, nothing of the new one is listed, and the
