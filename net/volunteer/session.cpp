@@ -30,6 +30,11 @@ int Session::transferTimeoutMs() const
     return std::max(10000, 2 * controlTimeoutMs());
 }
 
+int Session::submitTimeoutMs() const
+{
+    return std::max(net::kSubmitAnswerMs, transferTimeoutMs());
+}
+
 std::unique_ptr<ConnectionSource> Session::resources()
 {
     if (!m_connection)

@@ -104,6 +104,9 @@ public:
     // A chunk of up to 4 MiB may take a while on a slow link; so may the
     // replies the coordinator makes durable first (submit, get_task).
     int transferTimeoutMs() const;
+    // A submit's answer: the transfer timeout, and never under
+    // net::kSubmitAnswerMs whatever the heartbeat interval.
+    int submitTimeoutMs() const;
     // The project's events, when subscribed (heartbeats carry the same news, later).
     EventListener* events() { return m_events ? &*m_events : nullptr; }
     const Traffic& traffic() const { return m_traffic; }

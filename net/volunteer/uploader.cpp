@@ -228,7 +228,7 @@ Status Uploader::submit()
     submit.totalBytes = pending.payload.size();
     submit.chunks = chunks;
     submit.sha256 = pending.sha256;
-    auto reply = m_session.call<net::SubmitReply>(submit, m_session.transferTimeoutMs());
+    auto reply = m_session.call<net::SubmitReply>(submit, m_session.submitTimeoutMs());
     if (!reply) {
         // No answer: the task stays valid across a re-join, so the submit
         // is sent again (its chunks are still on the server).
