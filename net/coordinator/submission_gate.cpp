@@ -7,6 +7,7 @@
 #include "net/coordinator/submissions.h"
 
 #include "core/file_io.h"
+#include "core/slow_work.h"
 #include "net/wire/error_codes.h"
 
 #include <algorithm>
@@ -237,6 +238,7 @@ std::optional<Error> Submissions::checkElements(const diloco::PayloadStats& stat
 // near-copy of one, earns nothing a second time.
 std::optional<Error> Submissions::checkCopy(const std::string& sha, const PayloadSketch& sketch) const
 {
+    const core::SlowPart part("the copy check");
     for (const AcceptedSubmission& a : m_round.accepted())
         if (a.record.payloadSha256 == sha)
             return Error::make(net::errc::kDuplicatePayload,

@@ -272,11 +272,7 @@ Result<net::SubmitReply> Submissions::check(
     const double cutScale = m_sparse ? 1.0 : std::sqrt(double(task.tokens) / double(request.tokens));
     if (auto why = m_defences ? checkElements(*stats, cutScale) : std::nullopt)
         return refuse(*why);
-    if (auto why = m_defences ? [&] {
-            const core::SlowPart part("the copy check");
-            return checkCopy(sha, sketch);
-        }()
-                              : std::nullopt)
+    if (auto why = m_defences ? checkCopy(sha, sketch) : std::nullopt)
         return refuse(*why);
     // A task cut short by a wrap-up moved the weights less: the gate compares
     // norms scaled to a whole task, by sqrt (Adam steps add up between
