@@ -32,7 +32,7 @@ int Session::transferTimeoutMs() const
 
 int Session::submitTimeoutMs() const
 {
-    return std::max(net::kSubmitAnswerMs, transferTimeoutMs());
+    return std::max(kSubmitAnswerMs, transferTimeoutMs());
 }
 
 std::unique_ptr<ConnectionSource> Session::resources()

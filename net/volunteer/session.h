@@ -104,8 +104,13 @@ public:
     // A chunk of up to 4 MiB may take a while on a slow link; so may the
     // replies the coordinator makes durable first (submit, get_task).
     int transferTimeoutMs() const;
-    // A submit's answer: the transfer timeout, and never under
-    // net::kSubmitAnswerMs whatever the heartbeat interval.
+    // How long a submit's answer may take before the submit is sent again
+    // (docs/protocol.md §4: at least 20 s): the coordinator answers once the
+    // acceptance is durable and, where it scores submissions
+    // (trust.evaluate), once the score is in, which on a CPU host of a
+    // GPT-2 124M project takes tens of seconds. The transfer timeout, and
+    // never under kSubmitAnswerMs whatever the heartbeat interval.
+    static constexpr int kSubmitAnswerMs = 30'000;
     int submitTimeoutMs() const;
     // The project's events, when subscribed (heartbeats carry the same news, later).
     EventListener* events() { return m_events ? &*m_events : nullptr; }

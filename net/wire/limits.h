@@ -79,12 +79,6 @@ inline constexpr std::size_t kMaxLeaderboardRows = 1000; // one leaderboard repl
 inline constexpr uint64_t kMaxModelDim = uint64_t(1) << 20; // n_layer, n_head, n_embd, block_size, vocab_size
 inline constexpr uint64_t kMinHeartbeatIntervalMs = 100;
 inline constexpr uint64_t kMaxHeartbeatIntervalMs = 600'000;
-// How long a client waits for a submit's answer before it sends the submit
-// again (docs/protocol.md §4: at least 20 s): the coordinator answers once
-// the acceptance is durable, and, where it scores submissions
-// (trust.evaluate), once the score is in, which on a CPU host of a GPT-2
-// 124M project takes tens of seconds.
-inline constexpr int kSubmitAnswerMs = 30'000;
 inline constexpr uint64_t kMinHeartbeatLiveness = 1;
 inline constexpr uint64_t kMaxHeartbeatLiveness = 100;
 inline constexpr uint64_t kMaxDelayMs = 86'400'000; // deadline_ms, retry_after_ms: one day
