@@ -5,6 +5,9 @@
 #include <ATen/Parallel.h>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
 
 namespace crowdtrain::engine {
 namespace {
@@ -46,7 +49,67 @@ const std::array<float, 256>& unsignedMomentMap()
     return map;
 }
 
+namespace {
+
+// Where std::lower_bound would start for a float, by its top 16 bits (sign,
+// exponent and 7 bits of mantissa): the index of the first entry not below
+// the smallest float with those bits. A bucket spans under 0.8% of its
+// values, and the maps' entries are at least 0.7% apart, so the first entry
+// not below x is at most a few past it.
+using StartTable = std::array<uint8_t, 65536>;
+
+std::unique_ptr<StartTable> makeStarts(const std::array<float, 256>& map)
+{
+    auto starts = std::make_unique<StartTable>();
+    for (uint32_t key = 0; key < 65536; ++key) {
+        const uint32_t bits = key << 16 | (key & 0x8000 ? 0xffff : 0);
+        float smallest;
+        std::memcpy(&smallest, &bits, sizeof smallest);
+        if (std::isnan(smallest))
+            smallest = key == 0xff80 ? -std::numeric_limits<float>::infinity() : 0.0f; // NaN is answered first
+        const auto at = std::lower_bound(map.begin(), map.end(), smallest) - map.begin();
+        (*starts)[key] = uint8_t(std::min<std::ptrdiff_t>(at, 255));
+    }
+    return starts;
+}
+
+const StartTable* startsOf(const std::array<float, 256>& map)
+{
+    static const auto signedStarts = makeStarts(signedMomentMap());
+    static const auto unsignedStarts = makeStarts(unsignedMomentMap());
+    if (&map == &signedMomentMap())
+        return signedStarts.get();
+    if (&map == &unsignedMomentMap())
+        return unsignedStarts.get();
+    return nullptr;
+}
+
+} // namespace
+
 uint8_t quantise(const std::array<float, 256>& map, float x)
+{
+    const StartTable* starts = startsOf(map);
+    if (starts == nullptr)
+        return quantiseReference(map, x);
+    if (std::isnan(x))
+        return 0;
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    // std::lower_bound's answer from the bucket's start (a table starts at
+    // 255 at most; 256 = above the last entry).
+    int at = (*starts)[bits >> 16];
+    while (at < 256 && map[std::size_t(at)] < x)
+        ++at;
+    if (at == 0)
+        return 0;
+    // x above the last entry is nearer to it than to the one before; the
+    // tie goes to the lower entry.
+    const int above = std::min(at, 255);
+    const float lower = map[std::size_t(above - 1)], upper = map[std::size_t(above)];
+    return uint8_t(x - lower <= upper - x ? above - 1 : above);
+}
+
+uint8_t quantiseReference(const std::array<float, 256>& map, float x)
 {
     const auto above = std::lower_bound(map.begin(), map.end(), x);
     if (above == map.begin())

@@ -33,10 +33,13 @@ namespace crowdtrain::engine {
 inline constexpr int64_t kMomentBlock = 256;
 
 // The signed and unsigned maps, ascending; quantise() gives the nearest
-// entry's index, dequantise the value.
+// entry's index (ties to the lower; below the first entry or NaN: 0; above
+// the last: 255), dequantise the value. quantiseReference() is the same
+// function as a plain std::lower_bound, kept to test quantise() against.
 const std::array<float, 256>& signedMomentMap();
 const std::array<float, 256>& unsignedMomentMap();
 uint8_t quantise(const std::array<float, 256>& map, float x);
+uint8_t quantiseReference(const std::array<float, 256>& map, float x);
 
 class AdamW8bit {
 public:

@@ -533,6 +533,22 @@ private slots:
         status.set("device_in_use", "cuda:0,cuda:1").set("parallel_mode", "data_parallel");
         QVERIFY(link.answer(QStringLiteral("status"), status));
         QCOMPARE(page.tileText(DashboardPage::kDevice), QStringLiteral("2 GPUs (CUDA), data parallel"));
+        QCOMPARE(page.tileToolTip(DashboardPage::kDevice), QString());
+    }
+
+    // The memory planner's choice and why: the device tile's tooltip.
+    void theDashboardSaysTheMemoryPlan()
+    {
+        FakeLink link;
+        DashboardPage page(link);
+        page.reload();
+        control::Value status = control::Value::map();
+        status.set("state", "training").set("project", "gpt2-xl").set("device", "cuda").set("device_in_use", "cuda:0");
+        status.set("memory_plan", "8-bit AdamW moments (10 B a parameter): the fp32 state does not fit");
+        QVERIFY(link.answer(QStringLiteral("status"), status));
+        QCOMPARE(page.tileText(DashboardPage::kDevice), QStringLiteral("GPU 0 (CUDA)"));
+        QCOMPARE(page.tileToolTip(DashboardPage::kDevice),
+            QStringLiteral("Memory: 8-bit AdamW moments (10 B a parameter): the fp32 state does not fit"));
     }
 
     // An NVIDIA GPU without the CUDA core: the dashboard says what to install.

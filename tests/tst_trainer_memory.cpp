@@ -18,8 +18,10 @@
 
 #include <QTest>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 using namespace crowdtrain::engine;
@@ -203,6 +205,43 @@ private slots:
             QVERIFY2(worstSigned <= bound, qPrintable(QString::number(worstSigned)));
             QVERIFY2(worstUnsigned <= bound / 2, qPrintable(QString::number(worstUnsigned)));
         }
+    }
+
+    // The branchless quantise() is std::lower_bound's nearest entry, code
+    // for code: every entry, its neighbouring floats and the midpoints
+    // between entries (the ties), both sides of both maps' ends, infinities,
+    // NaN and a million random floats of every exponent.
+    void quantiseEqualsTheReference()
+    {
+        std::vector<float> xs{0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+            std::numeric_limits<float>::denorm_min(), 2.0f, -2.0f, 1e30f, -1e30f};
+        for (const auto* map : {&signedMomentMap(), &unsignedMomentMap()})
+            for (std::size_t i = 0; i < map->size(); ++i) {
+                const float entry = (*map)[i];
+                xs.insert(xs.end(), {entry, std::nextafter(entry, -2.0f), std::nextafter(entry, 2.0f)});
+                if (i + 1 < map->size()) {
+                    const float middle = entry + ((*map)[i + 1] - entry) / 2;
+                    xs.insert(xs.end(), {middle, std::nextafter(middle, -2.0f), std::nextafter(middle, 2.0f)});
+                }
+            }
+        std::mt19937 rng(11);
+        for (int i = 0; i < 1000000; ++i) {
+            const uint32_t bits = rng();
+            float x;
+            std::memcpy(&x, &bits, sizeof x);
+            xs.push_back(x);
+        }
+        std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+        for (int i = 0; i < 1000000; ++i)
+            xs.push_back(unit(rng));
+        for (const auto* map : {&signedMomentMap(), &unsignedMomentMap()})
+            for (const float x : xs)
+                if (quantise(*map, x) != quantiseReference(*map, x))
+                    QFAIL(qPrintable(QStringLiteral("x = %1: %2, the reference %3")
+                                         .arg(double(x), 0, 'g', 9)
+                                         .arg(quantise(*map, x))
+                                         .arg(quantiseReference(*map, x))));
     }
 
     // From zero moments the first step's moments are exact in float32:

@@ -148,6 +148,11 @@ QString DashboardPage::tileText(Tile tile) const
     return m_tiles[tile]->text();
 }
 
+QString DashboardPage::tileToolTip(Tile tile) const
+{
+    return m_tiles[tile]->toolTip();
+}
+
 void DashboardPage::load()
 {
     fetch(qname(control::request::kStatus), control::Value::map(), [this](const DaemonReply& reply) {
@@ -323,6 +328,9 @@ void DashboardPage::showTiles(const control::Value& status)
     // Where it trains once known ("CPU", "CUDA:0"), else the setting.
     m_tiles[kDevice]->setText(trainingDeviceWords(
         text(status.has("device_in_use") ? status["device_in_use"] : status["device"]), text(status["parallel_mode"])));
+    // How its memory is used, as `crowdtrain-worker status` says it.
+    m_tiles[kDevice]->setToolTip(
+        status.has("memory_plan") ? tr("Memory: %1").arg(text(status["memory_plan"])) : QString());
 }
 
 } // namespace crowdtrain::ui

@@ -33,6 +33,9 @@ public:
     QString stateText() const;
     QString detailText() const;
     QString tileText(Tile tile) const;
+    // A tile's tooltip: the device tile's is the memory planner's choice
+    // and why (status' memory_plan), "" when the daemon reports none.
+    QString tileToolTip(Tile tile) const;
     // The advice shown when the machine's GPU lacks its core ("" when hidden).
     QString coreAdvice() const;
     QPushButton* pauseButton() const { return m_pause; }
