@@ -20,7 +20,8 @@
 # keys); HOSTILE_AFTER=T: their first T tasks are honest (keys that earn
 # trust, then attack). CODEC=sparse runs the sparse codec; TRUST_SPEC (a
 # JSON object) is the spec's "trust" (say, {"calibrate": true},
-# {"evaluate": {"rate": 1}} or {"defences": false}). All pass through to bench/diloco_swarm.sh. Run it
+# {"evaluate": {"rate": 1}} or {"defences": false}). All pass through to bench/diloco_swarm.sh.
+# KEEP_RUNS=1 keeps each run's work folder (ledger, logs) and names it. Run it
 # under `flock /tmp/crowdtrain-bench.lock`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -96,7 +97,8 @@ PY
         | awk '{ r = $3 / $2; n++; s += r; if (r > m) { m = r; at = $1 } }
                END { if (n) printf "  sparse rounds whose messages the plain median would have scaled otherwise: %d, by x%.2f on average, at most x%.2f (round %s)\n", n, s / n, m, at }' >&2 || true
     grep "calibration task" "$work/server.err" | tail -n 1 >&2 || true
-    rm -rf "$out" "$out.err" "$work"
+    # KEEP_RUNS=1: each run's work folder is kept (its ledger and logs) and named.
+    if [ -n "${KEEP_RUNS:-}" ]; then echo "$mode: work kept in $work" >&2; rm -f "$out" "$out.err"; else rm -rf "$out" "$out.err" "$work"; fi
 done
 echo "| attacker (${HOSTILE_KEYS:-1} keys beside $honest_count, ${CODEC:-int8}, honest first ${HOSTILE_AFTER:-0}) | rounds | val loss after round $rounds | vs no attacker | honest accepted | hostile submissions (after their honest ones) | rounds to detection | rounds flagged in the log |"
 echo "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"

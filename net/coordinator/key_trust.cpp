@@ -66,8 +66,10 @@ KeyTrust KeyTrust::afterRound(const std::vector<Contribution>& round) const
     for (auto& [key, trust] : next.m_trust)
         trust *= kDecay;
     if (total > 0)
-        for (const Contribution& c : round)
-            next.m_trust[c.key] += (c.fresh ? scale : 1.0) * c.weight / total;
+        for (const Contribution& c : round) {
+            double& trust = next.m_trust[c.key];
+            trust = std::min(kMaxTrust, trust + c.credit * (c.fresh ? scale : 1.0) * c.weight / total);
+        }
     // Keys whose trust decayed to nothing are forgotten; past kMaxKeys, the
     // least trusted go first.
     std::erase_if(next.m_trust, [](const auto& entry) { return entry.second < 1e-6; });

@@ -6,9 +6,12 @@
 // work it did, never from the number of keys.
 //
 // A key's trust is a decayed sum of the shares of the closed rounds' weight
-// its accepted submissions had: trust <- kDecay * trust + share at each
-// close (so it is at most 1 / (1 - kDecay) = kMaxTrust, and the trust of
-// all keys together tends to kMaxTrust). Keys the host names in the spec
+// its accepted submissions had: trust <- kDecay * trust + credit x share at
+// each close (so it is at most 1 / (1 - kDecay) = kMaxTrust, and the trust
+// of all keys together tends to kMaxTrust). With evaluated contributions
+// (`trust.evaluate`), the credit is 1 / rate for work that was scored and
+// passed and 0 for the rest: trust then grows from evaluated work only.
+// Keys the host names in the spec
 // (`trust.keys`) always have kMaxTrust. A key is *established* from
 // kEstablishedTrust (or half the mean trust, if lower) on; the others are
 // *new*: together they take at most
@@ -51,11 +54,17 @@ public:
 
     // One accepted submission of a closed round: its key, its weight in the
     // round before the new keys' cap (tokens x clipping), whether its key
-    // was new when it was accepted.
+    // was new when it was accepted, and how much of its share of the round
+    // its key earns as trust: 1; with evaluation at rate r (spec
+    // trust.evaluate), 1 / r if it was scored and passed and 0 if it was not
+    // scored, so that trust comes from evaluated work only and an honest
+    // key earns on average what it would without evaluation. A key's trust
+    // never exceeds kMaxTrust.
     struct Contribution {
         std::string key;
         double weight = 0;
         bool fresh = false;
+        double credit = 1.0;
     };
     // The factor the new keys' weights are multiplied by in a round where
     // the established ones weigh `established` and the new ones `fresh`:

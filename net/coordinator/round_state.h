@@ -60,6 +60,9 @@ struct AcceptedSubmission {
     // scaled down to it).
     double clip = 1.0;
     std::filesystem::path payload; // under pending/ (a failed close sums it again)
+    // Scored on held-out loss and passed (trust.evaluate): with evaluation,
+    // only such work earns its key trust (KeyTrust::Contribution::credit).
+    bool evaluated = false;
 };
 
 class RoundState {

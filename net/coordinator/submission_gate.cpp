@@ -26,11 +26,15 @@ std::string number(double value)
     return text;
 }
 
-std::vector<KeyTrust::Contribution> contributionsOf(const std::vector<AcceptedSubmission>& round)
+// `evaluateRate`: the spec's trust.evaluate.rate (0: no evaluation, every
+// accepted submission earns its share).
+std::vector<KeyTrust::Contribution> contributionsOf(const std::vector<AcceptedSubmission>& round, double evaluateRate)
 {
     std::vector<KeyTrust::Contribution> out;
-    for (const AcceptedSubmission& a : round)
-        out.push_back({a.record.publicKey, double(a.record.tokens) * a.clip, a.fresh});
+    for (const AcceptedSubmission& a : round) {
+        const double credit = evaluateRate <= 0 ? 1.0 : a.evaluated ? 1.0 / std::min(1.0, evaluateRate) : 0.0;
+        out.push_back({a.record.publicKey, double(a.record.tokens) * a.clip, a.fresh, credit});
+    }
     return out;
 }
 
@@ -102,7 +106,7 @@ std::string Submissions::gateRecord() const
         shas.push_back(a.record.payloadSha256);
     }
     return nlohmann::json{{"accepted_norms", norms}, {"accepted_keys", keys}, {"accepted_cosines", cosines},
-        {"accepted_sha256", shas}, {"trust", m_trust.afterRound(contributionsOf(m_roundAccepted)).toJson()}}
+        {"accepted_sha256", shas}, {"trust", m_trust.afterRound(contributionsOf(m_roundAccepted, m_scorer ? m_spec.trust.evaluateRate : 0.0)).toJson()}}
         .dump();
 }
 
@@ -115,7 +119,7 @@ void Submissions::roundClosed()
     // The closed round's keys earned their share; its statistics become the
     // previous round's, each key weighing its trust (keys that were new now
     // have a little).
-    m_trust = m_trust.afterRound(contributionsOf(m_roundAccepted));
+    m_trust = m_trust.afterRound(contributionsOf(m_roundAccepted, m_scorer ? m_spec.trust.evaluateRate : 0.0));
     std::vector<diloco::NormGate::Sample> previous;
     m_previousShas.clear();
     for (const AcceptedSubmission& a : m_roundAccepted) {
@@ -148,9 +152,20 @@ void Submissions::addHostSample(diloco::NormGate::State& state) const
 {
     for (auto* round : {&state.previousRound, &state.currentRound})
         std::erase_if(*round, [](const diloco::NormGate::Sample& s) { return s.who == kHostKey; });
-    if (m_hostMeasure)
-        (m_hostMeasure->version == m_round.version() ? state.currentRound : state.previousRound)
-            .push_back({kHostKey, m_hostMeasure->norm, m_hostMeasure->cosine, KeyTrust::kMaxTrust});
+    if (!m_hostMeasure)
+        return;
+    if (m_round.version() - m_hostMeasure->version > kHostMeasureAge) {
+        if (m_hostMeasureAgedOut != m_hostMeasure->version)
+            std::fprintf(stderr,
+                "%s: the host's calibration task from version %lld is %lld versions old: the gate no longer counts "
+                "it until the next one is done (the host trains it slower than the rounds close)\n",
+                m_spec.name.c_str(), static_cast<long long>(m_hostMeasure->version),
+                static_cast<long long>(m_round.version() - m_hostMeasure->version));
+        m_hostMeasureAgedOut = m_hostMeasure->version;
+        return;
+    }
+    (m_hostMeasure->version == m_round.version() ? state.currentRound : state.previousRound)
+        .push_back({kHostKey, m_hostMeasure->norm, m_hostMeasure->cosine, KeyTrust::kMaxTrust});
 }
 
 void Submissions::restoreGate(std::vector<diloco::NormGate::Sample> previous)
@@ -185,7 +200,7 @@ void Submissions::logClosedRound() const
 {
     double established = 0, fresh = 0;
     std::size_t freshCount = 0;
-    for (const KeyTrust::Contribution& c : contributionsOf(m_roundAccepted)) {
+    for (const KeyTrust::Contribution& c : contributionsOf(m_roundAccepted, m_scorer ? m_spec.trust.evaluateRate : 0.0)) {
         (c.fresh ? fresh : established) += c.weight;
         freshCount += c.fresh ? 1 : 0;
     }

@@ -525,7 +525,18 @@ Submissions::Verdict Submissions::acceptOnWorker(const Durable& d, std::optional
             }
         }
     }
-    verdict.durable = makeDurable(d);
+    if (!verdict.score) {
+        verdict.durable = makeDurable(d);
+        return verdict;
+    }
+    // Scored and passed: its record says so, so that a restart credits it
+    // as evaluated work (KeyTrust::Contribution::credit).
+    Durable scored = d;
+    nlohmann::json record = nlohmann::json::parse(d.recordJson);
+    record["evaluated"] = true;
+    scored.recordJson = record.dump();
+    scored.accepted.evaluated = true;
+    verdict.durable = makeDurable(scored);
     return verdict;
 }
 
@@ -596,6 +607,7 @@ void Submissions::collectAccepted(bool wait)
                 net::SubmitReply{taskId, uint64_t(a.accepted.record.round), uint64_t(a.accepted.record.round - 1)})
             : Result<net::SubmitReply>(durable.error());
         if (durable) {
+            a.accepted.evaluated = outcome.score.has_value();
             m_round.noteAccepted(a.accepted);
             if (Status s = m_plan.complete(taskId); !s) // its lease expired meanwhile: the range is trained twice
                 std::fprintf(stderr, "%s: task %llu: %s\n", m_spec.name.c_str(),
@@ -643,6 +655,7 @@ Status Submissions::replayPending()
         GateStats gate;
         bool fresh = false;
         double clip = 1.0;
+        bool evaluated = false;
     };
     std::vector<Pending> records;
     std::error_code listed;
@@ -676,6 +689,7 @@ Status Submissions::replayPending()
                 record.at("task").get<uint64_t>(), record.value("sha256", std::string())};
             p.fresh = record.value("fresh", !m_trust.established(p.contribution.publicKey));
             p.clip = record.value("clip", 1.0);
+            p.evaluated = record.value("evaluated", false);
             records.push_back(std::move(p));
         } catch (const nlohmann::json::exception& e) {
             setAsidePending(path, e.what());
@@ -688,7 +702,7 @@ Status Submissions::replayPending()
     });
     for (Pending& p : records) {
         const auto payload = std::filesystem::path(p.path).replace_extension(".bin");
-        const AcceptedSubmission accepted{p.contribution, p.range, p.gate, p.fresh, p.clip, payload};
+        const AcceptedSubmission accepted{p.contribution, p.range, p.gate, p.fresh, p.clip, payload, p.evaluated};
         if (Status s = m_round.add(accepted, payload, m_codec); !s) {
             setAsidePending(p.path, s.error().message);
             continue;

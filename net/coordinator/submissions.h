@@ -108,6 +108,11 @@ public:
     static constexpr int kStaleReferenceRejections = 3;
     // Who the host's calibration samples are in the gate (no Z85 key is).
     static constexpr const char* kHostKey = "host calibration";
+    // The host's measure counts in the gate's statistics while it is of one
+    // of the last kHostMeasureAge versions: honest norms drift (8.7 -> 2 over
+    // 40 rounds of the attack bench), and a host slower than the rounds must
+    // not judge them by an old one; the established keys' samples then do.
+    static constexpr int64_t kHostMeasureAge = 3;
     // A scored submission is refused when applied alone it raises the
     // held-out loss by more than this share of theta_v's loss with no
     // honest score to compare with, else by more than
@@ -187,6 +192,7 @@ private:
     int m_roundScored = 0, m_roundScoreRefusals = 0;
     double m_roundScoreMs = 0; // the round's scoring time, all scores
     std::optional<HostCalibration::Measure> m_hostMeasure; // its latest
+    mutable int64_t m_hostMeasureAgedOut = -1; // the version of the last measure logged as too old
     // The outer momentum itself (not a copy: 6 GB at GPT-2 1.5B), as the
     // round opened; norm 0 before the first outer step.
     const float* m_direction = nullptr;

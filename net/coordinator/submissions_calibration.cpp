@@ -1,6 +1,5 @@
 #include "net/coordinator/submissions_calibration.h"
 
-#include "core/thread_priority.h"
 #include "engine/batch_sampler.h"
 #include "engine/diloco/manifest.h"
 #include "net/core_service/inner_trainer.h"
@@ -36,17 +35,22 @@ HostCalibration::~HostCalibration()
 void HostCalibration::start(
     int64_t version, std::shared_ptr<const std::vector<float>> theta, std::vector<float> direction)
 {
-    if (m_running.valid()) {
-        m_abort = true;
-        m_running.wait();
-        m_running = {};
+    Task task{version, std::move(theta), std::move(direction)};
+    if (m_running.valid()) { // it finishes first; this one waits (in place of an older one waiting)
+        m_next = std::move(task);
+        return;
     }
+    launch(std::move(task));
+}
+
+// At the loop's priority: the gate's reference must keep up with the rounds
+// (niced below the volunteers' processes on a busy host, a task took tens of
+// rounds and the reference of version 0 judged round 40, bench/RESULTS.md).
+void HostCalibration::launch(Task task)
+{
     m_abort = false;
-    m_running
-        = std::async(std::launch::async, [this, version, theta = std::move(theta), direction = std::move(direction)] {
-              core::belowTheLoop();
-              return train(version, *theta, direction);
-          });
+    m_running = std::async(std::launch::async,
+        [this, task = std::move(task)] { return train(task.version, *task.theta, task.direction); });
 }
 
 std::optional<HostCalibration::Measure> HostCalibration::take(bool wait)
@@ -57,6 +61,10 @@ std::optional<HostCalibration::Measure> HostCalibration::take(bool wait)
         return std::nullopt;
     Result<Measure> done = m_running.get();
     m_running = {};
+    if (m_next) {
+        launch(std::move(*m_next));
+        m_next.reset();
+    }
     if (!done) {
         if (done.error().code != net::errc::kCancelled)
             std::fprintf(stderr, "%s: the host's calibration task failed (%s); the gate keeps its last measure\n",

@@ -12,9 +12,12 @@
 // counts that measure as the sample of a key the host names: an attacker
 // cannot move it, whatever the number of its keys.
 //
-// The task runs on a thread of its own (one torch thread), so the loop
-// never waits for it but at the project's start (take(true)): until the
-// next version's measure is ready the gate keeps the last one.
+// The task runs on a thread of its own (one torch thread, at the loop's
+// priority), so the loop never waits for it but at the project's start
+// (take(true)): until the next measure is ready the gate keeps the last one.
+// A task runs to its end even when newer versions come meanwhile (it was
+// stopped at each one: on a busy host no task ever finished, and the
+// measure of version 0 judged round 40); the newest of them trains next.
 //
 // Costs one task's training per round on the coordinator's CPU: meant for
 // small models (or a host with a GPU); a large project names trusted keys
@@ -54,16 +57,24 @@ public:
     HostCalibration& operator=(const HostCalibration&) = delete;
 
     // Trains the task of `version` from `theta`; `direction` is the outer
-    // momentum (empty or zero: no cosine). A task still in progress is
-    // stopped first (it was of an older version).
+    // momentum (empty or zero: no cosine). With a task still in progress,
+    // this one trains once it is taken (replacing any other waiting).
     void start(int64_t version, std::shared_ptr<const std::vector<float>> theta, std::vector<float> direction);
-    // The measure of the last task started, once, when it is done (or, with
-    // `wait`, once it is). A failed task (the data cannot be read, libtorch
-    // threw) gives nothing and is logged; the gate then keeps the last one.
+    // The measure of the task in progress, once, when it is done (or, with
+    // `wait`, once it is); the waiting task, if any, then starts. A failed
+    // task (the data cannot be read, libtorch threw) gives nothing and is
+    // logged; the gate then keeps the last one.
     std::optional<Measure> take(bool wait = false);
     bool running() const { return m_running.valid(); }
 
 private:
+    struct Task {
+        int64_t version = 0;
+        std::shared_ptr<const std::vector<float>> theta;
+        std::vector<float> direction;
+    };
+    void launch(Task task);
+
     Result<Measure> train(int64_t version, const std::vector<float>& theta, const std::vector<float>& direction);
 
     const ProjectSpec& m_spec;
@@ -76,6 +87,7 @@ private:
     std::atomic<bool> m_abort{false};
     std::atomic<bool> m_wrapUp{false};
     std::future<Result<Measure>> m_running;
+    std::optional<Task> m_next; // the newest version's, while one trains
 };
 
 } // namespace crowdtrain::coordinator
