@@ -519,6 +519,28 @@ private slots:
         QVERIFY2(whole, whole ? "" : whole.error().message.c_str());
     }
 
+    // Honest work of a cut task is not thrown away: late in training a
+    // task's steps add up nearly in a line, so a task cut to 1/64 of its
+    // tokens moves about 1/64 as far. Scaled by sqrt (x 8) it looked 8 times
+    // too small and was refused (honest cut tasks on the 60-round attack
+    // bench); it is judged again scaled linearly (x 64) and accepted. One
+    // that is too small even so is still refused.
+    void aCutTaskWhoseStepsAddUpIsAccepted()
+    {
+        ServerProcess server;
+        startServer(server, "linear-cut", SpecOptions{.tasksPerRound = 4});
+        auto honest = join(server, "honest");
+        const int64_t n = elements(honest);
+        honestUntil(honest, 1, 60);
+        const float step = 1e-3f / 64; // the reference is about sqrt(n) x 1e-3
+        auto cut = uploadAndSubmit(honest, task(honest), int8Payload(randomDelta(n, step, 90)), kTaskTokens / 64);
+        QVERIFY2(cut, cut ? "" : cut.error().message.c_str());
+        auto tiny = uploadAndSubmit(honest, task(honest), int8Payload(randomDelta(n, step / 8, 91)), kTaskTokens / 64);
+        QVERIFY(!tiny);
+        QCOMPARE(tiny.error().code, std::string("norm_out_of_bounds"));
+        QVERIFY2(tiny.error().message.find("norm_too_small") != std::string::npos, tiny.error().message.c_str());
+    }
+
     // Item 5: another key's copy of an accepted payload, or a near-copy, is
     // refused and earns nothing, in the same round and, after a restart,
     // in the next (the previous round's hashes are in the state file).

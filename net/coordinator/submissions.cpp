@@ -3,6 +3,7 @@
 #include "core/clock.h"
 #include "core/file_io.h"
 #include "core/slow_work.h"
+#include "engine/error_codes.h"
 #include "net/transfer/sha256.h"
 #include "net/wire/error_codes.h"
 
@@ -281,7 +282,7 @@ Result<net::SubmitReply> Submissions::check(
     // Not a sparse message: it is the top k of the volunteer's error-feedback
     // buffer, whose residual from earlier rounds does not shrink with the
     // task, so scaling would push an honest cut message over the bounds.
-    const double gateNorm = stats->l2Norm * cutScale;
+    double gateNorm = stats->l2Norm * cutScale;
     std::optional<double> cosine;
     if (direction() && stats->l2Norm > 0 && !task.checks->referenceDropped())
         cosine = stats->dot / (stats->l2Norm * m_directionNorm);
@@ -290,7 +291,20 @@ Result<net::SubmitReply> Submissions::check(
     // an outer step that overshoots turns honest updates against it.
     auto gated = [&] {
         const core::SlowPart part("the norm gate");
-        return m_gate.check(gateNorm, cosine, !m_trust.established(key));
+        auto why = m_gate.check(gateNorm, cosine, !m_trust.established(key));
+        // Late in training a task's steps add up nearly in a line (one step
+        // of 100 moved 1/68 as far as the whole task on the attack bench), so
+        // a cut task scaled by sqrt looked too small: a cut task too small by
+        // sqrt is judged again scaled linearly (the most its steps can add
+        // up to). Its weight in the round is its few tokens' all the same.
+        if (why && cutScale > 1 && why->starts_with(std::string(engine::errc::kNormTooSmall) + ":")) {
+            const double linear = stats->l2Norm * cutScale * cutScale;
+            if (!m_gate.check(linear, cosine, !m_trust.established(key))) {
+                gateNorm = linear;
+                why.reset();
+            }
+        }
+        return why;
     }();
     if (auto why = gated) {
         const bool direction = why->starts_with("direction");
