@@ -223,6 +223,8 @@ Result<net::HeartbeatReply> ProjectRuntime::heartbeat(const std::string& key, co
     if (Status s = m_sessions->check(key, request.session, m_spec.name); !s)
         return s.error();
     const bool working = m_tasks->heldBy(key) != nullptr;
+    if (!working)
+        m_policy->waitsForWork(key, core::unixNowMs());
     const int64_t version = m_round->version();
     return net::HeartbeatReply{uint64_t(version), uint64_t(version + 1),
         std::string(working || m_policy->offersWork() ? net::kStateTrain : net::kStateWait),

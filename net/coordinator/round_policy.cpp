@@ -26,13 +26,18 @@ Result<const OpenTask*> RoundPolicy::handOut(const std::string& key, bool ahead,
         // is none: rather than let it wait for the slowest, the round wraps up.
         if (m_spec.round.wrapUp && !m_wrapUp.active && m_tasks.outstandingTokens() > 0 && delivered(key))
             m_wrapUp.active = true;
+        waitsForWork(key, nowMs);
         return nullptr;
     }
-    if (m_wrapUp.silentKeys.contains(key) || (capped(key) && othersAreWorking(key)))
+    if (m_wrapUp.silentKeys.contains(key) || (capped(key) && othersAreWorking(key, nowMs)))
         return nullptr;
     auto task = m_tasks.lease(key, m_round.openRound(), nowMs);
     if (!task)
         return task.error();
+    if (!*task)
+        waitsForWork(key, nowMs);
+    else
+        m_waiting.erase(key);
     return static_cast<const OpenTask*>(*task);
 }
 
@@ -93,10 +98,13 @@ bool RoundPolicy::capped(const std::string& key) const
 // not bring the round any nearer its close, so a capped key waiting on them
 // would wait for good once their senders are gone (an attack that got two
 // tasks accepted, then stopped).
-bool RoundPolicy::othersAreWorking(const std::string& key) const
+bool RoundPolicy::othersAreWorking(const std::string& key, int64_t nowMs) const
 {
     for (const auto& [id, task] : m_tasks.tasks())
         if (task.lease.publicKey != key && !capped(task.lease.publicKey))
+            return true;
+    for (const auto& [other, atMs] : m_waiting)
+        if (other != key && !capped(other) && nowMs - atMs <= m_wrapUpGraceMs)
             return true;
     return false;
 }
@@ -164,6 +172,7 @@ void RoundPolicy::roundClosed()
 {
     m_wrapUp = WrapUp{};
     m_rejections.clear();
+    m_waiting.clear();
 }
 
 } // namespace crowdtrain::coordinator

@@ -13,7 +13,12 @@
 // reconnect backoff to come back (they cannot hear of a wrap-up before).
 // A key whose
 // submissions were rejected on their payload kMaxRejectionsPerKeyPerRound
-// times gets no other task in the round while another key holds one.
+// times gets no other task in the round while another key holds one or
+// waits for one (asked, or heartbeated without a task, within the grace):
+// a capped key asks again the moment it is refused, and when it took the
+// round's last task before the waiting keys' next heartbeat every time, two
+// such keys shut four honest ones out of a round for 9 minutes (the
+// 60-round attack bench, session 29).
 // Tasks "ahead" (for the round after the open one) are leased while the
 // open round closes.
 //
@@ -49,6 +54,9 @@ public:
     bool wrappingUp() const { return m_wrapUp.active; }
     // A submission of `key` was rejected on its payload.
     void payloadRejected(const std::string& key) { ++m_rejections[key]; }
+    // `key` holds no task and waits for one (it heartbeated, or asked and
+    // got none).
+    void waitsForWork(const std::string& key, int64_t nowMs) { m_waiting[key] = nowMs; }
 
     // Ends a task that was not accepted; unless `keepWrapUp`, a wrap-up is
     // called off when the round is left short of work.
@@ -78,8 +86,9 @@ private:
     bool delivered(const std::string& key) const;
     bool capped(const std::string& key) const;
     // Another key, not itself at the cap, holds an open task in this round
-    // (so the cap can never shut every key out, nor hold a round open).
-    bool othersAreWorking(const std::string& key) const;
+    // or waits for one (so the cap can never shut every key out, nor hold a
+    // round open).
+    bool othersAreWorking(const std::string& key, int64_t nowMs) const;
     Result<const OpenTask*> handOutAhead(const std::string& key, int64_t nowMs);
     void dropSilentHolders(int64_t nowMs);
 
@@ -102,6 +111,8 @@ private:
     WrapUp m_wrapUp;
     // The open round's rejections on the payload, by key.
     std::map<std::string, int> m_rejections;
+    // When each key without a task last showed it waits for one.
+    std::map<std::string, int64_t> m_waiting;
 };
 
 } // namespace crowdtrain::coordinator

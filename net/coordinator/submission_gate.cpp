@@ -40,6 +40,11 @@ std::vector<KeyTrust::Contribution> contributionsOf(const std::vector<AcceptedSu
 
 } // namespace
 
+std::vector<KeyTrust::Contribution> Submissions::roundContributions() const
+{
+    return contributionsOf(m_roundAccepted, m_scorer ? m_spec.trust.evaluateRate : 0.0);
+}
+
 Status Submissions::open(const std::string& record)
 {
     std::filesystem::create_directories(pendingDir());
@@ -106,7 +111,7 @@ std::string Submissions::gateRecord() const
         shas.push_back(a.record.payloadSha256);
     }
     return nlohmann::json{{"accepted_norms", norms}, {"accepted_keys", keys}, {"accepted_cosines", cosines},
-        {"accepted_sha256", shas}, {"trust", m_trust.afterRound(contributionsOf(m_roundAccepted, m_scorer ? m_spec.trust.evaluateRate : 0.0)).toJson()}}
+        {"accepted_sha256", shas}, {"trust", m_trust.afterRound(roundContributions()).toJson()}}
         .dump();
 }
 
@@ -119,7 +124,7 @@ void Submissions::roundClosed()
     // The closed round's keys earned their share; its statistics become the
     // previous round's, each key weighing its trust (keys that were new now
     // have a little).
-    m_trust = m_trust.afterRound(contributionsOf(m_roundAccepted, m_scorer ? m_spec.trust.evaluateRate : 0.0));
+    m_trust = m_trust.afterRound(roundContributions());
     std::vector<diloco::NormGate::Sample> previous;
     m_previousShas.clear();
     for (const AcceptedSubmission& a : m_roundAccepted) {
@@ -200,7 +205,7 @@ void Submissions::logClosedRound() const
 {
     double established = 0, fresh = 0;
     std::size_t freshCount = 0;
-    for (const KeyTrust::Contribution& c : contributionsOf(m_roundAccepted, m_scorer ? m_spec.trust.evaluateRate : 0.0)) {
+    for (const KeyTrust::Contribution& c : roundContributions()) {
         (c.fresh ? fresh : established) += c.weight;
         freshCount += c.fresh ? 1 : 0;
     }

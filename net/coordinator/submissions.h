@@ -154,6 +154,8 @@ private:
     std::optional<double> sparseNorm() const; // RoundState::setSparseNorm
     void takeDirection(); // the round's reference direction from the outer momentum
     void logClosedRound() const;
+    // The open round's accepted submissions as KeyTrust sees them.
+    std::vector<KeyTrust::Contribution> roundContributions() const;
     // spec trust.calibrate: the host's measure of its own task (HostCalibration)
     // as a named key's sample in the gate's statistics.
     void takeCalibration(bool wait);
