@@ -143,8 +143,10 @@ private slots:
         // Nobody fetched from state-v1: it is withdrawn within a tick or two.
         QTRY_VERIFY_WITH_TIMEOUT(
             !a.client->request<net::ResourceDescription>(net::DescribeRequest{"tiny", "state-v1"}), 15000);
-        // Its file went with it; state-v0's stays while it is served.
-        QVERIFY(!std::filesystem::exists(root / "outlive/state/tiny/state/state-v1"));
+        // Its file goes with it (removed off the loop, so a moment later on
+        // a loaded host: an ASan run beside a bench failed here); state-v0's
+        // stays while it is served.
+        QTRY_VERIFY_WITH_TIMEOUT(!std::filesystem::exists(root / "outlive/state/tiny/state/state-v1"), 15000);
         QVERIFY(std::filesystem::exists(root / "outlive/state/tiny/state/state-v0"));
         // The joiner's state-v0 is still there, whole and as announced, and
         // the kept updates take it to the current version.
