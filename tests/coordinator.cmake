@@ -49,3 +49,8 @@ add_dependencies(tst_disk_full crowdtrain-server crowdtrain-prepare crowdtrain-w
 crowdtrain_test(tst_sybil SOURCES tst_sybil.cpp coordinator_fixtures.h coordinator_process.h protocol_client.h
     LIBS crowdtrain::coordinator Qt6::Core)
 add_dependencies(tst_sybil crowdtrain-server crowdtrain-prepare)
+# Trust's parts on their own: KeyTrust's credits (evaluated work) and the
+# host's calibration task.
+crowdtrain_test(tst_key_trust SOURCES tst_key_trust.cpp coordinator_process.h
+    LIBS crowdtrain::coordinator Qt6::Core)
+add_dependencies(tst_key_trust crowdtrain-prepare)
