@@ -291,7 +291,8 @@ Result<net::SubmitReply> Submissions::check(
     // an outer step that overshoots turns honest updates against it.
     auto gated = [&] {
         const core::SlowPart part("the norm gate");
-        auto why = m_gate.check(gateNorm, cosine, !m_trust.established(key));
+        const bool fresh = !m_trust.established(key);
+        auto why = m_gate.check(gateNorm, cosine, fresh);
         // Late in training a task's steps add up nearly in a line (one step
         // of 100 moved 1/68 as far as the whole task on the attack bench), so
         // a cut task scaled by sqrt looked too small: a cut task too small by
@@ -299,7 +300,7 @@ Result<net::SubmitReply> Submissions::check(
         // up to). Its weight in the round is its few tokens' all the same.
         if (why && cutScale > 1 && why->starts_with(std::string(engine::errc::kNormTooSmall) + ":")) {
             const double linear = stats->l2Norm * cutScale * cutScale;
-            if (!m_gate.check(linear, cosine, !m_trust.established(key))) {
+            if (!m_gate.check(linear, cosine, fresh)) {
                 gateNorm = linear;
                 why.reset();
             }
@@ -422,7 +423,7 @@ struct Submissions::Durable {
 // on disk always has its payload; then its ledger row and the aggregate.
 // Until its ledger row is in, a failure puts the upload back (and removes
 // the record), so that the submit can be sent again.
-Status Submissions::makeDurable(const Durable& d)
+Status Submissions::makeDurable(const Durable& d, bool evaluated)
 {
     if (m_fault)
         m_fault("accept-begun", d.contribution.round);
@@ -432,7 +433,13 @@ Status Submissions::makeDurable(const Durable& d)
     std::filesystem::rename(d.upload, d.payload, ec);
     if (ec)
         return Error::make(net::errc::kIoError, "cannot move " + d.upload.string() + ": " + ec.message());
-    if (Status s = core::writeFileAtomic(d.record, d.recordJson); !s) {
+    std::string recordJson = d.recordJson;
+    if (evaluated) {
+        nlohmann::json record = nlohmann::json::parse(recordJson);
+        record["evaluated"] = true;
+        recordJson = record.dump();
+    }
+    if (Status s = core::writeFileAtomic(d.record, recordJson); !s) {
         std::filesystem::rename(d.payload, d.upload, ec);
         return s;
     }
@@ -539,18 +546,7 @@ Submissions::Verdict Submissions::acceptOnWorker(const Durable& d, std::optional
             }
         }
     }
-    if (!verdict.score) {
-        verdict.durable = makeDurable(d);
-        return verdict;
-    }
-    // Scored and passed: its record says so, so that a restart credits it
-    // as evaluated work (KeyTrust::Contribution::credit).
-    Durable scored = d;
-    nlohmann::json record = nlohmann::json::parse(d.recordJson);
-    record["evaluated"] = true;
-    scored.recordJson = record.dump();
-    scored.accepted.evaluated = true;
-    verdict.durable = makeDurable(scored);
+    verdict.durable = makeDurable(d, verdict.score.has_value());
     return verdict;
 }
 

@@ -133,7 +133,9 @@ private:
     void accept(const std::string& key, OpenTask& task, const net::SubmitRequest& request, GateStats gate,
         PayloadSketch sketch, int64_t nowMs, SubmitDone done);
     struct Durable; // what the worker writes
-    Status makeDurable(const Durable& durable);
+    // `evaluated`: it was scored and passed; its record says so, so that a
+    // restart credits it as evaluated work (KeyTrust::Contribution::credit).
+    Status makeDurable(const Durable& durable, bool evaluated);
     // What the worker's job of an acceptance gives back: its score, when it
     // was scored; the refusal, when the score refused it (nothing was
     // written); else whether it is durable.
