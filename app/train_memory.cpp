@@ -1,6 +1,7 @@
 #include "app/train_memory.h"
 
 #include "engine/error_codes.h"
+#include "net/limits/machine.h"
 #include "net/limits/memory.h"
 
 #include <algorithm>
@@ -104,7 +105,8 @@ Result<std::string> applyMemoryOptions(const Args& a, engine::TrainOptions& opti
         m.nLayer, m.nHead, m.nEmbd, m.blockSize, m.vocabSize, engine::parameterCount(options.model)};
     const int64_t sequences = options.batchSize * options.gradAccumulationSteps;
     std::string why;
-    const auto chosen = limits::planOneDevice(shape, sequences, uint64_t(cap * double(uint64_t(1) << 30)), why);
+    const auto chosen = limits::planOneDevice(shape, sequences, uint64_t(cap * double(uint64_t(1) << 30)), why,
+        limits::availableHostMemory().value_or(0));
     if (!chosen)
         return Error::make(engine::errc::kBadOptions, why);
     apply({"", chosen->activationCheckpointing, chosen->int8Moments, chosen->bf16HostMaster});

@@ -632,6 +632,19 @@ private slots:
         QVERIFY(plan->fixedBytes + limits::checkpointedBytesPerSequence(xl) <= 12 * gib * 9 / 10);
         QVERIFY2(plan->reason.find("host RAM") != std::string::npos, plan->reason.c_str());
 
+        // The host's RAM (the master and moments, 9.4 GB, beside the
+        // volunteer's own 10 B a parameter, 15.6 GB): 16 GiB available
+        // refuses the 12 GiB card's plan and says why; 32 GiB takes it; the
+        // 24 GiB card's plan keeps nothing in host RAM and ignores it.
+        QVERIFY(!limits::planDevices(xl, 8, 1, 12 * gib, why, 16 * gib));
+        QVERIFY2(why.find("host RAM") != std::string::npos && why.find("16.0 GiB is available") != std::string::npos,
+            why.c_str());
+        plan = limits::planDevices(xl, 8, 1, 12 * gib, why, 32 * gib);
+        QVERIFY2(plan && plan->bf16HostMaster, why.c_str());
+        QVERIFY(plan->hostBytes + limits::volunteerHostBytes(xl) <= 32 * gib);
+        plan = limits::planDevices(xl, 8, 1, 24 * gib, why, 8 * gib);
+        QVERIFY2(plan && plan->int8Moments && !plan->bf16HostMaster, why.c_str());
+
         // 124M on a card too small for its plain activations: checkpointing first.
         const uint64_t tight
             = (limits::fixedTrainingBytes(small) + limits::checkpointedBytesPerSequence(small)) * 10 / 9 + (64 << 20);
@@ -642,6 +655,20 @@ private slots:
         // 4 GiB holds not even 1.5B's 4 B a parameter (6.2 GB): refused, with why.
         QVERIFY(!limits::planDevices(xl, 8, 1, 4 * gib, why));
         QVERIFY2(why.find("even with bf16 weights") != std::string::npos, why.c_str());
+    }
+
+    // The RAM available comes from /proc/meminfo's MemAvailable, in kB.
+    void availableHostMemoryIsRead()
+    {
+        QTemporaryDir dir;
+        const std::filesystem::path meminfo = dir.path().toStdString() + "/meminfo";
+        std::ofstream(meminfo) << "MemTotal:       24596112 kB\nMemFree:         1048576 kB\n"
+                                  "MemAvailable:   16777216 kB\nBuffers:          123456 kB\n";
+        QCOMPARE(limits::availableHostMemory(meminfo), std::optional<uint64_t>(uint64_t(16) << 30));
+        std::ofstream(meminfo) << "MemTotal:       24596112 kB\nMemFree:         1048576 kB\n";
+        QVERIFY(!limits::availableHostMemory(meminfo)); // a kernel before 3.14
+        QVERIFY(!limits::availableHostMemory(dir.path().toStdString() + "/missing"));
+        QVERIFY(limits::availableHostMemory().value_or(0) > 0); // this machine's
     }
 
     // Gradient accumulation keeps the task's batch: micro-batches of 2

@@ -3,6 +3,7 @@
 #include "net/core_link/core_process.h"
 
 #include "net/daemon/request_fields.h"
+#include "net/limits/machine.h"
 
 namespace crowdtrain::daemon {
 
@@ -93,6 +94,7 @@ Status JoinedProject::startRunnerLocked(const std::string& hubText, const HubLin
     options.network = m_parts.limits.throttle();
     if (device != setting::kDeviceCpu)
         std::tie(options.gpuMemoryTotalBytes, options.gpuMemoryBudgetBytes) = m_parts.limits.gpuMemory(settings);
+    options.hostMemoryBytes = limits::availableHostMemory().value_or(0);
     // The CUDA core when the settings ask for CUDA, or allow a GPU and NVML
     // sees one (asked for and refused: status says why, training goes on
     // with the CPU core).

@@ -94,6 +94,20 @@ std::vector<std::string> runningPrograms(const std::filesystem::path& proc)
     return names;
 }
 
+std::optional<uint64_t> availableHostMemory(const std::filesystem::path& meminfo)
+{
+    std::ifstream in(meminfo);
+    std::string name;
+    uint64_t kib = 0;
+    std::string unit;
+    while (in >> name >> kib) {
+        std::getline(in, unit);
+        if (name == "MemAvailable:")
+            return kib * 1024;
+    }
+    return std::nullopt;
+}
+
 std::vector<std::string> splitList(const std::string& text)
 {
     std::vector<std::string> items;

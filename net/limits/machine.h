@@ -10,6 +10,7 @@
 //   programs: /proc/<pid>/comm and the base name of /proc/<pid>/exe
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -32,6 +33,10 @@ std::optional<IdleReading> inputIdle(
 // The names of the programs running now (comm, and the base name of the
 // executable when it can be read), sorted, without duplicates.
 std::vector<std::string> runningPrograms(const std::filesystem::path& proc = "/proc");
+
+// The RAM the kernel estimates is available for a new program without
+// swapping (MemAvailable, in bytes); nullopt when it cannot be read.
+std::optional<uint64_t> availableHostMemory(const std::filesystem::path& meminfo = "/proc/meminfo");
 
 // "a, b ,c" -> {"a", "b", "c"}.
 std::vector<std::string> splitList(const std::string& text);

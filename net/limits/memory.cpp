@@ -90,6 +90,11 @@ uint64_t bf16HostMasterHostBytes(const ModelShape& model)
     return uint64_t(model.parameters) * 4 + int8MomentBytes(model);
 }
 
+uint64_t volunteerHostBytes(const ModelShape& model)
+{
+    return uint64_t(model.parameters) * 10;
+}
+
 uint64_t shardedTrainingBytes(const ModelShape& model, int devices)
 {
     const uint64_t c = uint64_t(model.width);
@@ -99,7 +104,8 @@ uint64_t shardedTrainingBytes(const ModelShape& model, int devices)
     return (fixedTrainingBytes(model) + n - 1) / n + 4 * embeddings + 8 * block;
 }
 
-std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why)
+std::optional<DevicePlan> planOneDevice(
+    const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why, uint64_t hostBudgetBytes)
 {
     const uint64_t usable = budgetBytes - budgetBytes / 10;
     const uint64_t plainFixed = fixedTrainingBytes(model);
@@ -126,10 +132,18 @@ std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, 
             "bf16 weights and gradients on the GPU (4 B a parameter), the fp32 master weights and 8-bit AdamW "
             "moments in host RAM (6 B a parameter), activation checkpointing: 10 B a parameter do not fit"},
     };
+    const uint64_t hostNeeds = bf16HostMasterHostBytes(model) + volunteerHostBytes(model);
     for (const Mode& mode : modes) {
         auto micro = largestFit(mode.fixed, mode.perSequence, batch, budgetBytes);
         if (!micro)
             continue;
+        if (mode.hostMaster && hostBudgetBytes > 0 && hostNeeds > hostBudgetBytes) {
+            why = "the model fits " + gib(budgetBytes) + " of GPU memory only with its fp32 master weights and "
+                "8-bit AdamW moments in host RAM, which needs about " + gib(hostNeeds) + " of RAM with the "
+                "volunteer's own " + gib(volunteerHostBytes(model)) + "; " + gib(hostBudgetBytes)
+                + " is available";
+            return std::nullopt;
+        }
         plan.microBatch = *micro;
         plan.fixedBytes = mode.fixed;
         plan.activationCheckpointing = mode.checkpointing;
@@ -147,8 +161,8 @@ std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, 
     return std::nullopt;
 }
 
-std::optional<DevicePlan> planDevices(
-    const ModelShape& model, int64_t batch, int devices, uint64_t budgetBytes, std::string& why)
+std::optional<DevicePlan> planDevices(const ModelShape& model, int64_t batch, int devices, uint64_t budgetBytes,
+    std::string& why, uint64_t hostBudgetBytes)
 {
     DevicePlan plan;
     for (int n = std::max(devices, 1); n >= 1; --n)
@@ -163,7 +177,7 @@ std::optional<DevicePlan> planDevices(
             plan.microBatch = batch;
             return plan;
         }
-        return planOneDevice(model, batch, budgetBytes, why);
+        return planOneDevice(model, batch, budgetBytes, why, hostBudgetBytes);
     }
     const uint64_t perSequence = bytesPerSequence(model);
     plan.mode = DeviceMode::DataParallel;

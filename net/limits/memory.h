@@ -26,7 +26,12 @@
 // them; else bf16 weights and gradients on the device (2 + 2 bytes a
 // parameter) with the fp32 master weights and the 8-bit moments in host RAM
 // (4 + 2 bytes a parameter there: engine/host_master.h), always
-// checkpointed. The plan's `reason`
+// checkpointed. That last mode is taken only when its host RAM, beside
+// what the volunteer itself keeps there (volunteerHostBytes: theta, the
+// error-feedback residual and the payload, 10 bytes a parameter), fits the
+// host budget (the RAM available when the project started; 0: not known,
+// not checked): a 1.5B model's is 9.4 + 15.6 GB, and a volunteer with 16 GB
+// of RAM would swap or be killed. The plan's `reason`
 // says which and why, in words for the volunteer's status.
 // No libtorch here: the caller passes the model's numbers.
 
@@ -73,18 +78,24 @@ struct DevicePlan {
 uint64_t int8MomentsTrainingBytes(const ModelShape& model);
 uint64_t bf16HostMasterTrainingBytes(const ModelShape& model);
 uint64_t bf16HostMasterHostBytes(const ModelShape& model);
+// What a volunteer keeps in host RAM for a task whatever the device: theta
+// (4), the error-feedback residual (4) and the payload (up to 2) bytes a
+// parameter.
+uint64_t volunteerHostBytes(const ModelShape& model);
 
 uint64_t shardedTrainingBytes(const ModelShape& model, int devices);
 uint64_t checkpointedBytesPerSequence(const ModelShape& model);
 
-// One device of `budgetBytes` (> 0): the first mode that fits, as above.
-std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why);
+// One device of `budgetBytes` (> 0): the first mode that fits, as above,
+// in a host with `hostBudgetBytes` of RAM to spare (0: not checked).
+std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why,
+    uint64_t hostBudgetBytes = 0);
 
 // The plan for `batch` sequences a step on up to `devices` devices of
 // `budgetBytes` each (0: no cap: data parallel, the whole share at once);
 // nullopt when no mode fits one sequence (`why` then says so).
-std::optional<DevicePlan> planDevices(
-    const ModelShape& model, int64_t batch, int devices, uint64_t budgetBytes, std::string& why);
+std::optional<DevicePlan> planDevices(const ModelShape& model, int64_t batch, int devices, uint64_t budgetBytes,
+    std::string& why, uint64_t hostBudgetBytes = 0);
 
 // The budget the settings give on a device of `totalBytes`: the cap when set
 // (0 = auto), else all but `freeMib` MiB.

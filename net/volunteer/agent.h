@@ -79,6 +79,9 @@ struct AgentOptions {
     // caching allocator is held to it where libtorch is built with CUDA.
     uint64_t gpuMemoryBudgetBytes = 0;
     uint64_t gpuMemoryTotalBytes = 0;
+    // The host RAM available when the project started (0: not known): a
+    // plan that keeps the optimizer's state in host RAM must fit it.
+    uint64_t hostMemoryBytes = 0;
     // Bandwidth limits and the count of bytes moved; null: none.
     std::shared_ptr<limits::NetworkThrottle> network;
     // Called on run()'s thread before asking for a task; it may block (a

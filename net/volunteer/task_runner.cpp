@@ -128,7 +128,8 @@ Result<TrainingDevices> trainingDevicesFor(const AgentOptions& options, const en
     limits::ModelShape shape{model.nLayer, model.nHead, model.nEmbd, model.blockSize, model.vocabSize,
         int64_t(net::manifestElements(wireManifestOf(model)))};
     std::string why;
-    const auto plan = limits::planDevices(shape, batch, usable.size() >= 2 ? int(usable.size()) : 1, budget, why);
+    const auto plan = limits::planDevices(
+        shape, batch, usable.size() >= 2 ? int(usable.size()) : 1, budget, why, options.hostMemoryBytes);
     if (!plan)
         return Error::make(net::errc::kBadOptions, why + " (gpu_memory_limit_mib / gpu_memory_free_mib)");
     if (plan->devices >= 2) {
