@@ -105,8 +105,8 @@ Result<std::string> applyMemoryOptions(const Args& a, engine::TrainOptions& opti
         m.nLayer, m.nHead, m.nEmbd, m.blockSize, m.vocabSize, engine::parameterCount(options.model)};
     const int64_t sequences = options.batchSize * options.gradAccumulationSteps;
     std::string why;
-    const auto chosen = limits::planOneDevice(shape, sequences, uint64_t(cap * double(uint64_t(1) << 30)), why,
-        limits::availableHostMemory().value_or(0));
+    const auto chosen = limits::planOneDevice(
+        shape, sequences, uint64_t(cap * double(uint64_t(1) << 30)), why, limits::availableHostMemory().value_or(0));
     if (!chosen)
         return Error::make(engine::errc::kBadOptions, why);
     apply({"", chosen->activationCheckpointing, chosen->int8Moments, chosen->bf16HostMaster});

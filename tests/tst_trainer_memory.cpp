@@ -317,8 +317,25 @@ private slots:
             const StepReport b = two->step();
             QVERIFY2(std::abs(a.loss - b.loss) < 1e-5, qPrintable(QString::number(a.loss - b.loss)));
         }
+        // Two replicas sum the gradient in another order; an element whose
+        // moment then rounds to the neighbouring 8-bit code moves by a
+        // fraction of a step (at most lr = 3e-3) more or less, and its
+        // neighbours' gradients follow in later steps. On this project's
+        // AMD EPYC machine 362 of 160,320 elements (0.23%) ended more than
+        // 1e-5 apart after 5 steps, the most by 3.9e-4 (on the Intel machine
+        // before, all within 1e-4); a replica sum that is wrong (not
+        // averaged, a replica's gradient lost) moves nearly every element.
+        const auto pa = one->model()->parameters(), pb = two->model()->parameters();
+        int64_t apart = 0, elements = 0;
+        for (std::size_t i = 0; i < pa.size(); ++i) {
+            apart += ((pa[i] - pb[i]).abs() > 1e-5).sum().item<int64_t>();
+            elements += pa[i].numel();
+        }
+        QVERIFY2(apart * 100 <= elements, qPrintable(QString::number(apart)));
         const double worst = largestDifference(*one, *two);
-        QVERIFY2(worst < 1e-4, qPrintable(QString::number(worst)));
+        QVERIFY2(worst < 3e-3, qPrintable(QString::number(worst)));
+        qInfo("%lld of %lld elements apart by more than 1e-5, the most by %g", (long long)apart, (long long)elements,
+            worst);
     }
 
     // The tensor path (engine/adamw8bit_tensors.h) against the CPU kernel,

@@ -129,9 +129,8 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
         m_sparseLayout ? &*m_sparseLayout : nullptr, *m_store, *m_plan, *m_tasks, *m_round, *m_worker,
         [this](uint64_t taskId) { m_policy->endTask(taskId, true); });
     m_submissions->setFaultPoint(m_options.faultPoint);
-    if (m_spec.trust.defences)
-        m_policy->setNewKeys([this](const std::string& key) { return !m_submissions->trust().established(key); },
-            m_spec.trust.newKeyShare);
+    if (m_spec.trust.defences && m_spec.trust.newKeyShare < 1)
+        m_policy->setNewKeys([this](const std::string& key) { return !m_submissions->trust().established(key); });
     m_queries = std::make_unique<ProjectQueries>(*m_store, *m_checkpoints);
     m_downloads = std::make_unique<Downloads>(Downloads::Parts{m_spec, *m_store, *m_checkpoints, *m_queries, *m_round,
         *m_tasks, *m_data, m_options.swarm, m_parameters, livenessMs});
@@ -226,12 +225,11 @@ Result<net::HeartbeatReply> ProjectRuntime::heartbeat(const std::string& key, co
     if (Status s = m_sessions->check(key, request.session, m_spec.name); !s)
         return s.error();
     const bool working = m_tasks->heldBy(key) != nullptr;
-    const int64_t nowMs = core::unixNowMs();
     if (!working)
-        m_policy->waitsForWork(key, nowMs);
+        m_policy->waitsForWork(key, core::unixNowMs());
     const int64_t version = m_round->version();
     return net::HeartbeatReply{uint64_t(version), uint64_t(version + 1),
-        std::string(working || m_policy->offersWork(key, nowMs) ? net::kStateTrain : net::kStateWait),
+        std::string(working || m_policy->offersWork(key) ? net::kStateTrain : net::kStateWait),
         working && m_policy->wrappingUp()};
 }
 
@@ -334,8 +332,6 @@ void ProjectRuntime::submit(
     m_submissions->submit(key, request, nowMs, [this, key, done = std::move(done)](Result<net::SubmitReply> reply) {
         if (!reply && isVerdictOnPayload(reply.error().code))
             m_policy->payloadRejected(key);
-        else if (reply)
-            m_policy->accepted(key, core::unixNowMs());
         done(std::move(reply));
     });
 }

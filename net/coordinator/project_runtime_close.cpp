@@ -24,15 +24,14 @@ int64_t steadyNowMs()
 
 bool ProjectRuntime::closeDue() const
 {
-    return m_policy->roundDue(core::unixNowMs()) && !closing() && m_closeRetry.due(steadyNowMs());
+    return m_policy->roundDue() && !closing() && m_closeRetry.due(steadyNowMs());
 }
 
 bool ProjectRuntime::tickDue() const
 {
     if (m_closing)
         return false;
-    const int64_t nowMs = core::unixNowMs();
-    return m_policy->roundDue(nowMs) ? m_closeRetry.due(steadyNowMs()) : m_policy->tickDue(nowMs);
+    return m_policy->roundDue() ? m_closeRetry.due(steadyNowMs()) : m_policy->tickDue();
 }
 
 void ProjectRuntime::beginClose(int64_t nowMs)

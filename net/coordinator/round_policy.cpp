@@ -1,7 +1,5 @@
 #include "net/coordinator/round_policy.h"
 
-#include "core/clock.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -19,12 +17,11 @@ RoundPolicy::RoundPolicy(
 
 Result<const OpenTask*> RoundPolicy::handOut(const std::string& key, bool ahead, int64_t nowMs)
 {
-    m_lastWorked[key] = nowMs;
     if (ahead)
         return handOutAhead(key, nowMs);
     if (const OpenTask* held = m_tasks.heldBy(key))
         return held;
-    if (m_wrapUp.active || workHandedOut(key, nowMs)) {
+    if (m_wrapUp.active || workHandedOut(key)) {
         // A volunteer that delivered in this round asks for more and there
         // is none: rather than let it wait for the slowest, the round wraps up.
         if (!m_wrapUp.active && m_tasks.outstandingTokens() > 0 && mayWrapUp(key))
@@ -56,7 +53,7 @@ Result<const OpenTask*> RoundPolicy::handOutAhead(const std::string& key, int64_
         // the open round's work.
         if (mayWrapUp(key)) {
             m_wrapUp.active = true;
-        } else if (!delivered(key) && !m_wrapUp.active && !workHandedOut(key, nowMs)) {
+        } else if (!delivered(key) && !m_wrapUp.active && !workHandedOut(key)) {
             endTask(held->lease.id, true);
             return nullptr;
         }
@@ -64,7 +61,7 @@ Result<const OpenTask*> RoundPolicy::handOutAhead(const std::string& key, int64_
     }
     if (capped(key))
         return nullptr;
-    if (!(m_wrapUp.active || workHandedOut(key, nowMs)))
+    if (!(m_wrapUp.active || workHandedOut(key)))
         return nullptr; // the open round still has work: submit, then ask for it
     if (int64_t(m_tasks.aheadTokens()) >= m_round.target())
         return nullptr;
@@ -74,44 +71,27 @@ Result<const OpenTask*> RoundPolicy::handOutAhead(const std::string& key, int64_
     return static_cast<const OpenTask*>(*task);
 }
 
-bool RoundPolicy::offersWork(const std::string& key, int64_t nowMs) const
+bool RoundPolicy::offersWork(const std::string& key) const
 {
-    return !m_wrapUp.active && !workHandedOut(key, nowMs) && m_plan.canLease();
+    return !m_wrapUp.active && !workHandedOut(key) && m_plan.canLease();
 }
 
-bool RoundPolicy::workHandedOut(const std::string& key, int64_t nowMs) const
+bool RoundPolicy::workHandedOut(const std::string& key) const
 {
+    // An established key does not count the new keys' open tasks.
     const bool askerIsNew = isNew(key);
-    const bool split = m_isNew && (!askerIsNew || establishedAtWork(nowMs));
-    int64_t tokens = countedAccepted(split);
+    const bool split = m_isNew && !askerIsNew;
+    int64_t tokens = m_round.acceptedTokens();
     for (const auto& [id, task] : m_tasks.tasks())
-        if (!task.ahead && (!split || askerIsNew || !isNew(task.lease.publicKey)))
+        if (!task.ahead && (!split || !isNew(task.lease.publicKey)))
             tokens += int64_t(task.tokens);
     return tokens >= m_round.target();
-}
-
-int64_t RoundPolicy::countedAccepted(bool split) const
-{
-    if (!split)
-        return m_round.acceptedTokens();
-    int64_t established = 0, fresh = 0;
-    for (const AcceptedSubmission& a : m_round.accepted())
-        (a.fresh ? fresh : established) += int64_t(a.record.tokens);
-    return established + std::min(fresh, int64_t(m_newKeyShare * double(m_round.target())));
 }
 
 bool RoundPolicy::establishedHoldsTask() const
 {
     return std::any_of(m_tasks.tasks().begin(), m_tasks.tasks().end(),
         [&](const auto& entry) { return !entry.second.ahead && !isNew(entry.second.lease.publicKey); });
-}
-
-bool RoundPolicy::establishedAtWork(int64_t nowMs) const
-{
-    if (establishedHoldsTask())
-        return true;
-    return std::any_of(m_lastWorked.begin(), m_lastWorked.end(),
-        [&](const auto& entry) { return nowMs - entry.second <= m_wrapUpGraceMs && !isNew(entry.first); });
 }
 
 bool RoundPolicy::mayWrapUp(const std::string& key) const
@@ -155,7 +135,7 @@ void RoundPolicy::endTask(uint64_t taskId, bool returnRange, bool keepWrapUp)
     // A task that ends without an acceptance (rejected, expired, its holder
     // gone) may leave the round short of work (as its holder counts it): hand
     // out tasks again, and wrap up again once there is enough.
-    if (m_wrapUp.active && !keepWrapUp && !workHandedOut(holder, core::unixNowMs()))
+    if (m_wrapUp.active && !keepWrapUp && !workHandedOut(holder))
         m_wrapUp.active = m_wrapUp.announced = false;
 }
 
@@ -200,12 +180,12 @@ void RoundPolicy::dropSilentHolders(int64_t nowMs)
     }
 }
 
-bool RoundPolicy::roundDue(int64_t nowMs) const
+bool RoundPolicy::roundDue() const
 {
     // A round that wrapped up closes with the tokens its volunteers trained
     // in the time the first one took, which may fall short of the target.
     return !m_round.accepted().empty() && m_tasks.outstandingTokens() == 0
-        && (m_wrapUp.active || countedAccepted(m_isNew && establishedAtWork(nowMs)) >= m_round.target());
+        && (m_round.acceptedTokens() >= m_round.target() || m_wrapUp.active);
 }
 
 void RoundPolicy::roundClosed()
@@ -213,7 +193,6 @@ void RoundPolicy::roundClosed()
     m_wrapUp = WrapUp{};
     m_rejections.clear();
     m_waiting.clear();
-    m_lastWorked.clear();
 }
 
 } // namespace crowdtrain::coordinator

@@ -20,13 +20,10 @@
 // such keys shut four honest ones out of a round for 9 minutes (the
 // 60-round attack bench, session 29).
 // Keys are free, so with the spec's trust defences new keys never take the
-// established keys' work (docs/architecture.md "Trust and Sybils"): while an
-// established key works in the round (holds a task or waits for one), the
-// new keys' accepted tokens count toward the target only up to
-// trust.new_key_share of it, an established key does not count the new
-// keys' open tasks as work handed out (it gets a task beside them), and a
-// new key that delivered does not wrap the round up while an established
-// key holds a task. Tasks held by keys that are then refused otherwise left
+// established keys' work (docs/architecture.md "Trust and Sybils"): an
+// established key does not count the new keys' open tasks as work handed
+// out (it gets a task beside them), and a new key that delivered does not
+// wrap the round up while an established key holds a task. Tasks held by keys that are then refused otherwise left
 // the honest keys without work, and rounds closed short: at 4 hostile keys
 // of 8 the honest ones trained 14% fewer tokens and the validation loss
 // ended 1.85% above the clean run (the 60-round attack bench, session 29).
@@ -63,23 +60,16 @@ public:
     // `ahead`): the one it holds, a new lease, or nullptr (ask again later).
     Result<const OpenTask*> handOut(const std::string& key, bool ahead, int64_t nowMs);
     // Whether `key`, holding no task, would get one now.
-    bool offersWork(const std::string& key, int64_t nowMs) const;
+    bool offersWork(const std::string& key) const;
     bool wrappingUp() const { return m_wrapUp.active; }
     // A submission of `key` was rejected on its payload.
     void payloadRejected(const std::string& key) { ++m_rejections[key]; }
     // `key` holds no task and waits for one (it heartbeated, or asked and
     // got none).
     void waitsForWork(const std::string& key, int64_t nowMs) { m_waiting[key] = nowMs; }
-    // Which keys are new (no earned trust) while the trust defences are on,
-    // and their share of a round (trust.new_key_share). Without it, every
-    // key counts alike.
-    // A submission of `key` was accepted (it asks for more next).
-    void accepted(const std::string& key, int64_t nowMs) { m_lastWorked[key] = nowMs; }
-    void setNewKeys(std::function<bool(const std::string&)> isNew, double share)
-    {
-        m_isNew = std::move(isNew);
-        m_newKeyShare = share;
-    }
+    // Which keys are new (no earned trust) while the trust defences are on.
+    // Without it, every key counts alike.
+    void setNewKeys(std::function<bool(const std::string&)> isNew) { m_isNew = std::move(isNew); }
 
     // Ends a task that was not accepted; unless `keepWrapUp`, a wrap-up is
     // called off when the round is left short of work.
@@ -95,9 +85,9 @@ public:
     // After the wrap-up's grace, drops the silent holders' tasks; the
     // wrap-up to announce, once.
     std::optional<net::RoundWrapUpEvent> tick(int64_t nowMs);
-    bool roundDue(int64_t nowMs) const;
+    bool roundDue() const;
     // Whether tick() has a round to close or a wrap-up to announce now.
-    bool tickDue(int64_t nowMs) const { return roundDue(nowMs) || (m_wrapUp.active && !m_wrapUp.announced); }
+    bool tickDue() const { return roundDue() || (m_wrapUp.active && !m_wrapUp.announced); }
     // The round closed: the next one starts with no wrap-up and no rejections.
     void roundClosed();
 
@@ -106,14 +96,8 @@ public:
 private:
     // Accepted plus outstanding tokens, as `key` counts them, reach the
     // round's target: no new task for it.
-    bool workHandedOut(const std::string& key, int64_t nowMs) const;
-    // The accepted tokens that count toward the target.
-    int64_t countedAccepted(bool split) const;
+    bool workHandedOut(const std::string& key) const;
     bool isNew(const std::string& key) const { return m_isNew && m_isNew(key); }
-    // An established key holds an open task of the round, or asked for one
-    // or had a submission accepted within the grace (a paused volunteer
-    // heartbeats but asks for nothing: it is not at work).
-    bool establishedAtWork(int64_t nowMs) const;
     bool establishedHoldsTask() const;
     // `key` delivered in the round, and its asking again wraps it up.
     bool mayWrapUp(const std::string& key) const;
@@ -132,7 +116,6 @@ private:
     const DataPlan& m_plan;
     const int64_t m_wrapUpGraceMs;
     std::function<bool(const std::string&)> m_isNew;
-    double m_newKeyShare = 1.0;
     std::set<uint64_t> m_restored; // task ids brought back at the start
     int64_t m_restoredUntilMs = 0;
 
@@ -149,9 +132,6 @@ private:
     std::map<std::string, int> m_rejections;
     // When each key without a task last showed it waits for one.
     std::map<std::string, int64_t> m_waiting;
-    // When each key last asked for a task or had a submission accepted in
-    // the open round.
-    std::map<std::string, int64_t> m_lastWorked;
 };
 
 } // namespace crowdtrain::coordinator

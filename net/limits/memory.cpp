@@ -138,10 +138,13 @@ std::optional<DevicePlan> planOneDevice(
         if (!micro)
             continue;
         if (mode.hostMaster && hostBudgetBytes > 0 && hostNeeds > hostBudgetBytes) {
-            why = "the model fits " + gib(budgetBytes) + " of GPU memory only with its fp32 master weights and "
-                "8-bit AdamW moments in host RAM, which needs about " + gib(hostNeeds) + " of RAM with the "
-                "volunteer's own " + gib(volunteerHostBytes(model)) + "; " + gib(hostBudgetBytes)
-                + " is available";
+            why = "the model fits " + gib(budgetBytes)
+                + " of GPU memory only with its fp32 master weights and "
+                  "8-bit AdamW moments in host RAM, which needs about "
+                + gib(hostNeeds)
+                + " of RAM with the "
+                  "volunteer's own "
+                + gib(volunteerHostBytes(model)) + "; " + gib(hostBudgetBytes) + " is available";
             return std::nullopt;
         }
         plan.microBatch = *micro;

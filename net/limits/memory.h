@@ -88,8 +88,8 @@ uint64_t checkpointedBytesPerSequence(const ModelShape& model);
 
 // One device of `budgetBytes` (> 0): the first mode that fits, as above,
 // in a host with `hostBudgetBytes` of RAM to spare (0: not checked).
-std::optional<DevicePlan> planOneDevice(const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why,
-    uint64_t hostBudgetBytes = 0);
+std::optional<DevicePlan> planOneDevice(
+    const ModelShape& model, int64_t batch, uint64_t budgetBytes, std::string& why, uint64_t hostBudgetBytes = 0);
 
 // The plan for `batch` sequences a step on up to `devices` devices of
 // `budgetBytes` each (0: no cap: data parallel, the whole share at once);
