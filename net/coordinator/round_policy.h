@@ -23,10 +23,11 @@
 // established keys' work (docs/architecture.md "Trust and Sybils"): an
 // established key does not count the new keys' open tasks as work handed
 // out (it gets a task beside them), and a new key that delivered does not
-// wrap the round up while an established key holds a task. Tasks held by keys that are then refused otherwise left
-// the honest keys without work, and rounds closed short: at 4 hostile keys
-// of 8 the honest ones trained 14% fewer tokens and the validation loss
-// ended 1.85% above the clean run (the 60-round attack bench, session 29).
+// wrap the round up while an established key holds a task. Tasks held by
+// keys that are then refused otherwise left the honest keys without work,
+// and rounds closed short: at 4 hostile keys of 8 the honest ones trained
+// 14% fewer tokens and the validation loss ended 1.85% above the clean run
+// (the 60-round attack bench, session 29).
 // The new keys' tasks beside them are cut by the wrap-up like any other.
 // Tasks "ahead" (for the round after the open one) are leased while the
 // open round closes.
