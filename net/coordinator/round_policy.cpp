@@ -79,11 +79,10 @@ bool RoundPolicy::offersWork(const std::string& key) const
 bool RoundPolicy::workHandedOut(const std::string& key) const
 {
     // An established key does not count the new keys' open tasks.
-    const bool askerIsNew = isNew(key);
-    const bool split = m_isNew && !askerIsNew;
+    const bool countsEveryTask = !m_isNew || isNew(key);
     int64_t tokens = m_round.acceptedTokens();
     for (const auto& [id, task] : m_tasks.tasks())
-        if (!task.ahead && (!split || !isNew(task.lease.publicKey)))
+        if (!task.ahead && (countsEveryTask || !isNew(task.lease.publicKey)))
             tokens += int64_t(task.tokens);
     return tokens >= m_round.target();
 }

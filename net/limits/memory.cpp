@@ -132,19 +132,16 @@ std::optional<DevicePlan> planOneDevice(
             "bf16 weights and gradients on the GPU (4 B a parameter), the fp32 master weights and 8-bit AdamW "
             "moments in host RAM (6 B a parameter), activation checkpointing: 10 B a parameter do not fit"},
     };
-    const uint64_t hostNeeds = bf16HostMasterHostBytes(model) + volunteerHostBytes(model);
+    const uint64_t volunteerOwn = volunteerHostBytes(model);
+    const uint64_t hostNeeds = bf16HostMasterHostBytes(model) + volunteerOwn;
     for (const Mode& mode : modes) {
         auto micro = largestFit(mode.fixed, mode.perSequence, batch, budgetBytes);
         if (!micro)
             continue;
         if (mode.hostMaster && hostBudgetBytes > 0 && hostNeeds > hostBudgetBytes) {
-            why = "the model fits " + gib(budgetBytes)
-                + " of GPU memory only with its fp32 master weights and "
-                  "8-bit AdamW moments in host RAM, which needs about "
-                + gib(hostNeeds)
-                + " of RAM with the "
-                  "volunteer's own "
-                + gib(volunteerHostBytes(model)) + "; " + gib(hostBudgetBytes) + " is available";
+            why = "the model fits " + gib(budgetBytes) + " of GPU memory only with its fp32 master weights and 8-bit "
+                + "AdamW moments in host RAM, which needs about " + gib(hostNeeds) + " of RAM with the volunteer's own "
+                + gib(volunteerOwn) + "; " + gib(hostBudgetBytes) + " is available";
             return std::nullopt;
         }
         plan.microBatch = *micro;
