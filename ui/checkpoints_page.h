@@ -37,6 +37,8 @@ public:
     QPushButton* generateButton() const { return m_generate; }
     QLineEdit* prompt() const { return m_prompt; }
     void generate();
+    // From Generate until the last piece of its text came.
+    bool generating() const { return m_generating; }
     uint64_t selectedRound() const;
     void selectRound(uint64_t round);
 

@@ -135,8 +135,9 @@ void ScreenshotTour::tick()
         return;
     }
     case Step::Trying:
-        // Once the list shows the downloaded checkpoint, try it; the text
-        // streams for a few seconds before the pages are saved.
+        // Once the list shows the downloaded checkpoint, try it; the pages
+        // are saved when its text is complete (or after a minute of a slow
+        // machine, with what streamed so far).
         if (m_window.checkpoints()->loading())
             return;
         if (m_tryStartedMs > 0) {
@@ -144,7 +145,7 @@ void ScreenshotTour::tick()
             m_tryStartedMs = -QDateTime::currentMSecsSinceEpoch();
             return;
         }
-        if (QDateTime::currentMSecsSinceEpoch() + m_tryStartedMs < 4000)
+        if (m_window.checkpoints()->generating() && QDateTime::currentMSecsSinceEpoch() + m_tryStartedMs < 60000)
             return;
         m_timer->stop();
         m_step = Step::Done;
