@@ -10,10 +10,33 @@
 #
 #   tools/gpu-check.sh stage      on a development machine: copy what such a
 #                                 machine lacks into .gpu-check/ (ignored by
-#                                 git): nlohmann_json's headers and CMake
-#                                 package, and Tiny Shakespeare
+#                                 git): nlohmann_json's and msgpack's headers
+#                                 and CMake packages, Tiny Shakespeare, GPT-2's
+#                                 tokenizer, and the volunteer kit: the
+#                                 daemon, the CLI and a coordinator built
+#                                 against the pinned PyTorch wheel's libtorch
+#                                 (build/server-wheel, installer/cuda-core.sh's
+#                                 wheel), with the libraries they load that are
+#                                 not glibc's or libtorch's
 #   tools/gpu-check.sh [DEVICE]   build into build/gpu-check and check DEVICE
 #                                 (default cuda; cpu works anywhere)
+#   tools/gpu-check.sh volunteer [DEVICE]
+#                                 a volunteer's whole path (issue 40 item 3,
+#                                 tools/gpu_volunteer.py): a local coordinator,
+#                                 the real daemon joined to it through its hub
+#                                 link, a GPT-2 124M project trained on the
+#                                 GPU by a CUDA core built here against
+#                                 python3's torch; checks the busy share, the
+#                                 VRAM cap, the pause for another program on
+#                                 the GPU, NVML in `status`, a core killed
+#                                 mid-task and the memory given back while
+#                                 snoozed. The daemon, CLI and coordinator
+#                                 come from the stage (below), their Debian
+#                                 libraries beside them; the coordinator is
+#                                 built against PyTorch's libtorch and runs
+#                                 on this machine's. On cpu: the same checks
+#                                 with build/ci's programs and a tiny model
+#                                 (CTest's gpu_volunteer_on_cpu).
 #   tools/gpu-check.sh speed [DEVICE]
 #                                 the speed run (issue 41 items 5-6), at most
 #                                 8 minutes on one H100/H200: build only the
@@ -32,18 +55,59 @@ cd "$(dirname "$0")/.."
 stage=$PWD/.gpu-check
 
 if [ "${1:-}" = stage ]; then
-    rm -rf "$stage" && mkdir -p "$stage/deps/include" "$stage/deps/share/cmake"
+    rm -rf "$stage" && mkdir -p "$stage/deps/include" "$stage/deps/share/cmake/msgpack" "$stage/gpt2"
     cp -r /usr/include/nlohmann "$stage/deps/include/"
     cp -r /usr/share/cmake/nlohmann_json "$stage/deps/share/cmake/"
-    cp "${CROWDTRAIN_CORPUS:-../shared/data/tinyshakespeare.txt}" "$stage/corpus.txt"
-    du -sh "$stage"
+    # msgpack-cxx's headers without Boost (Debian's package config pulls in
+    # Boost's headers, which such a machine lacks; the core needs none).
+    cp -r /usr/include/msgpack /usr/include/msgpack.hpp "$stage/deps/include/"
+    cat > "$stage/deps/share/cmake/msgpack/msgpack-config.cmake" <<'CMAKE'
+add_library(msgpackc-cxx INTERFACE IMPORTED)
+set_target_properties(msgpackc-cxx PROPERTIES
+    INTERFACE_COMPILE_DEFINITIONS "MSGPACK_DEFAULT_API_VERSION=3;MSGPACK_NO_BOOST"
+    INTERFACE_INCLUDE_DIRECTORIES "${CMAKE_CURRENT_LIST_DIR}/../../../include")
+set(msgpack_FOUND TRUE)
+CMAKE
+    data=${CROWDTRAIN_SHARED_DATA:-../shared/data}
+    cp "${CROWDTRAIN_CORPUS:-$data/tinyshakespeare.txt}" "$stage/corpus.txt"
+    cp "$data/gpt2/encoder.json" "$data/gpt2/vocab.bpe" "$stage/gpt2/"
+    # The volunteer kit.
+    server=${CROWDTRAIN_SERVER_WHEEL:-build/server-wheel}
+    programs=${CROWDTRAIN_PROGRAMS:-build/ci/bin}
+    [ -x "$server/bin/crowdtrain-server" ] || {
+        echo "stage: no $server/bin/crowdtrain-server: build it against the wheel first (README, GPU checks)" >&2
+        exit 1
+    }
+    kit=$stage/volunteer
+    mkdir -p "$kit/bin" "$kit/lib"
+    cp "$server/bin/crowdtrain-server" "$programs/crowdtrain-worker" "$programs/crowdtrain-daemon" "$kit/bin/"
+    for program in "$kit"/bin/*; do
+        LD_LIBRARY_PATH=$PWD/build/cuda-torch/torch/lib ldd "$program" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
+    done | sort -u | while read -r lib; do
+        case "$(basename "$lib")" in
+        # glibc's own, the driver's, and libtorch's (this machine's PyTorch)
+        libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libcuda.so* | \
+            libtorch* | libc10* | libgomp* | libcudart* | libnv* | libcu* | libshm* | libcaffe2*) ;;
+        *) cp -L "$lib" "$kit/lib/" ;;
+        esac
+    done
+    du -sh "$stage" "$kit"
     exit 0
 fi
 
 mode=check
-if [ "${1:-}" = speed ]; then
-    mode=speed
+if [ "${1:-}" = speed ] || [ "${1:-}" = volunteer ]; then
+    mode=$1
     shift
+fi
+if [ "$mode" = volunteer ] && [ "${1:-cuda}" = cpu ]; then
+    # The same checks on the CPU core, with this machine's programs.
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    corpus=${CROWDTRAIN_CORPUS:-../shared/data/tinyshakespeare.txt}
+    "${PYTHON:-python3}" tools/gpu_volunteer.py cpu "${CROWDTRAIN_BIN:-build/ci/bin}" "$corpus" "$work/run" \
+        ${VOLUNTEER_ARGS:-}
+    exit 0
 fi
 device=${1:-cuda}
 python=${PYTHON:-python3}
@@ -75,6 +139,29 @@ if [ "$mode" = speed ]; then
     [ "$device" = cpu ] && tiny=(--tiny)
     PYTHON="$python" "$python" tools/gpu_speed.py "$device" "$bin" "$work/data" "${tiny[@]}"
     echo "speed run: $((SECONDS - began)) s in all"
+    exit 0
+fi
+if [ "$mode" = volunteer ]; then
+    began=$SECONDS
+    kit=$stage/volunteer
+    configure >/dev/null
+    cmake --build build/gpu-check --target crowdtrain-prepare | tail -n 1
+    # The CUDA core against this machine's torch (its msgpack from the stage).
+    cmake -S . -B build/gpu-core -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_CORE_ONLY=ON \
+          "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" ${nccl:+"-DCROWDTRAIN_NCCL_INCLUDE_DIR=$nccl"} >/dev/null
+    cmake --build build/gpu-core --target crowdtrain-core-cuda | tail -n 1
+    echo "build: $((SECONDS - began)) s"
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    mkdir -p "$work/bin"
+    ln -s "$PWD/$kit/bin/"* "$PWD/build/gpu-check/bin/crowdtrain-prepare" "$work/bin/"
+    torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+    nvidia_libs=$("$python" -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' \
+                  2>/dev/null || true)
+    export LD_LIBRARY_PATH="$PWD/$kit/lib:$torch_lib${nvidia_libs:+:$nvidia_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    "$python" tools/gpu_volunteer.py "$device" "$work/bin" "$corpus" "$work/run" \
+        --core build/gpu-core/bin/crowdtrain-core-cuda --gpt2-dir "$stage/gpt2" ${VOLUNTEER_ARGS:-}
+    echo "volunteer check: $((SECONDS - began)) s in all"
     exit 0
 fi
 configure
