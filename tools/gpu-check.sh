@@ -13,11 +13,12 @@
 #                                 git): nlohmann_json's and msgpack's headers
 #                                 and CMake packages, Tiny Shakespeare, GPT-2's
 #                                 tokenizer, and the volunteer kit: the
-#                                 daemon, the CLI and a coordinator built
-#                                 against the pinned PyTorch wheel's libtorch
-#                                 (build/server-wheel, installer/cuda-core.sh's
-#                                 wheel), with the libraries they load that are
-#                                 not glibc's or libtorch's
+#                                 daemon, the CLI (build/ci) and a coordinator
+#                                 built against the pinned PyTorch wheel's
+#                                 libtorch (into build/server-wheel, when not
+#                                 there: about 30 minutes on 2 cores), with
+#                                 the libraries they load that are not
+#                                 glibc's, the compiler runtime's or libtorch's
 #   tools/gpu-check.sh [DEVICE]   build into build/gpu-check and check DEVICE
 #                                 (default cuda; cpu works anywhere)
 #   tools/gpu-check.sh volunteer [DEVICE]
@@ -74,10 +75,17 @@ CMAKE
     # The volunteer kit.
     server=${CROWDTRAIN_SERVER_WHEEL:-build/server-wheel}
     programs=${CROWDTRAIN_PROGRAMS:-build/ci/bin}
-    [ -x "$server/bin/crowdtrain-server" ] || {
-        echo "stage: no $server/bin/crowdtrain-server: build it against the wheel first (README, GPU checks)" >&2
-        exit 1
-    }
+    if [ ! -x "$server/bin/crowdtrain-server" ]; then
+        # The coordinator against the pinned wheel's libtorch (which
+        # installer/cuda-core.sh downloads and checks into build/cuda-torch).
+        wheel=$PWD/build/cuda-torch/torch/share/cmake
+        [ -f "$wheel/Torch/TorchConfig.cmake" ] || installer/cuda-core.sh
+        cuda_root=${CUDA_ROOT:-/usr/local/cuda}
+        cmake -S . -B "$server" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+            -DCMAKE_PREFIX_PATH="$wheel" -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
+            -DCMAKE_EXE_LINKER_FLAGS="-Wl,--allow-shlib-undefined -Wl,-rpath-link,$cuda_root/lib64" >/dev/null
+        cmake --build "$server" --target crowdtrain-server | tail -n 1
+    fi
     kit=$stage/volunteer
     mkdir -p "$kit/bin" "$kit/lib"
     cp "$server/bin/crowdtrain-server" "$programs/crowdtrain-worker" "$programs/crowdtrain-daemon" "$kit/bin/"
@@ -85,8 +93,9 @@ CMAKE
         LD_LIBRARY_PATH=$PWD/build/cuda-torch/torch/lib ldd "$program" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
     done | sort -u | while read -r lib; do
         case "$(basename "$lib")" in
-        # glibc's own, the driver's, and libtorch's (this machine's PyTorch)
-        libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libcuda.so* | \
+        # glibc's own, the compiler's runtime, the driver's, and libtorch's
+        # (the GPU machine's own, which its PyTorch needs as they are)
+        libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++* | libgcc_s* | libcuda.so* | \
             libtorch* | libc10* | libgomp* | libcudart* | libnv* | libcu* | libshm* | libcaffe2*) ;;
         *) cp -L "$lib" "$kit/lib/" ;;
         esac
