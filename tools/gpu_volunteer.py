@@ -262,7 +262,10 @@ def main():
             gpu = s.get("limits", {}).get("gpu", {})
             v.record("NVML as `status` shows it", json.dumps(gpu, sort_keys=True)[:300],
                      gpu.get("available") is True and "temperature_c" in json.dumps(gpu))
-            peak = max((process_gpu_memory(core_pids(v.daemon.pid)) for _ in range(10) if not time.sleep(0.5)), default=0.0)
+            peak = 0.0
+            for _ in range(10):  # over 5 s of training
+                peak = max(peak, process_gpu_memory(core_pids(v.daemon.pid)))
+                time.sleep(0.5)
             v.record(f"VRAM cap {args.vram_cap_mib} MiB", f"the core's memory (nvidia-smi, with its CUDA context) "
                      f"{peak:.0f} MiB", 0 < peak <= args.vram_cap_mib + 600)
 
