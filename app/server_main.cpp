@@ -162,7 +162,7 @@ int serve(int argc, char** argv)
     std::vector<std::string> projectNames, unprotected;
     for (const coordinator::ProjectSpec& spec : specs) {
         projectNames.push_back(spec.name);
-        if (const std::string why = spec.trust.unprotected(); !why.empty())
+        if (const std::string why = spec.unprotected(); !why.empty())
             unprotected.push_back(spec.name + ": unprotected against Sybils: " + why);
     }
     auto server = coordinator::CoordinatorServer::start(std::move(options), std::move(specs));

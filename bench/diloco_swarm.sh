@@ -144,12 +144,17 @@ print(f"honest submissions: {accepted} of {total} accepted")
 PY
 fi
 swarm_seconds=$(echo "$(date +%s.%N) - $start" | bc)
-sleep 2   # the last round's close
 sqlite3_db="$work/state/bench/ledger.sqlite"
+# The last round's validation loss, which the coordinator's evaluation
+# records after its close (seconds on a busy machine): waited for.
 diloco_val=$(/usr/bin/python3 - "$sqlite3_db" <<'PY'
-import sqlite3, sys
+import sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1])
-row = db.execute("SELECT round, val_loss FROM rounds ORDER BY round DESC LIMIT 1").fetchone()
+for _ in range(600):
+    row = db.execute("SELECT round, val_loss FROM rounds ORDER BY round DESC LIMIT 1").fetchone()
+    if row and row[1] is not None:
+        break
+    time.sleep(0.5)
 print(f"{row[1]} {row[0]}")
 PY
 )

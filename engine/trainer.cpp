@@ -20,9 +20,57 @@
 #include <numeric>
 #include <stdexcept>
 #include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#endif
 
 namespace crowdtrain::engine {
 namespace {
+
+// The device's own time for a step: two timing events on the device's
+// current stream around it (CUDA, libtorch 2.x; libtorch 1.13's events
+// cannot time). Read after the step's synchronisation; 0 where no event
+// times.
+class DeviceStepTimer {
+public:
+    explicit DeviceStepTimer([[maybe_unused]] const torch::Device& device)
+    {
+#if TORCH_VERSION_MAJOR >= 2
+        if (!device.is_cuda())
+            return;
+        const c10::impl::VirtualGuardImpl guard(device.type());
+        m_stream.emplace(guard.getStream(device));
+        m_begin.emplace(device.type(), c10::EventFlag::BACKEND_DEFAULT);
+        m_end.emplace(device.type(), c10::EventFlag::BACKEND_DEFAULT);
+        m_begin->record(*m_stream);
+#endif
+    }
+
+    void end()
+    {
+#if TORCH_VERSION_MAJOR >= 2
+        if (m_end)
+            m_end->record(*m_stream);
+#endif
+    }
+
+    // After the device finished the step.
+    double elapsedMs() const
+    {
+#if TORCH_VERSION_MAJOR >= 2
+        if (m_begin && m_end)
+            return m_begin->elapsedTime(*m_end);
+#endif
+        return 0.0;
+    }
+
+private:
+#if TORCH_VERSION_MAJOR >= 2
+    std::optional<c10::Stream> m_stream;
+    std::optional<c10::Event> m_begin, m_end;
+#endif
+};
 
 // The elements of a gradient the update reads through raw pointers.
 float* gradientData(const torch::Tensor& param)
@@ -188,6 +236,7 @@ void Trainer::releaseGradients()
 StepReport Trainer::step(std::optional<double> learningRate)
 {
     const auto start = std::chrono::steady_clock::now();
+    DeviceStepTimer deviceTime(m_device);
     const int64_t t = m_options.model.blockSize;
     const int64_t b = m_options.batchSize;
     const int64_t world = m_parallel ? m_parallel->worldSize() : 1;
@@ -251,6 +300,7 @@ StepReport Trainer::step(std::optional<double> learningRate)
         m_syncFree->finish(std::isfinite(report.gradNorm));
     if (m_parallel)
         meanLoss = m_parallel->averageScalar(meanLoss);
+    deviceTime.end();
     if (m_device.is_cuda())
         torch::cuda::synchronize();
 
@@ -262,6 +312,7 @@ StepReport Trainer::step(std::optional<double> learningRate)
     report.loss = meanLoss;
     report.learningRate = lr;
     report.stepMs = seconds * 1e3;
+    report.deviceMs = deviceTime.elapsedMs();
     report.tokensPerSecond = double(tokens) / seconds;
     report.tokensSeen = m_tokensSeen;
     return report;

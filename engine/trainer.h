@@ -81,6 +81,9 @@ struct StepReport {
     double dataMs = 0;
     double forwardBackwardMs = 0;
     double updateMs = 0;
+    // The device's own time for the step, from timing events on its stream
+    // (CUDA with libtorch 2.x); 0 where none time (the CPU, libtorch 1.13).
+    double deviceMs = 0;
     double tokensPerSecond = 0; // all ranks
     int64_t tokensSeen = 0; // all ranks, since step 0
 };

@@ -79,8 +79,11 @@ if [ ! -x "$cuda_root/bin/nvcc" ]; then
 fi
 # The libraries libtorch_cuda needs at link time come from the toolkit; those
 # it only loads (cuDNN, NCCL, cuSPARSELt, NVSHMEM) need not be found here.
+# c10_LIBRARY: the wheel's TorchConfig looks for c10 in the system's folders
+# before its own, so Debian's libtorch would otherwise be on the link line.
 cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROWDTRAIN_CORE_ONLY=ON \
-    -DCMAKE_PREFIX_PATH="$PWD/$stage/torch/share/cmake" -DCUDAToolkit_ROOT="$cuda_root" \
+    -DCMAKE_PREFIX_PATH="$PWD/$stage/torch/share/cmake" -Dc10_LIBRARY="$PWD/$stage/torch/lib/libc10.so" \
+    -DCUDAToolkit_ROOT="$cuda_root" \
     -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,--allow-shlib-undefined -Wl,-rpath-link,$cuda_root/lib64" \
     ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER}

@@ -218,9 +218,30 @@ private slots:
         QCOMPARE(decoded->step, uint64_t(3));
         QCOMPARE(decoded->loss, 2.5);
         QCOMPARE(decoded->stepMs, 12.25);
+        QCOMPARE(decoded->deviceMs, 0.0); // a CPU core sends none
+        QCOMPARE(decoded->busyMs(), 12.25);
         auto second = b.receive(1000);
         QVERIFY(second);
         QCOMPARE(second->type, std::string("go"));
+
+        // A GPU core's step carries the device's own time, which the
+        // busy share then counts; a negative one is refused.
+        step.deviceMs = 9.5;
+        QVERIFY(a.send(step.encode()));
+        auto timed = b.receive(1000);
+        QVERIFY(timed);
+        auto decodedTimed = corelink::StepDone::decode(*timed);
+        QVERIFY(decodedTimed);
+        QCOMPARE(decodedTimed->deviceMs, 9.5);
+        QCOMPARE(decodedTimed->busyMs(), 9.5);
+        corelink::StepDone untimed = step;
+        untimed.deviceMs = 0;
+        net::MapWriter bad = untimed.encode();
+        bad.f64("device_ms", -1.0);
+        QVERIFY(a.send(bad));
+        auto badFrame = b.receive(1000);
+        QVERIFY(badFrame);
+        QVERIFY(!corelink::StepDone::decode(*badFrame));
 
         // A frame that arrives a byte at a time is one frame.
         net::MapWriter w = corelink::message(corelink::type::kText);

@@ -286,6 +286,32 @@ private slots:
         QVERIFY(parsed->trust.unprotected().find("defences are off") != std::string::npos);
     }
 
+    // A sparse project that does not evaluate lets "flat" updates through
+    // whatever else it sets (issue 42, session 31's sparse flat row):
+    // unprotected() says so and names trust.evaluate; evaluating protects it.
+    void aSparseProjectThatDoesNotEvaluateSaysSo()
+    {
+        json spec = goodSpec();
+        spec["codec"] = "sparse";
+        spec["trust"] = {{"calibrate", true}, {"keys", {std::string(40, 'a')}}};
+        auto parsed = parseProjectSpec(spec.dump(), m_root / "sparse-trust.json");
+        QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.error().message.c_str());
+        QVERIFY(parsed->trust.unprotected().empty());
+        const std::string why = parsed->unprotected();
+        QVERIFY2(why.find("flat") != std::string::npos && why.find("trust.evaluate") != std::string::npos, why.c_str());
+        spec["trust"]["evaluate"] = {{"rate", 1}};
+        parsed = parseProjectSpec(spec.dump(), m_root / "sparse-trust.json");
+        QVERIFY(parsed.ok());
+        QVERIFY2(parsed->unprotected().empty(), parsed->unprotected().c_str());
+        // int8 has its direction check: calibrating is enough.
+        spec["codec"] = "int8";
+        spec.erase("sparse");
+        spec["trust"] = {{"calibrate", true}};
+        parsed = parseProjectSpec(spec.dump(), m_root / "sparse-trust.json");
+        QVERIFY(parsed.ok());
+        QVERIFY2(parsed->unprotected().empty(), parsed->unprotected().c_str());
+    }
+
     // "codec": "sparse" with its parameters; its outer step is plain SGD
     // (momentum 0; lr 4 with the union update, 1 with down_k, unless given).
     void sparseCodec()

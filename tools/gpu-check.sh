@@ -82,7 +82,8 @@ CMAKE
         [ -f "$wheel/Torch/TorchConfig.cmake" ] || installer/cuda-core.sh
         cuda_root=${CUDA_ROOT:-/usr/local/cuda}
         cmake -S . -B "$server" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-            -DCMAKE_PREFIX_PATH="$wheel" -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
+            -DCMAKE_PREFIX_PATH="$wheel" -Dc10_LIBRARY="$wheel/../../lib/libc10.so" \
+            -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
             -DCMAKE_EXE_LINKER_FLAGS="-Wl,--allow-shlib-undefined -Wl,-rpath-link,$cuda_root/lib64" >/dev/null
         cmake --build "$server" --target crowdtrain-server | tail -n 1
     fi

@@ -7,8 +7,9 @@ outside, as a volunteer would see it:
 
   - a task trained and accepted, on the core family DEVICE asks for;
   - the busy share at each of SHARES, within 5 points: the daemon's reading
-    (`status`) and, on cuda, the device's own (nvidia-smi's utilization,
-    sampled); at 100% the governor never rests and the time between tasks
+    (`status`; on cuda it counts the device's own time of each step, from
+    CUDA timing events in the core) and, on cuda, nvidia-smi's utilization
+    sampled beside it; at 100% the governor never rests and the time between tasks
     (upload, next task) is idle, so there at least 80%;
   - the core SIGKILLed mid-task: restarted, nothing accepted lost, the next
     task accepted;

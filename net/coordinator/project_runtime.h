@@ -111,6 +111,7 @@ public:
 
     const std::string& name() const { return m_spec.name; }
     const TrustSpec& trust() const { return m_spec.trust; }
+    std::string unprotected() const { return m_spec.unprotected(); }
     net::ProjectInfo info() const;
     int64_t version() const { return m_round->version(); }
     void setEventsPort(uint64_t port) { m_options.eventsPort = port; }

@@ -408,6 +408,18 @@ std::string TrustSpec::unprotected() const
            "trust.calibrate (small models) or trust.evaluate";
 }
 
+std::string ProjectSpec::unprotected() const
+{
+    if (std::string why = trust.unprotected(); !why.empty())
+        return why;
+    if (codec == Codec::Sparse && trust.evaluateRate <= 0)
+        return "the sparse codec has no direction check, and its bounds on norm and elements cannot tell a \"flat\" "
+               "update (the signs of an honest one, every element at one magnitude) from honest work, so keys that "
+               "send such updates are accepted and earn trust (two of six such keys cost 4% of the loss after 60 "
+               "rounds on the attack bench); set trust.evaluate (with rate 1 every such update was refused there)";
+    return {};
+}
+
 Result<ProjectSpec> parseProjectSpec(std::string_view text, const std::filesystem::path& specFile)
 {
     ProjectSpec spec;

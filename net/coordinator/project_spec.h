@@ -179,6 +179,12 @@ struct ProjectSpec {
     uint64_t tokensPerPiece() const; // windowsPerPiece() * block + 1
     // round.tokenTarget, or tokensPerTask() when it is 0.
     uint64_t roundTokenTarget() const;
+
+    // trust.unprotected(), and with the sparse codec also a project that
+    // does not evaluate: its messages are judged by norm and elements only,
+    // which a "flat" update keeps (bench/RESULTS.md, session 31). Empty when
+    // nothing is known to get through; the server logs it, the page shows it.
+    std::string unprotected() const;
 };
 
 // Parses and checks every field; relative paths resolve against

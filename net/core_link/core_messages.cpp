@@ -154,6 +154,8 @@ net::MapWriter StepDone::encode() const
 {
     net::MapWriter w = message(type::kStep);
     w.u64("step", step).f64("loss", loss).f64("step_ms", stepMs).f64("tokens_per_second", tokensPerSecond);
+    if (deviceMs > 0)
+        w.f64("device_ms", deviceMs);
     return w;
 }
 
@@ -166,6 +168,7 @@ Result<StepDone> StepDone::decode(const Frame& frame)
         // as "non_finite" through the weights check, not here.
         s.loss = v.f64("loss");
         s.stepMs = v.f64("step_ms", 0, 1e9);
+        s.deviceMs = v.optF64("device_ms", 0, 1e9).value_or(0.0);
         s.tokensPerSecond = v.f64("tokens_per_second", 0, 1e12);
         return s;
     });

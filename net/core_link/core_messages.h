@@ -112,7 +112,14 @@ struct StepDone {
     uint64_t step = 0; // 1-based within the task
     double loss = 0;
     double stepMs = 0; // the step's time on the device (synchronised)
+    // The device's own time for it (timing events on a GPU); 0 where the
+    // core has none (the CPU): sent only when above 0.
+    double deviceMs = 0;
     double tokensPerSecond = 0;
+
+    // What the busy-share governor counts as busy: the device's own time
+    // where the core measures it, else the step's.
+    double busyMs() const { return deviceMs > 0 ? deviceMs : stepMs; }
 
     net::MapWriter encode() const;
     static Result<StepDone> decode(const Frame& frame);

@@ -181,6 +181,7 @@ private:
         step.step = m_stepInTask;
         step.loss = report.loss;
         step.stepMs = report.stepMs;
+        step.deviceMs = report.deviceMs;
         step.tokensPerSecond = report.tokensPerSecond;
         if (!m_channel.send(step.encode())) {
             abort.store(true);

@@ -75,7 +75,7 @@ void PageFeed::rebuild(coordinator::ProjectRuntime& project, Tracker& tracker, i
     next->updatedMs = nowMs;
     next->info = project.info();
     next->info.tokenizer.clear(); // resource names for the wire; the page has no use for them
-    next->unprotected = project.trust().unprotected();
+    next->unprotected = project.unprotected();
     if (tracker.current)
         next->metrics = tracker.current->metrics;
 

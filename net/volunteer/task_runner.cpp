@@ -234,7 +234,7 @@ Result<TaskOutcome> TaskRunner::run(const net::Task& task, std::shared_ptr<const
                 run->lastLoss.store(report.loss);
                 run->tokensPerSecond.store(report.tokensPerSecond);
                 if (betweenSteps)
-                    betweenSteps(report.stepMs, run->abort);
+                    betweenSteps(report.busyMs(), run->abort);
             };
             if (theta->values.empty()) // spilled: the core's copy comes from its file
                 return trainer->run(
