@@ -293,6 +293,7 @@ private slots:
     {
         json spec = goodSpec();
         spec["codec"] = "sparse";
+        spec["outer"] = {{"momentum", 0}};
         spec["trust"] = {{"calibrate", true}, {"keys", {std::string(40, 'a')}}};
         auto parsed = parseProjectSpec(spec.dump(), m_root / "sparse-trust.json");
         QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.error().message.c_str());
@@ -304,8 +305,7 @@ private slots:
         QVERIFY(parsed.ok());
         QVERIFY2(parsed->unprotected().empty(), parsed->unprotected().c_str());
         // int8 has its direction check: calibrating is enough.
-        spec["codec"] = "int8";
-        spec.erase("sparse");
+        spec = goodSpec();
         spec["trust"] = {{"calibrate", true}};
         parsed = parseProjectSpec(spec.dump(), m_root / "sparse-trust.json");
         QVERIFY(parsed.ok());
