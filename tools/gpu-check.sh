@@ -15,8 +15,8 @@
 #                                 tokenizer, and the volunteer kit: the
 #                                 daemon, the CLI (build/ci) and a coordinator
 #                                 built against the pinned PyTorch wheel's
-#                                 libtorch (into build/server-wheel, when not
-#                                 there: about 30 minutes on 2 cores), with
+#                                 libtorch (built into build/server-wheel:
+#                                 about 40 minutes on 2 cores the first time), with
 #                                 the libraries they load that are not
 #                                 glibc's, the compiler runtime's or libtorch's
 #   tools/gpu-check.sh [DEVICE]   build into build/gpu-check and check DEVICE
@@ -75,18 +75,16 @@ CMAKE
     # The volunteer kit.
     server=${CROWDTRAIN_SERVER_WHEEL:-build/server-wheel}
     programs=${CROWDTRAIN_PROGRAMS:-build/ci/bin}
-    if [ ! -x "$server/bin/crowdtrain-server" ]; then
-        # The coordinator against the pinned wheel's libtorch (which
-        # installer/cuda-core.sh downloads and checks into build/cuda-torch).
-        wheel=$PWD/build/cuda-torch/torch/share/cmake
-        [ -f "$wheel/Torch/TorchConfig.cmake" ] || installer/cuda-core.sh
-        cuda_root=${CUDA_ROOT:-/usr/local/cuda}
-        cmake -S . -B "$server" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-            -DCMAKE_PREFIX_PATH="$wheel" -Dc10_LIBRARY="$wheel/../../lib/libc10.so" \
-            -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
-            -DCMAKE_EXE_LINKER_FLAGS="-Wl,--allow-shlib-undefined -Wl,-rpath-link,$cuda_root/lib64" >/dev/null
-        cmake --build "$server" --target crowdtrain-server | tail -n 1
-    fi
+    # The coordinator against the pinned wheel's libtorch (which
+    # installer/cuda-core.sh downloads and checks into build/cuda-torch).
+    wheel=$PWD/build/cuda-torch/torch/share/cmake
+    [ -f "$wheel/Torch/TorchConfig.cmake" ] || installer/cuda-core.sh
+    cuda_root=${CUDA_ROOT:-/usr/local/cuda}
+    cmake -S . -B "$server" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+        -DCMAKE_PREFIX_PATH="$wheel" -Dc10_LIBRARY="$wheel/../../lib/libc10.so" \
+        -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
+        -DCMAKE_EXE_LINKER_FLAGS="-Wl,--allow-shlib-undefined -Wl,-rpath-link,$cuda_root/lib64" >/dev/null
+    cmake --build "$server" --target crowdtrain-server | tail -n 1
     kit=$stage/volunteer
     mkdir -p "$kit/bin" "$kit/lib"
     cp "$server/bin/crowdtrain-server" "$programs/crowdtrain-worker" "$programs/crowdtrain-daemon" "$kit/bin/"
@@ -97,7 +95,8 @@ CMAKE
         # glibc's own, the compiler's runtime, the driver's, and libtorch's
         # (the GPU machine's own, which its PyTorch needs as they are)
         libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++* | libgcc_s* | libcuda.so* | \
-            libtorch* | libc10* | libgomp* | libcudart* | libnv* | libcu* | libshm* | libcaffe2*) ;;
+            libtorch* | libc10* | libgomp* | libcudart* | libnv* | libshm* | libcaffe2* | libcublas* | libcudnn* | \
+            libcufft* | libcurand* | libcusparse* | libcusolver* | libcupti* | libcufile*) ;;
         *) cp -L "$lib" "$kit/lib/" ;;
         esac
     done
