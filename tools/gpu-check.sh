@@ -94,7 +94,8 @@ CMAKE
         case "$(basename "$lib")" in
         # glibc's own, the compiler's runtime, the driver's, and libtorch's
         # (the GPU machine's own, which its PyTorch needs as they are)
-        libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++* | libgcc_s* | libcuda.so* | \
+        libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libresolv.so* | ld-linux* | libstdc++* | \
+            libgcc_s* | libcuda.so* | libnccl* | \
             libtorch* | libc10* | libgomp* | libcudart* | libnv* | libshm* | libcaffe2* | libcublas* | libcudnn* | \
             libcufft* | libcurand* | libcusparse* | libcusolver* | libcupti* | libcufile*) ;;
         *) cp -L "$lib" "$kit/lib/" ;;
