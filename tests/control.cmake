@@ -3,7 +3,9 @@
 crowdtrain_test(tst_control_value SOURCES tst_control_value.cpp control_fixtures.h LIBS crowdtrain::control)
 # One vocabulary: each wire table round-trips, docs/protocol.md lists exactly its words, each error code spelled once.
 crowdtrain_test(tst_vocabulary SOURCES tst_vocabulary.cpp LIBS crowdtrain::wire crowdtrain::core)
-crowdtrain_test(tst_control_api SOURCES tst_control_api.cpp control_fixtures.h LIBS crowdtrain::control)
+crowdtrain_test(tst_control_api SOURCES tst_control_api.cpp control_fixtures.h control_server_fixtures.h
+    LIBS crowdtrain::control)
+crowdtrain_test(tst_control_dir SOURCES tst_control_dir.cpp control_server_fixtures.h LIBS crowdtrain::control)
 
 # The volunteer daemon as a process (crowdtrain-worker run -> crowdtrain-daemon)
 # against a real coordinator, through the control API.

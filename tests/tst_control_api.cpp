@@ -1,10 +1,11 @@
 // The control API (net/control) over real ipc:// sockets in a temporary
-// folder: the control folder's checks, requests and their errors, timeouts
-// and reconnection, events, stop(). Value and its wire forms are
-// tst_control_value's.
+// folder: requests and their errors, timeouts and reconnection, events,
+// stop(). The control folder and its socket files are tst_control_dir's;
+// Value and its wire forms tst_control_value's.
 // Nothing sleeps for a fixed time: every wait is for a reply or an event,
 // with a deadline.
 #include "control_fixtures.h"
+#include "control_server_fixtures.h"
 #include "core/clock.h"
 #include "net/control/control_client.h"
 #include "net/control/control_paths.h"
@@ -16,83 +17,23 @@
 #include <QTest>
 
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
 #include <future>
 #include <mutex>
 #include <stdexcept>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <thread>
-#include <unistd.h>
 #include <zmq.hpp>
 
 using namespace crowdtrain;
 using namespace crowdtrain::control;
 using namespace std::chrono_literals;
+using crowdtrain::testing::connectClient;
+using crowdtrain::testing::demoHandler;
 using crowdtrain::testing::nestedArrays;
+using crowdtrain::testing::ServerThread;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-Result<Value> demoHandler(const Request& request)
-{
-    if (request.type == "echo")
-        return request.body;
-    if (request.type == "fail")
-        return Error::make("unknown_project", "no project named " + request.body["name"].toString());
-    if (request.type == "throw")
-        throw std::runtime_error("the handler exploded");
-    if (request.type == "not_a_map")
-        return Value(42);
-    if (request.type == "nothing")
-        return Value();
-    return Error::make("unknown_type", "no request type \"" + request.type + "\"");
-}
-
-// A ControlServer serving on its own thread; stopped and joined when it
-// goes out of scope.
-class ServerThread {
-public:
-    explicit ServerThread(const fs::path& dir, Handler handler = demoHandler)
-    {
-        start(ControlServer::open(dir, std::move(handler)));
-    }
-    ServerThread(const fs::path& dir, AsyncHandler handler) { start(ControlServer::open(dir, std::move(handler))); }
-    void start(Result<std::unique_ptr<ControlServer>> server)
-    {
-        if (!server)
-            qFatal("%s", server.error().message.c_str());
-        m_server = std::move(*server);
-        m_finished = m_done.get_future();
-        m_thread = std::thread([this] {
-            m_runStatus = m_server->run();
-            m_done.set_value();
-        });
-    }
-    ~ServerThread()
-    {
-        m_server->stop();
-        m_thread.join();
-    }
-
-    ControlServer& server() { return *m_server; }
-    // Asks run() to return and waits for it, at most `limit`.
-    bool stopWithin(std::chrono::milliseconds limit)
-    {
-        m_server->stop();
-        return m_finished.wait_for(limit) == std::future_status::ready;
-    }
-
-private:
-    std::unique_ptr<ControlServer> m_server;
-    std::promise<void> m_done;
-    Status m_runStatus = Status::success();
-    std::future<void> m_finished;
-    std::thread m_thread;
-};
 
 // A DEALER that sends whatever frames it is given: a hostile or broken client.
 class RawClient {
@@ -129,14 +70,6 @@ private:
     zmq::socket_t m_socket;
 };
 
-std::unique_ptr<ControlClient> connectClient(const fs::path& dir)
-{
-    auto client = ControlClient::connect(dir);
-    if (!client)
-        qFatal("%s", client.error().message.c_str());
-    return std::move(*client);
-}
-
 std::unique_ptr<EventSubscriber> subscribe(const fs::path& dir, std::vector<std::string> topics = {})
 {
     auto subscriber = EventSubscriber::connect(dir, std::move(topics));
@@ -170,26 +103,6 @@ std::optional<Event> nextReal(EventSubscriber& subscriber, int timeoutMs)
     }
 }
 
-mode_t modeOf(const fs::path& path)
-{
-    struct stat info { };
-    if (::lstat(path.c_str(), &info) != 0)
-        return 0;
-    return info.st_mode & 07777;
-}
-
-// A socket file with nothing listening: what a crashed daemon leaves.
-void makeStaleSocket(const fs::path& path)
-{
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
-    if (fd < 0 || ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
-        qFatal("cannot make a stale socket at %s", path.c_str());
-    ::close(fd);
-}
-
 } // namespace
 
 class TestControlApi : public QObject {
@@ -205,130 +118,7 @@ private:
 private slots:
     void initTestCase() { QVERIFY(m_temp.isValid()); }
 
-    // ---- The control folder -----------------------------------------------
-
-    void defaultDir()
-    {
-        const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
-        const bool wasSet = qEnvironmentVariableIsSet("XDG_RUNTIME_DIR");
-        qputenv("XDG_RUNTIME_DIR", "/run/user/4242");
-        QCOMPARE(defaultControlDir()->string(), std::string("/run/user/4242/crowdtrain"));
-        qputenv("XDG_RUNTIME_DIR", "relative/dir");
-        QCOMPARE(defaultControlDir().error().code, std::string("no_runtime_dir"));
-        qunsetenv("XDG_RUNTIME_DIR");
-        QCOMPARE(defaultControlDir()->string(), "/tmp/crowdtrain-" + std::to_string(geteuid()));
-        if (wasSet)
-            qputenv("XDG_RUNTIME_DIR", saved);
-        const fs::path dir = "/some/dir";
-        QCOMPARE(controlEndpoint(dir), std::string("ipc:///some/dir/control"));
-        QCOMPARE(eventsEndpoint(dir), std::string("ipc:///some/dir/events"));
-    }
-
-    void prepareCreatesPrivateDir()
-    {
-        const fs::path dir = freshDir();
-        const mode_t oldMask = ::umask(0); // even a permissive umask gives 0700
-        const Status prepared = preparePrivateDir(dir);
-        ::umask(oldMask);
-        QVERIFY2(prepared.ok(), prepared.ok() ? "" : prepared.error().message.c_str());
-        QCOMPARE(int(modeOf(dir)), 0700);
-        QVERIFY(preparePrivateDir(dir).ok()); // an existing private folder is fine
-        // The parent must exist.
-        QCOMPARE(preparePrivateDir(dir / "a" / "b").error().code, std::string("io_error"));
-    }
-
-    void prepareRefusesInsecureDirs()
-    {
-        // Group/other bits: refused, and left as they are.
-        const fs::path open = freshDir();
-        QCOMPARE(::mkdir(open.c_str(), 0700), 0);
-        QCOMPARE(::chmod(open.c_str(), 0755), 0);
-        Status status = preparePrivateDir(open);
-        QCOMPARE(status.error().code, std::string("insecure_control_dir"));
-        QVERIFY(status.error().message.find(open.string()) != std::string::npos);
-        QVERIFY(status.error().message.find("0755") != std::string::npos);
-        QCOMPARE(int(modeOf(open)), 0755);
-        QCOMPARE(checkPrivateDir(open).error().code, std::string("insecure_control_dir"));
-
-        // A symbolic link, even to a private folder.
-        const fs::path target = freshDir();
-        QVERIFY(preparePrivateDir(target).ok());
-        const fs::path link = freshDir();
-        fs::create_directory_symlink(target, link);
-        status = preparePrivateDir(link);
-        QCOMPARE(status.error().code, std::string("insecure_control_dir"));
-        QVERIFY(status.error().message.find("symbolic link") != std::string::npos);
-        QCOMPARE(checkPrivateDir(link).error().code, std::string("insecure_control_dir"));
-
-        // Not a folder.
-        const fs::path file = freshDir();
-        std::ofstream(file) << "x";
-        QCOMPARE(preparePrivateDir(file).error().code, std::string("insecure_control_dir"));
-    }
-
-    void prepareRefusesAnotherUsersDir()
-    {
-        if (geteuid() != 0)
-            QSKIP("only root can give a folder to another user");
-        const fs::path dir = freshDir();
-        QCOMPARE(::mkdir(dir.c_str(), 0700), 0);
-        QCOMPARE(::chown(dir.c_str(), 65534, 65534), 0); // nobody
-        const Status status = preparePrivateDir(dir);
-        QCOMPARE(status.error().code, std::string("insecure_control_dir"));
-        QVERIFY(status.error().message.find("uid 65534") != std::string::npos);
-        QCOMPARE(checkPrivateDir(dir).error().code, std::string("insecure_control_dir"));
-    }
-
-    void checkReportsNoDaemon()
-    {
-        const fs::path dir = freshDir();
-        QCOMPARE(checkPrivateDir(dir).error().code, std::string("no_daemon"));
-        QCOMPARE(ControlClient::connect(dir).error().code, std::string("no_daemon"));
-        QCOMPARE(EventSubscriber::connect(dir).error().code, std::string("no_daemon"));
-        QVERIFY(preparePrivateDir(dir).ok());
-        QCOMPARE(checkPrivateDir(dir).error().code, std::string("no_daemon")); // no socket file
-        {
-            ServerThread server(dir);
-            QVERIFY(checkPrivateDir(dir).ok());
-        }
-        QCOMPARE(checkPrivateDir(dir).error().code, std::string("no_daemon")); // removed on exit
-    }
-
-    // ---- The server ---------------------------------------------------------
-
-    void serverSocketFiles()
-    {
-        const fs::path dir = freshDir();
-        {
-            auto server = ControlServer::open(dir, demoHandler);
-            QVERIFY(server.ok());
-            QCOMPARE((*server)->dir(), dir);
-            QCOMPARE(int(modeOf(dir)), 0700);
-            QCOMPARE(int(modeOf(dir / "control")), 0600);
-            QCOMPARE(int(modeOf(dir / "events")), 0600);
-            // A second server on the same folder does not take it over.
-            auto second = ControlServer::open(dir, demoHandler);
-            QVERIFY(!second.ok());
-            QCOMPARE(second.error().code, std::string("bind_failed"));
-            QVERIFY(fs::exists(dir / "control"));
-        }
-        QVERIFY(!fs::exists(dir / "control"));
-        QVERIFY(!fs::exists(dir / "events"));
-
-        // Files left by a daemon that crashed are replaced.
-        makeStaleSocket(dir / "control");
-        makeStaleSocket(dir / "events");
-        ServerThread server(dir);
-        auto client = connectClient(dir);
-        QVERIFY(client->call("echo").ok());
-
-        // An insecure folder is refused before anything is bound.
-        const fs::path open = freshDir();
-        QCOMPARE(::mkdir(open.c_str(), 0777), 0);
-        QCOMPARE(::chmod(open.c_str(), 0777), 0);
-        QCOMPARE(ControlServer::open(open, demoHandler).error().code, std::string("insecure_control_dir"));
-        QVERIFY(!fs::exists(open / "control"));
-    }
+    // ---- Requests ------------------------------------------------------------
 
     void callsRoundTrip()
     {
