@@ -7,6 +7,7 @@
 #include "net/control/control_client.h"
 #include "net/control/control_server.h"
 
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <filesystem>
@@ -85,5 +86,17 @@ inline std::unique_ptr<ControlClient> connectClient(const fs::path& dir)
         qFatal("%s", client.error().message.c_str());
     return std::move(*client);
 }
+
+// Fresh control folder paths (not created), one after another, under one
+// temporary folder.
+class FreshDirs {
+public:
+    bool valid() const { return m_temp.isValid(); }
+    fs::path next() { return fs::path(m_temp.path().toStdString()) / ("ctl" + std::to_string(++m_count)); }
+
+private:
+    QTemporaryDir m_temp;
+    int m_count = 0;
+};
 
 } // namespace crowdtrain::testing

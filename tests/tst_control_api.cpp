@@ -109,20 +109,16 @@ class TestControlApi : public QObject {
     Q_OBJECT
 
 private:
-    QTemporaryDir m_temp;
-    int m_dirCount = 0;
-
-    // A fresh control folder path (not created) for each test.
-    fs::path freshDir() { return fs::path(m_temp.path().toStdString()) / ("ctl" + std::to_string(++m_dirCount)); }
+    crowdtrain::testing::FreshDirs m_dirs;
 
 private slots:
-    void initTestCase() { QVERIFY(m_temp.isValid()); }
+    void initTestCase() { QVERIFY(m_dirs.valid()); }
 
     // ---- Requests ------------------------------------------------------------
 
     void callsRoundTrip()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         auto client = connectClient(dir);
         const Value body = Value::map()
@@ -141,7 +137,7 @@ private slots:
 
     void handlerErrors()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         auto client = connectClient(dir);
 
@@ -160,7 +156,7 @@ private slots:
 
     void clientRefusesBadRequests()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         auto client = connectClient(dir);
         const auto start = Clock::now();
@@ -181,7 +177,7 @@ private slots:
     // (for v) answered "unsupported_version", never "malformed".
     void bigIdsAndVersions()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         RawClient raw(dir);
         for (const uint64_t id : {uint64_t(1) << 63, UINT64_MAX}) {
@@ -205,7 +201,7 @@ private slots:
     // sent after a slow one is answered first, each reply with its id.
     void answersOutOfOrder()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         std::mutex heldMutex;
         std::vector<Responder> held;
         ServerThread server(dir, [&](const Request& request, Responder respond) {
@@ -239,7 +235,7 @@ private slots:
     // once. A request whose Responder is dropped unanswered is "internal".
     void inFlightRequestsAreBounded()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         std::mutex heldMutex;
         std::vector<Responder> held;
         ServerThread server(dir, [&](const Request& request, Responder respond) {
@@ -282,7 +278,7 @@ private slots:
     // for each reply it reads) gets every reply, however fast they come.
     void aFullWindowLosesNoReply()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir, [](const Request& request) -> Result<Value> { return request.body; });
         RawClient raw(dir);
         constexpr uint64_t kRequests = 2000;
@@ -310,7 +306,7 @@ private slots:
     // more is "busy" at once, and the waiting ones are all answered.
     void aClientsWaitingRequestsAreBounded()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         std::mutex heldMutex;
         std::vector<Responder> held;
         ServerThread server(dir, [&](const Request&, Responder respond) {
@@ -363,7 +359,7 @@ private slots:
     // their share is free again.
     void unreadRepliesAreBounded()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         const std::string big(64 << 10, 'x');
         ServerThread server(dir, [&](const Request&) -> Result<Value> { return Value::map().set("big", big); });
         server.server().setHeldReplyBudget(4u << 20);
@@ -392,7 +388,7 @@ private slots:
 
     void unsupportedVersion()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         RawClient raw(dir);
         raw.send({encode(Value::map().set("v", 2).set("type", "echo").set("id", 7).set("body", Value::map()))});
@@ -441,7 +437,7 @@ private slots:
         QFETCH(QList<QByteArray>, frames);
         QFETCH(qulonglong, id);
         QFETCH(QString, code);
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir, [](const Request& request) -> Result<Value> {
             if (request.type != "echo" || request.body.isNil())
                 throw std::logic_error("a bad request reached the handler");
@@ -467,7 +463,7 @@ private slots:
 
     void oversizeRequestIsDropped()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         RawClient raw(dir);
         // Over ZMQ_MAXMSGSIZE: never read (the connection is dropped), so no reply.
@@ -485,7 +481,7 @@ private slots:
 
     void timeoutThenDaemonReturns()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         std::unique_ptr<ControlClient> client;
         {
             ServerThread server(dir);
@@ -509,7 +505,7 @@ private slots:
 
     void lateReplyIsNotTakenForTheNext()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         std::promise<void> release;
         std::shared_future<void> released = release.get_future().share();
         ServerThread server(dir, [released](const Request& request) -> Result<Value> {
@@ -527,7 +523,7 @@ private slots:
 
     void stopReturnsPromptly()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         auto client = connectClient(dir);
         QVERIFY(client->call("echo").ok()); // run() is serving
@@ -537,7 +533,7 @@ private slots:
 
         // A failure of the sockets ends run() with an error (the daemon
         // then exits non-zero), not as a stop.
-        auto broken = ControlServer::open(freshDir(), demoHandler);
+        auto broken = ControlServer::open(m_dirs.next(), demoHandler);
         QVERIFY(broken.ok());
         auto failed = std::async(std::launch::async, [&] { return (*broken)->run(); });
         QVERIFY(connectClient((*broken)->dir())->call("echo").ok());
@@ -548,7 +544,7 @@ private slots:
         QCOMPARE(ran.error().code, std::string("zmq_error"));
 
         // stop() before run(): run() returns at once.
-        auto idle = ControlServer::open(freshDir(), demoHandler);
+        auto idle = ControlServer::open(m_dirs.next(), demoHandler);
         QVERIFY(idle.ok());
         (*idle)->stop();
         auto finished = std::async(std::launch::async, [&] { return (*idle)->run(); });
@@ -560,7 +556,7 @@ private slots:
 
     void eventsArriveInOrder()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         auto subscriber = subscribe(dir);
         QVERIFY(subscriber->fd() >= 0);
@@ -593,7 +589,7 @@ private slots:
 
     void topicsMatchExactly()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         auto subscriber = subscribe(dir, {"job"});
         QVERIFY(waitUntilSubscribed(server.server(), *subscriber, "job"));
@@ -608,7 +604,7 @@ private slots:
 
     void publishFromManyThreads()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         ServerThread server(dir);
         auto subscriber = subscribe(dir, {"tick"});
         QVERIFY(waitUntilSubscribed(server.server(), *subscriber, "tick"));

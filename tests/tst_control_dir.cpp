@@ -53,14 +53,10 @@ class TestControlDir : public QObject {
     Q_OBJECT
 
 private:
-    QTemporaryDir m_temp;
-    int m_dirCount = 0;
-
-    // A fresh control folder path (not created) for each test.
-    fs::path freshDir() { return fs::path(m_temp.path().toStdString()) / ("ctl" + std::to_string(++m_dirCount)); }
+    crowdtrain::testing::FreshDirs m_dirs; // a fresh control folder path for each test
 
 private slots:
-    void initTestCase() { QVERIFY(m_temp.isValid()); }
+    void initTestCase() { QVERIFY(m_dirs.valid()); }
 
     // ---- The control folder -----------------------------------------------
 
@@ -83,7 +79,7 @@ private slots:
 
     void prepareCreatesPrivateDir()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         const mode_t oldMask = ::umask(0); // even a permissive umask gives 0700
         const Status prepared = preparePrivateDir(dir);
         ::umask(oldMask);
@@ -97,7 +93,7 @@ private slots:
     void prepareRefusesInsecureDirs()
     {
         // Group/other bits: refused, and left as they are.
-        const fs::path open = freshDir();
+        const fs::path open = m_dirs.next();
         QCOMPARE(::mkdir(open.c_str(), 0700), 0);
         QCOMPARE(::chmod(open.c_str(), 0755), 0);
         Status status = preparePrivateDir(open);
@@ -108,9 +104,9 @@ private slots:
         QCOMPARE(checkPrivateDir(open).error().code, std::string("insecure_control_dir"));
 
         // A symbolic link, even to a private folder.
-        const fs::path target = freshDir();
+        const fs::path target = m_dirs.next();
         QVERIFY(preparePrivateDir(target).ok());
-        const fs::path link = freshDir();
+        const fs::path link = m_dirs.next();
         fs::create_directory_symlink(target, link);
         status = preparePrivateDir(link);
         QCOMPARE(status.error().code, std::string("insecure_control_dir"));
@@ -118,7 +114,7 @@ private slots:
         QCOMPARE(checkPrivateDir(link).error().code, std::string("insecure_control_dir"));
 
         // Not a folder.
-        const fs::path file = freshDir();
+        const fs::path file = m_dirs.next();
         std::ofstream(file) << "x";
         QCOMPARE(preparePrivateDir(file).error().code, std::string("insecure_control_dir"));
     }
@@ -127,7 +123,7 @@ private slots:
     {
         if (geteuid() != 0)
             QSKIP("only root can give a folder to another user");
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         QCOMPARE(::mkdir(dir.c_str(), 0700), 0);
         QCOMPARE(::chown(dir.c_str(), 65534, 65534), 0); // nobody
         const Status status = preparePrivateDir(dir);
@@ -138,7 +134,7 @@ private slots:
 
     void checkReportsNoDaemon()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         QCOMPARE(checkPrivateDir(dir).error().code, std::string("no_daemon"));
         QCOMPARE(ControlClient::connect(dir).error().code, std::string("no_daemon"));
         QCOMPARE(EventSubscriber::connect(dir).error().code, std::string("no_daemon"));
@@ -155,7 +151,7 @@ private slots:
 
     void serverSocketFiles()
     {
-        const fs::path dir = freshDir();
+        const fs::path dir = m_dirs.next();
         {
             auto server = ControlServer::open(dir, demoHandler);
             QVERIFY(server.ok());
@@ -180,7 +176,7 @@ private slots:
         QVERIFY(client->call("echo").ok());
 
         // An insecure folder is refused before anything is bound.
-        const fs::path open = freshDir();
+        const fs::path open = m_dirs.next();
         QCOMPARE(::mkdir(open.c_str(), 0777), 0);
         QCOMPARE(::chmod(open.c_str(), 0777), 0);
         QCOMPARE(ControlServer::open(open, demoHandler).error().code, std::string("insecure_control_dir"));
