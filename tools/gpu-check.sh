@@ -110,19 +110,17 @@ if [ "${1:-}" = speed ] || [ "${1:-}" = volunteer ]; then
     mode=$1
     shift
 fi
-if [ "$mode" = volunteer ] && [ "${1:-cuda}" = cpu ]; then
-    # The same checks on the CPU core, with this machine's programs.
-    work=$(mktemp -d)
-    trap 'rm -rf "$work"' EXIT
-    corpus=${CROWDTRAIN_CORPUS:-../shared/data/tinyshakespeare.txt}
-    "${PYTHON:-python3}" tools/gpu_volunteer.py cpu "${CROWDTRAIN_BIN:-build/ci/bin}" "$corpus" "$work/run" \
-        ${VOLUNTEER_ARGS:-}
-    exit 0
-fi
 device=${1:-cuda}
 python=${PYTHON:-python3}
 corpus=${CROWDTRAIN_CORPUS:-$stage/corpus.txt}
 [ -f "$corpus" ] || corpus=../shared/data/tinyshakespeare.txt
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ "$mode" = volunteer ] && [ "$device" = cpu ]; then
+    # The same checks on the CPU core, with this machine's programs.
+    "$python" tools/gpu_volunteer.py cpu "${CROWDTRAIN_BIN:-build/ci/bin}" "$corpus" "$work/run" ${VOLUNTEER_ARGS:-}
+    exit 0
+fi
 torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 # pip's CUDA torch takes nccl.h from the nvidia-nccl wheel.
 nccl=$("$python" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))' \
@@ -142,8 +140,6 @@ if [ "$mode" = speed ]; then
         bin=build/gpu-check/bin
     fi
     echo "build: $((SECONDS - began)) s"
-    work=$(mktemp -d)
-    trap 'rm -rf "$work"' EXIT
     "$bin/crowdtrain-prepare" "$corpus" --out "$work/data" --tokenizer char --val-fraction 0.1 >/dev/null
     tiny=()
     [ "$device" = cpu ] && tiny=(--tiny)
@@ -161,8 +157,6 @@ if [ "$mode" = volunteer ]; then
           "-DCMAKE_PREFIX_PATH=$torch_prefix;$stage/deps" ${nccl:+"-DCROWDTRAIN_NCCL_INCLUDE_DIR=$nccl"} >/dev/null
     cmake --build build/gpu-core --target crowdtrain-core-cuda | tail -n 1
     echo "build: $((SECONDS - began)) s"
-    work=$(mktemp -d)
-    trap 'rm -rf "$work"' EXIT
     mkdir -p "$work/bin"
     ln -s "$PWD/$kit/bin/"* "$PWD/build/gpu-check/bin/crowdtrain-prepare" "$work/bin/"
     torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
@@ -176,8 +170,6 @@ if [ "$mode" = volunteer ]; then
 fi
 configure
 cmake --build build/gpu-check --target crowdtrain-train crowdtrain-prepare bench_device_team
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 "$python" tools/gpu_check.py "$device" build/gpu-check/bin "$corpus" "$work"
 # The parallel modes on this machine's GPUs (issue 27).
 if [ "$device" != cpu ]; then

@@ -110,7 +110,6 @@ public:
     ~ProjectRuntime();
 
     const std::string& name() const { return m_spec.name; }
-    const TrustSpec& trust() const { return m_spec.trust; }
     std::string unprotected() const { return m_spec.unprotected(); }
     net::ProjectInfo info() const;
     int64_t version() const { return m_round->version(); }
