@@ -2,6 +2,7 @@
 
 #include "core/clock.h"
 #include "core/slow_work.h"
+#include "net/coordinator/project_runtime.h"
 #include "net/transfer/resource_table.h"
 #include "net/transport/curve_socket.h"
 #include "net/wire/error_codes.h"

@@ -9,11 +9,17 @@
 // later tick when its acceptance is made durable on the project's worker:
 // the loop keeps the request's route until then.
 
-#include "net/coordinator/project_runtime.h"
+#include "net/coordinator/project_spec.h"
+#include "net/coordinator/runtime_options.h"
+#include "net/swarm/swarm_session.h"
 #include "net/transport/curve_keys.h"
 #include "net/transport/zap_authenticator.h"
+#include "net/wire/envelope.h"
 
 #include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
 #include <utility>
 #include <zmq.hpp>
 

@@ -1,5 +1,7 @@
 #include "net/page/page_feed.h"
 
+#include "net/coordinator/project_runtime.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

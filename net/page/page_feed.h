@@ -11,7 +11,6 @@
 //
 // refresh() on the loop's thread only; page() and pages() from any thread.
 
-#include "net/coordinator/project_runtime.h"
 #include "net/wire/messages.h"
 
 #include <filesystem>
@@ -20,6 +19,10 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+namespace crowdtrain::coordinator {
+class ProjectRuntime;
+}
 
 namespace crowdtrain::page {
 
