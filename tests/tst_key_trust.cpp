@@ -6,6 +6,7 @@
 #include "engine/gpt.h"
 #include "net/coordinator/key_trust.h"
 #include "net/coordinator/project_spec.h"
+#include "net/coordinator/submissions.h"
 #include "net/coordinator/submissions_calibration.h"
 
 #include "coordinator_process.h"
@@ -31,6 +32,28 @@ private slots:
     {
         QVERIFY(m_dir.isValid());
         m_data = preparedText(root());
+    }
+
+    // Item 3's bound on a score (Submissions::lossBound): with no honest
+    // score, 1% of the loss; beside honest updates that lower the loss by
+    // more than 1%, an honest one the drawn windows score as slightly
+    // harmful still passes (the attack bench's false positive: r = -0.0185
+    // at L = 1.8535, s = +0.00109, refused under r + max(|r|, 1% L) = 0),
+    // while the sparse flat attack's scores (+0.075 and up) do not.
+    void theLossBoundLeavesRoomForHonestNoiseOnly()
+    {
+        using coordinator::Submissions;
+        QCOMPARE(Submissions::lossBound(std::nullopt, 4.0), 0.04);
+        QCOMPARE(Submissions::lossBound(std::nullopt, -4.0), 0.04);
+        const double falling = Submissions::lossBound(-0.0185, 1.8535);
+        QVERIFY2(falling > 0.00109, std::to_string(falling).c_str());
+        QVERIFY2(falling < 0.075, std::to_string(falling).c_str());
+        QCOMPARE(falling, 0.0185);
+        // A small median: the 1% floor decides.
+        QCOMPARE(Submissions::lossBound(-0.001, 2.0), -0.001 + 0.02);
+        QCOMPARE(Submissions::lossBound(0.001, 2.0), 0.001 + 0.02);
+        // Honest updates that raise the loss (r > 0): 3r.
+        QCOMPARE(Submissions::lossBound(0.05, 2.0), 0.15);
     }
 
     // Item 3, scores feed the weights: with evaluation at rate r, a key

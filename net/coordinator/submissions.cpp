@@ -532,8 +532,7 @@ Submissions::Verdict Submissions::acceptOnWorker(const Durable& d, std::optional
                 static_cast<unsigned long long>(d.contribution.taskId), score.error().message.c_str());
         } else {
             verdict.score = *score;
-            const double floor = kLossRiseShare * std::abs(score->before);
-            const double bound = honest ? *honest + std::max(std::abs(*honest), floor) : floor;
+            const double bound = lossBound(honest, score->before);
             if (score->change() > bound) {
                 verdict.refused = Error::make(net::errc::kLossOutOfBounds,
                     "applied alone, this update moves the loss on " + std::to_string(m_spec.trust.evaluateTokens)
@@ -548,6 +547,12 @@ Submissions::Verdict Submissions::acceptOnWorker(const Durable& d, std::optional
     }
     verdict.durable = makeDurable(d, verdict.score.has_value());
     return verdict;
+}
+
+double Submissions::lossBound(std::optional<double> honest, double loss)
+{
+    const double floor = kLossRiseShare * std::abs(loss);
+    return honest ? *honest + std::max(2.0 * std::abs(*honest), floor) : floor;
 }
 
 // r: the median change of the established keys' passed scores, this round

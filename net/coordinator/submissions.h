@@ -48,6 +48,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace crowdtrain::coordinator {
@@ -113,13 +114,20 @@ public:
     // 40 rounds of the attack bench), and a host slower than the rounds must
     // not judge them by an old one; the established keys' samples then do.
     static constexpr int64_t kHostMeasureAge = 3;
-    // A scored submission is refused when applied alone it raises the
-    // held-out loss by more than this share of theta_v's loss with no
-    // honest score to compare with, else by more than
-    // r + max(|r|, this share x loss), r = the median change of the
+    // A scored submission is refused when applied alone it changes the
+    // held-out loss by more than lossBound(): this share of theta_v's loss
+    // with no honest score to compare with, else
+    // r + max(2|r|, this share x loss), r = the median change of the
     // established keys' scored submissions that passed (this round and the
     // previous one).
     static constexpr double kLossRiseShare = 0.01;
+    // The largest change of the held-out loss `loss` a scored submission
+    // may make, given the honest median change r. The band around r is
+    // 2|r| wide on the harmful side: honest scores spread about as far as
+    // their median is from zero, so when honest updates lower the loss by
+    // more than kLossRiseShare an honest one the drawn windows score as
+    // slightly harmful still passes (with |r| alone the bound was 0 there).
+    static double lossBound(std::optional<double> honest, double loss);
 
 private:
     Error aheadTooEarly(const OpenTask& task) const;
