@@ -23,6 +23,7 @@
 #include "net/control/event_subscriber.h"
 #include "net/transport/curve_keys.h"
 
+#include <QScopeGuard>
 #include <QTemporaryDir>
 
 #include <arpa/inet.h>
@@ -426,6 +427,47 @@ private slots:
         QVERIFY(waitUntil([&] { return d->status()["limit"].toString() == "blender is running"; }, 30000));
         if (status.valid())
             (void)status.get();
+    }
+
+    // A change the volunteer makes shows at once: each request that
+    // changes something (here `pause`) makes the poller beat now, so the
+    // `progress` (and `state`) events follow it instead of the next beat,
+    // which this daemon has an hour away.
+    void aChangeIsPublishedWithoutWaitingForTheBeat()
+    {
+        const Home h = home("beat-now");
+        std::filesystem::create_directories(h.root / "run");
+        daemon::DaemonOptions options;
+        options.dataDir = h.data();
+        options.configDir = h.config();
+        options.controlDir = h.control();
+        options.pollMs = 3'600'000;
+        options.probes.nvmlLibrary = "libcrowdtrain-no-such-nvml.so";
+        auto opened = daemon::Daemon::open(options);
+        QVERIFY2(opened, opened ? "" : opened.error().message.c_str());
+        std::unique_ptr<daemon::Daemon> d = std::move(*opened);
+        auto served = std::async(std::launch::async, [&] { return d->run(); });
+        const auto stopFirst = qScopeGuard([&] { d->stop(); }); // on a failure too, before `served` waits
+        auto client = control::ControlClient::connect(h.control());
+        QVERIFY(client);
+        auto events = control::EventSubscriber::connect(h.control(), {"progress"});
+        QVERIFY(events);
+        // Asked again until the subscription is connected (the first
+        // events may go before it is): every `pause` is a beat.
+        std::optional<control::Event> event;
+        QVERIFY(waitUntil(
+            [&] {
+                auto paused = (*client)->call("pause");
+                if (!paused)
+                    qFatal("pause: %s", paused.error().message.c_str());
+                event = (*events)->next(500);
+                return event.has_value();
+            },
+            30000));
+        QCOMPARE(event->type, std::string("progress"));
+        QVERIFY(event->body["paused"].toBool());
+        d->stop();
+        QVERIFY(served.get());
     }
 
     // The swarm's session starting (seconds, up to five tries) holds the

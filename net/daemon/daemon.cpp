@@ -121,11 +121,14 @@ Status Daemon::initialise()
     checkpoints.log = [this](const std::string& line) { m_log.log(line); };
     checkpoints.notice = [this](const std::string& line) { m_log.notice(line); };
     checkpoints.resolve = [this](const std::string& hub) { return m_resolver->current(hub); };
-    checkpoints.generating = [this](bool on) { m_joined->setGenerating(on); };
+    checkpoints.generating = [this](bool on) {
+        m_joined->setGenerating(on);
+        beatNow();
+    };
     m_checkpoints = std::make_unique<Checkpoints>(*m_hubs, std::move(checkpoints));
     m_swarm->adoptAll(m_options.dataDir / "checkpoints"); // seeding resumes (as the setting allows)
 
-    m_requests = std::make_unique<RequestTable>();
+    m_requests = std::make_unique<RequestTable>([this] { beatNow(); });
     addDaemonRequests(*m_requests,
         RequestParts{*m_joined, *m_settings, *m_hubs, *m_checkpoints, m_history, m_log, [this] { return status(); }});
     auto server = control::ControlServer::open(
@@ -140,9 +143,13 @@ Status Daemon::initialise()
     // Starting the demo hub can take minutes: the control thread answers meanwhile.
     if (resume)
         (void)m_requests->post(Lane::Changes, [this] { m_joined->resume(); });
-    m_poller = std::make_unique<Poller>(PollerParts{*m_joined, m_history, *m_hubs, *m_checkpoints, *m_settings,
+    auto poller = std::make_unique<Poller>(PollerParts{*m_joined, m_history, *m_hubs, *m_checkpoints, *m_settings,
         [this] { return status(); }, [this](std::string_view type, const Value& body) { publish(type, body); },
         m_options.pollMs, m_options.hubRefreshMs});
+    {
+        std::lock_guard lock(m_pollerMutex);
+        m_poller = std::move(poller);
+    }
     m_log.log("daemon " + std::to_string(::getpid()) + " serving " + control::controlEndpoint(m_options.controlDir));
     return Status::success();
 }
@@ -152,7 +159,15 @@ Daemon::~Daemon()
     stop();
     // The queues first: their jobs use everything below.
     m_requests.reset();
-    m_poller.reset();
+    {
+        // Out of beatNow()'s reach first (a generation may still end), then
+        // joined without the lock.
+        std::unique_ptr<Poller> poller;
+        {
+            std::lock_guard lock(m_pollerMutex);
+            poller = std::move(m_poller);
+        }
+    }
     m_checkpoints.reset();
     if (m_swarm)
         m_swarm->stopTicking(); // its ticker asks m_joined whether it trains
@@ -173,14 +188,24 @@ Status Daemon::run()
 
 void Daemon::stop()
 {
-    if (m_poller)
-        m_poller->stop();
+    {
+        std::lock_guard lock(m_pollerMutex);
+        if (m_poller)
+            m_poller->stop();
+    }
     if (m_server)
         m_server->stop();
     // Lets a running job finish (a demo hub starting) and drops the rest:
     // their requests are answered "internal", a waiting join() returns.
     if (m_requests)
         m_requests->stop();
+}
+
+void Daemon::beatNow()
+{
+    std::lock_guard lock(m_pollerMutex);
+    if (m_poller)
+        m_poller->beatNow();
 }
 
 void Daemon::publish(std::string_view type, const Value& body)

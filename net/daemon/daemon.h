@@ -51,6 +51,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 namespace crowdtrain::daemon {
@@ -93,6 +94,9 @@ private:
     Status lock();
     Status initialise();
     void publish(std::string_view type, const control::Value& body);
+    // The poller's next beat now (Poller::beatNow): after a change request
+    // and when a generation starts or ends. Any thread, until destruction.
+    void beatNow();
 
     DaemonOptions m_options;
     std::optional<core::FolderLock> m_lock; // released last, after everything it guards
@@ -110,6 +114,7 @@ private:
     std::unique_ptr<CheckpointSwarm> m_swarm; // used by m_checkpoints
     std::unique_ptr<Checkpoints> m_checkpoints;
     std::unique_ptr<RequestTable> m_requests;
+    mutable std::mutex m_pollerMutex; // m_poller's pointer, for beatNow() from other threads
     std::unique_ptr<Poller> m_poller;
 };
 

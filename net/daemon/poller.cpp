@@ -29,14 +29,24 @@ void Poller::stop()
     m_background.stop();
 }
 
+void Poller::beatNow()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_beatNow = true;
+    }
+    m_wake.notify_all();
+}
+
 void Poller::loop()
 {
     auto nextRefresh = std::chrono::steady_clock::now();
     std::unique_lock lock(m_mutex);
     while (!m_stopping) {
-        m_wake.wait_for(lock, std::chrono::milliseconds(m_parts.pollMs), [&] { return m_stopping; });
+        m_wake.wait_for(lock, std::chrono::milliseconds(m_parts.pollMs), [&] { return m_stopping || m_beatNow; });
         if (m_stopping)
             break;
+        m_beatNow = false;
         lock.unlock();
         const StatusInputs now = m_parts.joined.tick();
         if (now.summary)

@@ -44,6 +44,10 @@ public:
     explicit Poller(PollerParts parts); // starts at once
     ~Poller();
     void stop();
+    // The next beat now rather than at its period: a change the volunteer
+    // made (pause, snooze, a generation ended) shows in the `state` event
+    // at once. Any thread.
+    void beatNow();
 
 private:
     void loop();
@@ -54,6 +58,7 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_wake;
     bool m_stopping = false;
+    bool m_beatNow = false;
     std::string m_lastStateText;
     WorkQueue m_background; // the hub refresh
     std::atomic<bool> m_refreshing{false}; // one is queued or running

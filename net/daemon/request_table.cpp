@@ -11,8 +11,9 @@ constexpr std::size_t kMaxQueuedReads = 16;
 
 } // namespace
 
-RequestTable::RequestTable()
-    : m_changes(std::make_unique<WorkQueue>(kMaxQueuedChanges))
+RequestTable::RequestTable(std::function<void()> changed)
+    : m_changed(std::move(changed))
+    , m_changes(std::make_unique<WorkQueue>(kMaxQueuedChanges))
     , m_reads(std::make_unique<WorkQueue>(kMaxQueuedReads))
 { }
 
@@ -54,12 +55,17 @@ void RequestTable::dispatch(const control::Request& request, control::Responder 
         return respond(planned.error());
     if (planned->lane == Lane::Now)
         return respond(planned->work());
-    const bool queued = post(planned->lane, [respond, work = std::move(planned->work)] {
+    const bool change = planned->lane == Lane::Changes;
+    const bool queued = post(planned->lane, [this, change, respond, work = std::move(planned->work)] {
+        Result<control::Value> reply = Error::make(control::errc::kInternal, "the daemon failed");
         try {
-            respond(work());
+            reply = work();
         } catch (const std::exception& e) {
-            respond(Error::make(control::errc::kInternal, std::string("the daemon failed: ") + e.what()));
+            reply = Error::make(control::errc::kInternal, std::string("the daemon failed: ") + e.what());
         }
+        if (change && m_changed)
+            m_changed();
+        respond(std::move(reply));
     });
     if (!queued)
         respond(Error::make(control::errc::kBusy, "the daemon has too much queued; try again shortly"));

@@ -36,7 +36,9 @@ public:
     // Checks the body; an error is the reply.
     using Handler = std::function<Result<Planned>(const control::Value& body)>;
 
-    RequestTable();
+    // `changed`: called after each request of the Changes lane ran, before
+    // its reply is sent.
+    explicit RequestTable(std::function<void()> changed = {});
     ~RequestTable();
 
     void add(std::string_view type, Handler handler);
@@ -49,6 +51,7 @@ private:
     WorkQueue& queue(Lane lane);
 
     std::map<std::string, Handler, std::less<>> m_handlers;
+    std::function<void()> m_changed;
     std::unique_ptr<WorkQueue> m_changes;
     std::unique_ptr<WorkQueue> m_reads;
 };
