@@ -552,7 +552,7 @@ Submissions::Verdict Submissions::acceptOnWorker(const Durable& d, std::optional
 double Submissions::lossBound(std::optional<double> honest, double loss)
 {
     const double floor = kLossRiseShare * std::abs(loss);
-    return honest ? *honest + std::max(2.0 * std::abs(*honest), floor) : floor;
+    return honest ? std::max(floor, *honest + std::max(std::abs(*honest), floor)) : floor;
 }
 
 // r: the median change of the established keys' passed scores, this round

@@ -115,18 +115,18 @@ public:
     // not judge them by an old one; the established keys' samples then do.
     static constexpr int64_t kHostMeasureAge = 3;
     // A scored submission is refused when applied alone it changes the
-    // held-out loss by more than lossBound(): this share of theta_v's loss
-    // with no honest score to compare with, else
-    // r + max(2|r|, this share x loss), r = the median change of the
-    // established keys' scored submissions that passed (this round and the
-    // previous one).
+    // held-out loss by more than lossBound(): F = this share of theta_v's
+    // loss with no honest score to compare with, else
+    // max(F, r + max(|r|, F)), r = the median change of the established
+    // keys' scored submissions that passed (this round and the previous
+    // one).
     static constexpr double kLossRiseShare = 0.01;
     // The largest change of the held-out loss `loss` a scored submission
-    // may make, given the honest median change r. The band around r is
-    // 2|r| wide on the harmful side: honest scores spread about as far as
-    // their median is from zero, so when honest updates lower the loss by
-    // more than kLossRiseShare an honest one the drawn windows score as
-    // slightly harmful still passes (with |r| alone the bound was 0 there).
+    // may make, given the honest median change r: never under the noise
+    // floor F (the drawn windows score an honest update as slightly
+    // harmful now and then, whatever r; with r + max(|r|, F) alone the
+    // bound was 0 once r < -F, and refused such updates), and above it
+    // only as far as honest updates raise the loss themselves.
     static double lossBound(std::optional<double> honest, double loss);
 
 private:
