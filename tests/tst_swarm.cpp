@@ -195,7 +195,10 @@ private slots:
         QVERIFY2(accepted + s1.value("rejected", 0) + s2.value("rejected", 0) == 8 && accepted >= 6, why.constData());
         for (const char* format : {"bad_shape", "bad_size", "bad_index", "non_finite", "checksum_mismatch"})
             QVERIFY2(!why.contains(format), why.constData());
-        QVERIFY2(observer.waitForVersion(uint64_t(accepted / 2), 30000), server.stderrText().constData());
+        // A round can hold more than its 2 tasks (an established key takes
+        // a task beside a new key's: 2 + 3 + 3 under load), so 6 to 8
+        // accepted tasks close at least 2 rounds, not accepted / 2.
+        QVERIFY2(observer.waitForVersion(2, 30000), server.stderrText().constData());
         int applied = 0;
         for (WorkerProcess* w : {&w1, &w2}) {
             const QByteArray log = w->log();
@@ -211,7 +214,7 @@ private slots:
         for (const auto& row : observer.metrics())
             if (row.valLoss)
                 rows.push_back(row);
-        QVERIFY(rows.size() >= size_t(accepted / 2)); // round 0 and all but maybe the newest
+        QVERIFY(rows.size() >= 2); // round 0 and the closed rounds but maybe the newest
         qInfo("sparse: validation loss round %llu %.3f -> round %llu %.3f", (unsigned long long)rows.front().round,
             *rows.front().valLoss, (unsigned long long)rows.back().round, *rows.back().valLoss);
         QVERIFY(*rows.back().valLoss < *rows.front().valLoss - 0.3);
