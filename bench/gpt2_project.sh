@@ -69,6 +69,14 @@ for _ in $(seq 600); do [ -s "$work/server.out" ] && break; sleep 0.5; done
 [ -s "$work/server.out" ] || { echo "$0: the server did not start:" >&2; cat "$work/server.err" >&2; exit 1; }
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/server.out" "$1"; }
 key=$(field public_key); endpoint=$(field requests)
+# The server's major page faults (pages read back from disk: code or files
+# the kernel dropped under memory pressure; there is no swap here), sampled
+# every 100 ms, to set beside the slowest heartbeats.
+server_pid=$(pgrep -P "${pids[0]}" -f "bin/crowdtrain-server" | head -n 1)
+( while [ ! -e "$work/stop" ] && [ -r "/proc/$server_pid/stat" ]; do
+      echo "$(date +%s.%N) $(awk '{print $12}' "/proc/$server_pid/stat" 2>/dev/null)"
+      sleep 0.1
+  done ) > "$work/majflt.log" 2>/dev/null &
 
 # The prober is the instrument: it runs before the volunteers (nice -10, as
 # root) so that its own waits for a core are not counted as the loop's.
@@ -115,7 +123,16 @@ import json,sys; p=json.load(open(sys.argv[1]))
 print(f\"| {p['heartbeats']} | {p['max_rtt_ms']:.1f} | {p['p99_rtt_ms']:.1f} | {p['max_gap_ms']:.1f} | {p['failed']} |\")
 print()
 print(f\"Heartbeats of 100 ms or more: {p['over_100_ms']}; the slowest (ms, s after the start):\",
-      ', '.join(f'{ms:.0f} at {at - float(sys.argv[2]):.1f}' for ms, at in p['slowest']))" "$work/prober.json" "$t0"
+      ', '.join(f'{ms:.0f} at {at - float(sys.argv[2]):.1f}' for ms, at in p['slowest']))
+samples = [tuple(map(float, l.split())) for l in open(sys.argv[3]) if len(l.split()) == 2]
+def faults(a, b):
+    inside = [f for t, f in samples if a <= t <= b]
+    before = [f for t, f in samples if t < a]
+    return int(max(inside) - before[-1]) if inside and before else 0
+if len(samples) > 1:
+    print(f'The server\'s major page faults: {int(samples[-1][1] - samples[0][1])} in all; around each of the slowest heartbeats:',
+          ', '.join(f'{ms:.0f} ms: {faults(at - 0.1, at + ms / 1000 + 0.1)}' for ms, at in p['slowest']))" \
+    "$work/prober.json" "$t0" "$work/majflt.log"
 echo
 echo "| volunteer | reconnects (\"lost the coordinator\") | peak RSS (MB) |"
 echo "|---|---|---|"
