@@ -70,11 +70,16 @@ for _ in $(seq 600); do [ -s "$work/server.out" ] && break; sleep 0.5; done
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/server.out" "$1"; }
 key=$(field public_key); endpoint=$(field requests)
 # The server's major page faults (pages read back from disk: code or files
-# the kernel dropped under memory pressure; there is no swap here), sampled
-# every 100 ms, to set beside the slowest heartbeats.
+# the kernel dropped under memory pressure; there is no swap here), and the
+# state (R running or runnable, S sleeping, D in the kernel, e.g. reclaim)
+# and wait channel of its loop (the main thread) and of ZeroMQ's I/O
+# thread, sampled every 100 ms, to set beside the slowest heartbeats.
 server_pid=$(pgrep -P "${pids[0]}" -f "bin/crowdtrain-server" | head -n 1)
-( while [ ! -e "$work/stop" ] && [ -r "/proc/$server_pid/stat" ]; do
-      echo "$(date +%s.%N) $(awk '{print $12}' "/proc/$server_pid/stat" 2>/dev/null)"
+( io_tid=""
+  while [ ! -e "$work/stop" ] && [ -r "/proc/$server_pid/stat" ]; do
+      [ -n "$io_tid" ] || io_tid=$(grep -l "ZMQbg/IO" /proc/$server_pid/task/*/comm 2>/dev/null | head -n 1 | cut -d/ -f5)
+      state() { [ -n "$1" ] && echo "$(awk '{print $3}' "/proc/$server_pid/task/$1/stat" 2>/dev/null):$(cat "/proc/$server_pid/task/$1/wchan" 2>/dev/null)"; }
+      echo "$(date +%s.%N) $(awk '{print $12}' "/proc/$server_pid/stat" 2>/dev/null) $(state "$server_pid") $(state "$io_tid")"
       sleep 0.1
   done ) > "$work/majflt.log" 2>/dev/null &
 
@@ -124,14 +129,25 @@ print(f\"| {p['heartbeats']} | {p['max_rtt_ms']:.1f} | {p['p99_rtt_ms']:.1f} | {
 print()
 print(f\"Heartbeats of 100 ms or more: {p['over_100_ms']}; the slowest (ms, s after the start):\",
       ', '.join(f'{ms:.0f} at {at - float(sys.argv[2]):.1f}' for ms, at in p['slowest']))
-samples = [tuple(map(float, l.split())) for l in open(sys.argv[3]) if len(l.split()) == 2]
+rows = [l.split() for l in open(sys.argv[3])]
+samples = [(float(r[0]), float(r[1]), r[2:]) for r in rows if len(r) >= 2]
 def faults(a, b):
-    inside = [f for t, f in samples if a <= t <= b]
-    before = [f for t, f in samples if t < a]
+    inside = [f for t, f, _ in samples if a <= t <= b]
+    before = [f for t, f, _ in samples if t < a]
     return int(max(inside) - before[-1]) if inside and before else 0
+def states(a, b):
+    return ' '.join('/'.join(s) for t, _, s in samples if a <= t <= b) or '-'
 if len(samples) > 1:
     print(f'The server\'s major page faults: {int(samples[-1][1] - samples[0][1])} in all; around each of the slowest heartbeats:',
-          ', '.join(f'{ms:.0f} ms: {faults(at - 0.1, at + ms / 1000 + 0.1)}' for ms, at in p['slowest']))" \
+          ', '.join(f'{ms:.0f} ms: {faults(at - 0.1, at + ms / 1000 + 0.1)}' for ms, at in p['slowest']))
+    print('The loop\'s and ZeroMQ I/O thread\'s state:wait channel during each (every 100 ms):')
+    for ms, at in p['slowest']:
+        print(f'    {ms:.0f} ms at {at - float(sys.argv[2]):.1f} s: {states(at, at + ms / 1000)}')
+    seen = {}
+    for _, _, s in samples:
+        for x in s[:1]:
+            seen[x.split(':')[0]] = seen.get(x.split(':')[0], 0) + 1
+    print('The loop\'s states over the run:', seen)" \
     "$work/prober.json" "$t0" "$work/majflt.log"
 echo
 echo "| volunteer | reconnects (\"lost the coordinator\") | peak RSS (MB) |"
