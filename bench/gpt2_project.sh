@@ -76,9 +76,9 @@ key=$(field public_key); endpoint=$(field requests)
 # thread, sampled every 100 ms, to set beside the slowest heartbeats.
 server_pid=$(pgrep -P "${pids[0]}" -f "bin/crowdtrain-server" | head -n 1)
 ( io_tid=""
+  state() { [ -n "$1" ] && echo "$(awk '{print $3}' "/proc/$server_pid/task/$1/stat" 2>/dev/null):$(cat "/proc/$server_pid/task/$1/wchan" 2>/dev/null)"; }
   while [ ! -e "$work/stop" ] && [ -r "/proc/$server_pid/stat" ]; do
       [ -n "$io_tid" ] || io_tid=$(grep -l "ZMQbg/IO" /proc/$server_pid/task/*/comm 2>/dev/null | head -n 1 | cut -d/ -f5)
-      state() { [ -n "$1" ] && echo "$(awk '{print $3}' "/proc/$server_pid/task/$1/stat" 2>/dev/null):$(cat "/proc/$server_pid/task/$1/wchan" 2>/dev/null)"; }
       echo "$(date +%s.%N) $(awk '{print $12}' "/proc/$server_pid/stat" 2>/dev/null) $(state "$server_pid") $(state "$io_tid")"
       sleep 0.1
   done ) > "$work/majflt.log" 2>/dev/null &
