@@ -257,9 +257,11 @@ Status AtomicFile::write(const void* data, std::size_t size)
 // back as it likes, and commit()'s fsync reports what went wrong.
 void AtomicFile::writeBack()
 {
-    if (m_started > m_waited)
+    if (m_started > m_waited) {
         ::sync_file_range(m_fd, off64_t(m_waited), off64_t(m_started - m_waited),
             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+        ::posix_fadvise(m_fd, off64_t(m_waited), off64_t(m_started - m_waited), POSIX_FADV_DONTNEED);
+    }
     m_waited = m_started;
     ::sync_file_range(m_fd, off64_t(m_started), off64_t(m_appended - m_started), SYNC_FILE_RANGE_WRITE);
     m_started = m_appended;

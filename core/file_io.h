@@ -54,6 +54,10 @@ Status writeFileAtomic(const std::filesystem::path& file, std::string_view bytes
 // (sync_file_range), so that it never holds GBs of dirty pages: another
 // thread's small fsync on the same file system (a loop recording a task)
 // then waits for at most a window of this file's data, not for all of it.
+// The windows written back leave the page cache (POSIX_FADV_DONTNEED): a
+// coordinator writing GBs a round does not fill the machine's memory with
+// them, where the kernel's reclaim and compaction would stall every
+// thread's allocations, the loop's included (bench/RESULTS.md, GPT-2).
 class AtomicFile {
 public:
     // Creates the temporary file next to `target`; `target` itself is not
