@@ -188,11 +188,11 @@ Status Daemon::run()
 
 void Daemon::stop()
 {
-    {
-        std::lock_guard lock(m_pollerMutex);
-        if (m_poller)
-            m_poller->stop();
-    }
+    // Without m_pollerMutex: Poller::stop waits for a running hub refresh,
+    // and beatNow() callers must not wait behind it (the poller is only
+    // destroyed by ~Daemon, after this).
+    if (m_poller)
+        m_poller->stop();
     if (m_server)
         m_server->stop();
     // Lets a running job finish (a demo hub starting) and drops the rest:
