@@ -22,6 +22,7 @@
 #include <QAbstractButton>
 #include <QCheckBox>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListView>
@@ -132,7 +133,13 @@ class TestApp : public QObject {
                 ::kill(pid, SIGTERM);
             return pids.empty();
         };
-        QTRY_VERIFY_WITH_TIMEOUT(noneLeft(), 30000);
+        if (QTest::qWaitFor(noneLeft, 30000))
+            return;
+        // Where the stop's time went: the daemon logs its shutdown's parts.
+        QFile log(m_home.path() + QStringLiteral("/cache/crowdtrain/daemon.log"));
+        if (log.open(QIODevice::ReadOnly))
+            qWarning().noquote() << "daemon.log, its end:\n" << log.readAll().right(6000);
+        QFAIL("a daemon did not stop within 30 s of SIGTERM");
     }
 
 private slots:

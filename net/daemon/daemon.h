@@ -48,6 +48,7 @@
 #include "net/daemon/poller.h"
 #include "net/daemon/request_table.h"
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -116,6 +117,7 @@ private:
     std::unique_ptr<RequestTable> m_requests;
     mutable std::mutex m_pollerMutex; // m_poller's pointer, for beatNow() from other threads
     std::unique_ptr<Poller> m_poller;
+    std::atomic<bool> m_stopLogged{false}; // stop()'s first call logs its parts
 };
 
 } // namespace crowdtrain::daemon
