@@ -65,23 +65,74 @@ import sys, time
 for line in sys.stdin:
     sys.stdout.write(f"{time.time():.3f} {line}")' > "$work/server.err") &
 pids+=($!)
-for _ in $(seq 600); do [ -s "$work/server.out" ] && break; sleep 0.5; done
+for _ in $(seq 600); do [ -s "$work/server.out" ] || ! kill -0 "${pids[0]}" 2>/dev/null && break; sleep 0.5; done
 [ -s "$work/server.out" ] || { echo "$0: the server did not start:" >&2; cat "$work/server.err" >&2; exit 1; }
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/server.out" "$1"; }
 key=$(field public_key); endpoint=$(field requests)
 # The server's major page faults (pages read back from disk: code or files
 # the kernel dropped under memory pressure; there is no swap here), and the
-# state (R running or runnable, S sleeping, D in the kernel, e.g. reclaim)
-# and wait channel of its loop (the main thread) and of ZeroMQ's I/O
-# thread, sampled every 100 ms, to set beside the slowest heartbeats.
+# state (R running or runnable, S sleeping, D in the kernel, e.g. reclaim),
+# wait channel and scheduler counters (/proc/.../schedstat: time on a CPU
+# and time runnable but waiting for one) of its loop (the main thread), and
+# the state of ZeroMQ's I/O thread, sampled every 100 ms by one process
+# (at nice 0: the loop's counters need no timely sample, and a sampler above
+# the loop took its CPU) to set beside the slowest heartbeats.
 server_pid=$(pgrep -P "${pids[0]}" -f "bin/crowdtrain-server" | head -n 1)
-( io_tid=""
-  state() { [ -n "$1" ] && echo "$(awk '{print $3}' "/proc/$server_pid/task/$1/stat" 2>/dev/null):$(cat "/proc/$server_pid/task/$1/wchan" 2>/dev/null)"; }
-  while [ ! -e "$work/stop" ] && [ -r "/proc/$server_pid/stat" ]; do
-      [ -n "$io_tid" ] || io_tid=$(grep -l "ZMQbg/IO" /proc/$server_pid/task/*/comm 2>/dev/null | head -n 1 | cut -d/ -f5)
-      echo "$(date +%s.%N) $(awk '{print $12}' "/proc/$server_pid/stat" 2>/dev/null) $(state "$server_pid") $(state "$io_tid")"
-      sleep 0.1
-  done ) > "$work/majflt.log" 2>/dev/null &
+/usr/bin/python3 -c '
+import glob, os, sys, time
+pid, stop = sys.argv[1], sys.argv[2]
+threads = open(sys.argv[3], "w")
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+def after_name(stat):
+    return stat.rpartition(")")[2].split()
+def state(tid):
+    return (after_name(read(f"/proc/{pid}/task/{tid}/stat")) or ["-"])[0] + ":" + (read(f"/proc/{pid}/task/{tid}/wchan") or "-")
+def busy_ms():
+    cpu = read("/proc/stat").split("\n", 1)[0].split()[1:]
+    return (sum(map(int, cpu[:8])) - int(cpu[3]) - int(cpu[4])) * 10.0  # all but idle and iowait
+io, watched, last, n = "", [], {}, 0
+while not os.path.exists(stop) and os.path.exists(f"/proc/{pid}/stat"):
+    if not io:
+        io = next((c.split("/")[4] for c in glob.glob(f"/proc/{pid}/task/*/comm") if read(c).startswith("ZMQbg/IO")), "")
+    if n % 50 == 0:  # the processes to watch, every 5 s: ours, beside the server
+        watched = [d for d in glob.glob("/proc/[0-9]*") if d != f"/proc/{pid}" and d != f"/proc/{os.getpid()}"
+                   and read(f"{d}/comm").startswith(("crowdtrain", "bench_close"))]
+    n += 1
+    majflt = (after_name(read(f"/proc/{pid}/stat")) or ["0"] * 10)[9]
+    run_ns, wait_ns = (read(f"/proc/{pid}/task/{pid}/schedstat").split() + ["0", "0"])[:2]
+    io_state = state(io) if io else "-"
+    now = time.time()
+    print(f"{now:.3f} {majflt} {run_ns} {wait_ns} {state(pid)} {io_state}", flush=True)
+    # Who had the CPUs since the last sample (ms): each server thread (the
+    # loop is "loop"), our other processes, this sampler, and the rest of
+    # the machine, each with its nice value.
+    used = {}
+    for task in glob.glob(f"/proc/{pid}/task/*"):
+        rest, ran = after_name(read(f"{task}/stat")), read(f"{task}/schedstat").split()
+        tid = task.rpartition("/")[2]
+        if len(rest) > 16 and ran:
+            name = "loop" if tid == pid else "server:" + read(f"{task}/comm").replace(" ", "_")
+            used[name + "/" + tid] = (rest[16], int(ran[0]) / 1e6)
+    for proc in watched + ["/proc/self"]:
+        rest = after_name(read(f"{proc}/stat"))
+        if len(rest) > 16:
+            name = "sampler" if proc == "/proc/self" else read(f"{proc}/comm").replace(" ", "_")
+            used[name + "/" + proc[6:]] = (rest[16], (int(rest[11]) + int(rest[12])) * 10.0)
+    used["machine/all"] = ("-", busy_ms())
+    delta = {k: ms - last[k] for k, (_, ms) in used.items() if k in last}
+    delta["others/all"] = delta.get("machine/all", 0) - sum(v for k, v in delta.items() if k != "machine/all")
+    busy = [f"{k}:{used[k][0] if k in used else chr(45)}:{v:.0f}" for k, v in delta.items() if v >= 1 and k != "machine/all"]
+    last = {k: ms for k, (_, ms) in used.items()}
+    running = next((l.split()[1] for l in read("/proc/stat").splitlines() if l.startswith("procs_running")), "0")
+    threads.write(f"{now:.3f} {running} " + " ".join(busy) + "\n")
+    threads.flush()
+    time.sleep(0.1)
+' "$server_pid" "$work/stop" "$work/threads.log" > "$work/majflt.log" 2>/dev/null &
 
 # The prober is the instrument: it runs before the volunteers (nice -10, as
 # root) so that its own waits for a core are not counted as the loop's.
@@ -130,25 +181,51 @@ print()
 print(f\"Heartbeats of 100 ms or more: {p['over_100_ms']}; the slowest (ms, s after the start):\",
       ', '.join(f'{ms:.0f} at {at - float(sys.argv[2]):.1f}' for ms, at in p['slowest']))
 rows = [l.split() for l in open(sys.argv[3])]
-samples = [(float(r[0]), float(r[1]), r[2:]) for r in rows if len(r) >= 2]
+samples = [(float(r[0]), float(r[1]), int(r[2]), int(r[3]), r[4:]) for r in rows if len(r) >= 5]
 def faults(a, b):
-    inside = [f for t, f, _ in samples if a <= t <= b]
-    before = [f for t, f, _ in samples if t < a]
+    inside = [f for t, f, *_ in samples if a <= t <= b]
+    before = [f for t, f, *_ in samples if t < a]
     return int(max(inside) - before[-1]) if inside and before else 0
 def states(a, b):
-    return ' '.join('/'.join(s) for t, _, s in samples if a <= t <= b) or '-'
+    return ' '.join('/'.join(s) for t, *_, s in samples if a <= t <= b) or '-'
+def scheduler(a, b):
+    # The loop's time on a CPU and waiting for one, from the last sample
+    # before the heartbeat to the first after its reply.
+    before = [x for x in samples if x[0] <= a]
+    after = [x for x in samples if x[0] >= b]
+    if not before or not after:
+        return '-'
+    x, y = before[-1], after[0]
+    return f'on a CPU {(y[2] - x[2]) / 1e6:.0f} ms, runnable {(y[3] - x[3]) / 1e6:.0f} ms of {(y[0] - x[0]) * 1e3:.0f} ms'
 if len(samples) > 1:
     print(f'The server\'s major page faults: {int(samples[-1][1] - samples[0][1])} in all; around each of the slowest heartbeats:',
           ', '.join(f'{ms:.0f} ms: {faults(at - 0.1, at + ms / 1000 + 0.1)}' for ms, at in p['slowest']))
-    print('The loop\'s and ZeroMQ I/O thread\'s state:wait channel during each (every 100 ms):')
+    print('The loop\'s and ZeroMQ I/O thread\'s state:wait channel during each (every 100 ms), and the loop\'s scheduling around it:')
     for ms, at in p['slowest']:
-        print(f'    {ms:.0f} ms at {at - float(sys.argv[2]):.1f} s: {states(at, at + ms / 1000)}')
+        print(f'    {ms:.0f} ms at {at - float(sys.argv[2]):.1f} s: {states(at, at + ms / 1000)}; {scheduler(at, at + ms / 1000)}')
+    # Who had the CPUs meanwhile (name/pid:nice, ms on a CPU; the server's threads by name).
+    busy = []
+    for line in open(sys.argv[4]):
+        t, running, *entries = line.split()
+        busy.append((float(t), int(running), [e.rsplit(':', 2) for e in entries]))
+    print('Who had the CPUs during each (ms on a CPU, at nice; runnable tasks at most):')
+    for ms, at in p['slowest']:
+        inside = [b for b in busy if at <= b[0] <= at + ms / 1000 + 0.1]
+        use = {}
+        for _, _, entries in inside:
+            for name, nice, used in entries:
+                base = name.rsplit(chr(47), 1)[0]
+                key = f'{base} (nice {nice})'
+                use[key] = use.get(key, 0) + float(used)
+        top = sorted(use.items(), key=lambda kv: -kv[1])[:6]
+        print(f'    {ms:.0f} ms at {at - float(sys.argv[2]):.1f} s: runnable {max((b[1] for b in inside), default=0)};',
+              ', '.join(f'{k} {v:.0f}' for k, v in top) or '-')
     seen = {}
-    for _, _, s in samples:
+    for *_, s in samples:
         for x in s[:1]:
             seen[x.split(':')[0]] = seen.get(x.split(':')[0], 0) + 1
     print('The loop\'s states over the run:', seen)" \
-    "$work/prober.json" "$t0" "$work/majflt.log"
+    "$work/prober.json" "$t0" "$work/majflt.log" "$work/threads.log"
 echo
 echo "| volunteer | reconnects (\"lost the coordinator\") | peak RSS (MB) |"
 echo "|---|---|---|"

@@ -19,12 +19,33 @@
 namespace crowdtrain::core {
 
 inline constexpr int kNiceSteps = 10;
+inline constexpr int kLowestNice = 19;
+
+// This thread's nice value raised to `nice` (never lowered: that needs a
+// privilege), for itself and the threads it starts.
+inline void niceAtLeast(int nice)
+{
+    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+    const int now = ::getpriority(PRIO_PROCESS, tid); // -1 is a valid value, and errors are ignored
+    if (nice > now)
+        ::setpriority(PRIO_PROCESS, tid, nice > kLowestNice ? kLowestNice : nice);
+}
 
 inline void belowTheLoop()
 {
     const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-    const int now = ::getpriority(PRIO_PROCESS, tid); // -1 is a valid value, and errors are ignored
-    ::setpriority(PRIO_PROCESS, tid, now + kNiceSteps > 19 ? 19 : now + kNiceSteps);
+    niceAtLeast(::getpriority(PRIO_PROCESS, tid) + kNiceSteps);
+}
+
+// A volunteer's computing takes only what nobody else wants (BOINC runs its
+// science applications at the lowest priority): the training core, and the
+// daemon's own heavy work beside it (the codec, applying a new version,
+// hashing), each on a thread of its own, since a nice value cannot be
+// lowered again. The desktop, a game and a coordinator on the same machine
+// come first.
+inline void asIdleWork()
+{
+    niceAtLeast(kLowestNice);
 }
 
 } // namespace crowdtrain::core

@@ -29,6 +29,7 @@
 #include <iterator>
 #include <mutex>
 #include <sstream>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -150,6 +151,19 @@ int killCores()
         }
     }
     return killed;
+}
+
+// A process's nice value (/proc/PID/stat, field 19).
+int niceOf(pid_t pid)
+{
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19; ++i)
+        rest >> field;
+    return std::stoi(field);
 }
 
 // The process environment for one test's cores, restored after.
@@ -562,6 +576,24 @@ private slots:
         host.release("idle");
         QTRY_VERIFY(!host.running());
         QCOMPARE(host.starts(), uint64_t(2));
+    }
+
+    // Training takes what nobody else wants: a training core runs at nice
+    // 19, below the volunteer's desktop and a coordinator on the same
+    // machine; a core someone waits for ("Try it") at the caller's own.
+    void aTrainingCoreRunsBelowEverythingElse()
+    {
+        const int own = ::getpriority(PRIO_PROCESS, 0);
+        QVERIFY2(own < corelink::kTrainingCpuNice, "the test itself runs at nice 19");
+        volunteer::CoreHost host({.cpuCore = coreBinary()}, {});
+        {
+            auto lease = host.lease();
+            QVERIFY2(lease, lease ? "" : lease.error().message.c_str());
+            QCOMPARE(niceOf(lease->core().pid()), corelink::kTrainingCpuNice);
+        }
+        auto core = corelink::CoreProcess::start({.binary = coreBinary()});
+        QVERIFY2(core, core ? "" : core.error().message.c_str());
+        QCOMPARE(niceOf((*core)->pid()), own);
     }
 };
 

@@ -6,6 +6,7 @@
 //   intervals (encoding at GPT-2 size takes seconds) keeps the session: the
 //   task is accepted, never dropped for a session the coordinator ended.
 #include "coordinator_process.h"
+#include "core/thread_priority.h"
 #include "free_port.h"
 #include "net/volunteer/agent.h"
 
@@ -13,6 +14,7 @@
 #include <QTest>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -118,7 +120,13 @@ void TestRejoin::aSlowEncodeKeepsTheSession()
     // The encoding of each task's pseudo-gradient stands still for ten
     // intervals, as a 124M model's does on a slow machine. The pause is the
     // condition under test (the slow work), not a wait for something.
-    options.alterPseudoGradient = [](std::vector<float>&) { std::this_thread::sleep_for(std::chrono::seconds(2)); };
+    // It runs on a thread of its own at the lowest priority (the desktop
+    // comes first, as for the training core), whatever this test's own.
+    std::atomic<int> encodeNice{-100};
+    options.alterPseudoGradient = [&encodeNice](std::vector<float>&) {
+        encodeNice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+    };
     volunteer::VolunteerAgent agent(options);
     Status ran = Status::success();
     std::thread runner([&] { ran = agent.run(); });
@@ -131,6 +139,7 @@ void TestRejoin::aSlowEncodeKeepsTheSession()
     QCOMPARE(summary.dropped, uint64_t(0));
     QCOMPARE(summary.accepted, uint64_t(1));
     QCOMPARE(summary.reconnects, uint64_t(0));
+    QCOMPARE(encodeNice.load(), core::kLowestNice);
 }
 
 QTEST_GUILESS_MAIN(TestRejoin)

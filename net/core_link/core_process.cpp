@@ -1,5 +1,6 @@
 #include "net/core_link/core_process.h"
 
+#include "core/thread_priority.h"
 #include "net/wire/error_codes.h"
 
 #include <cerrno>
@@ -86,6 +87,7 @@ Result<std::unique_ptr<CoreProcess>> CoreProcess::start(const CoreProcessOptions
         // parent itself (core_main.cpp).
         if (::getppid() != parent)
             ::_exit(1);
+        core::niceAtLeast(options.nice); // the threads the core starts inherit it
         ::dup2(pair[1], 3); // dup2 clears close-on-exec on the copy
         if (!logFile.empty()) {
             const int log = ::open(logFile.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

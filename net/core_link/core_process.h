@@ -26,7 +26,21 @@ struct CoreProcessOptions {
     std::filesystem::path binary{}; // crowdtrain-core; empty: defaultCoreBinary()
     std::filesystem::path logFile{}; // its standard output and error (appended); empty: the daemon's
     int helloTimeoutMs = 60000; // loading libtorch (and CUDA) can take a while
+    // The core's nice value (0-19; never below the caller's own): the
+    // training cores run below everything else on the volunteer's machine,
+    // as BOINC runs its science applications (kTrainingCpuNice,
+    // kTrainingGpuNice); 0 for work someone waits for ("Try it").
+    int nice = 0;
 };
+
+// A CPU core takes whatever cycles nobody else wants (BOINC's "lowest"
+// process priority, its default for CPU applications): the desktop, a game,
+// a coordinator's loop on the same machine all come first.
+inline constexpr int kTrainingCpuNice = 19;
+// A GPU core mostly waits for its device, and a starved feeding thread
+// idles the card: one step above (BOINC's "below normal", its default for
+// GPU applications).
+inline constexpr int kTrainingGpuNice = 10;
 
 // crowdtrain-core beside this program (the build tree, or libexec/crowdtrain
 // for the daemon), else PREFIX/libexec/crowdtrain/crowdtrain-core for a

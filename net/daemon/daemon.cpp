@@ -24,8 +24,7 @@ namespace {
 // where its time went ("stopped in 41.2 s: the agent 40.9 s, ...").
 class ShutdownClock {
 public:
-    template <class Part>
-    void time(const char* name, Part&& part)
+    template <class Part> void time(const char* name, Part&& part)
     {
         const auto start = std::chrono::steady_clock::now();
         part();

@@ -25,8 +25,9 @@ Result<std::unique_ptr<corelink::CoreProcess>> CoreHost::startBest()
 {
     std::error_code ec;
     if (m_options.tryCuda && cudaRefusal().empty() && std::filesystem::exists(m_options.cudaCore, ec)) {
-        auto cuda
-            = corelink::CoreProcess::start({.binary = m_options.cudaCore, .helloTimeoutMs = m_options.helloTimeoutMs});
+        auto cuda = corelink::CoreProcess::start({.binary = m_options.cudaCore,
+            .helloTimeoutMs = m_options.helloTimeoutMs,
+            .nice = corelink::kTrainingGpuNice});
         std::string why;
         if (!cuda) {
             why = cuda.error().message;
@@ -44,7 +45,8 @@ Result<std::unique_ptr<corelink::CoreProcess>> CoreHost::startBest()
         if (m_log)
             m_log("the CUDA core cannot train on this machine (" + why + "); training on the CPU core");
     }
-    return corelink::CoreProcess::start({.binary = m_options.cpuCore, .helloTimeoutMs = m_options.helloTimeoutMs});
+    return corelink::CoreProcess::start(
+        {.binary = m_options.cpuCore, .helloTimeoutMs = m_options.helloTimeoutMs, .nice = corelink::kTrainingCpuNice});
 }
 
 CoreHost::~CoreHost()

@@ -1,8 +1,9 @@
 #include "net/volunteer/session.h"
 
-#include <future>
-
+#include "core/thread_priority.h"
 #include "net/wire/error_codes.h"
+
+#include <future>
 
 namespace crowdtrain::volunteer {
 
@@ -183,7 +184,12 @@ void Session::listenForEvents()
 
 Status Session::whileAlive(const std::function<Status()>& work, uint64_t heldVersion)
 {
-    auto done = std::async(std::launch::async, work);
+    // The work on a thread of its own, at the lowest priority
+    // (core::asIdleWork); this one keeps the session alive meanwhile.
+    auto done = std::async(std::launch::async, [&work] {
+        core::asIdleWork();
+        return work();
+    });
     while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
         keepAlive(heldVersion);
     return done.get();
