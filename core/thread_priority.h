@@ -33,8 +33,7 @@ inline void niceAtLeast(int nice)
 
 inline void belowTheLoop()
 {
-    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-    niceAtLeast(::getpriority(PRIO_PROCESS, tid) + kNiceSteps);
+    niceAtLeast(::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid))) + kNiceSteps);
 }
 
 // A volunteer's computing takes only what nobody else wants (BOINC runs its

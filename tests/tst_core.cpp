@@ -29,10 +29,12 @@
 #include <iterator>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 using namespace crowdtrain;
 
@@ -122,6 +124,23 @@ volunteer::CoreTaskRequest taskRequest()
     return r;
 }
 
+// The fields of /proc/PID/stat after the command's name: [0] is the
+// state (field 3), [1] the parent (4), [16] the nice value (19).
+std::vector<std::string> statFields(const std::filesystem::path& process)
+{
+    std::ifstream stat(process / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    std::vector<std::string> fields;
+    if (close == std::string::npos)
+        return fields;
+    std::istringstream rest(line.substr(close + 1));
+    for (std::string field; rest >> field;)
+        fields.push_back(field);
+    return fields;
+}
+
 // SIGKILL to this test's training cores (as the kernel's OOM killer would):
 // the children of this process whose command line is crowdtrain-core's (its
 // name may read "exe": the core re-executes itself to tune OpenBLAS).
@@ -133,19 +152,12 @@ int killCores()
         const std::string name = entry.path().filename().string();
         if (name.find_first_not_of("0123456789") != std::string::npos)
             continue;
-        std::ifstream stat(entry.path() / "stat");
-        std::string line;
-        std::getline(stat, line);
-        const auto close = line.rfind(')');
-        if (close == std::string::npos)
+        const std::vector<std::string> fields = statFields(entry.path());
+        if (fields.size() < 2)
             continue;
-        std::istringstream rest(line.substr(close + 2));
-        char state = 0;
-        pid_t parent = 0;
-        rest >> state >> parent;
         std::ifstream cmdline(entry.path() / "cmdline");
         std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-        if (parent == ::getpid() && command.find("crowdtrain-core") != std::string::npos) {
+        if (std::stol(fields[1]) == ::getpid() && command.find("crowdtrain-core") != std::string::npos) {
             ::kill(pid_t(std::stol(name)), SIGKILL);
             ++killed;
         }
@@ -156,14 +168,8 @@ int killCores()
 // A process's nice value (/proc/PID/stat, field 19).
 int niceOf(pid_t pid)
 {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    std::string field;
-    for (int i = 3; i <= 19; ++i)
-        rest >> field;
-    return std::stoi(field);
+    const std::vector<std::string> fields = statFields("/proc/" + std::to_string(pid));
+    return fields.size() > 16 ? std::stoi(fields[16]) : -100;
 }
 
 // The process environment for one test's cores, restored after.
