@@ -728,6 +728,53 @@ private slots:
         QCOMPARE(gone.error().code, std::string("unknown_task"));
         QVERIFY(askForTask(silent, 1));
     }
+
+    // A wrap-up reaches a holder in the middle of an inner step that takes
+    // longer than the grace (GPT-2 124M on a CPU: 5 s a step, beside a grace
+    // of 6 s at a 1 s heartbeat): it is still heard, as long as it starts
+    // uploading within the time the volunteer that wrapped the round up took
+    // for its whole task. Session 33 saw rounds close with 2 or 1 of 3
+    // volunteers' tasks.
+    void aSlowHolderIsHeardAtTheFastestsPace()
+    {
+        ServerProcess server;
+        const auto spec = writeSpec(root() / "pace", m_data, SpecOptions{.tasksPerRound = 2, .deadlineSeconds = 600});
+        QVERIFY(server.start(spec, root() / "pace" / "state", 300)); // a grace of 2 x 300 ms x 3 = 1.8 s
+        auto slow = join(server, "slow"), fast = join(server, "fast");
+        const net::Task slowTask = task(slow);
+        const net::Task fastTask = task(fast);
+        const auto leased = std::chrono::steady_clock::now();
+        const auto since = [](auto start) {
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        };
+        // The fast volunteer takes 5 s for its task, then asks for more.
+        QVERIFY(waitFor(
+            [&] {
+                heartbeatOf(fast, 0);
+                heartbeatOf(slow, 0); // training
+                return since(leased) >= 5.0;
+            },
+            30000));
+        auto r = uploadAndSubmit(fast, fastTask, int8Payload(randomDelta(elements(fast), 1e-3f, 5)), kTaskTokens);
+        QVERIFY2(r, r ? "" : r.error().message.c_str());
+        QVERIFY(!askForTask(fast, 0)); // all handed out: the round wraps up
+        QVERIFY(waitFor([&] { return heartbeatOf(slow, 0).wrapUp; }, 30000));
+        // The slow one's step ends 3 s later: past the 1.8 s grace, within
+        // the fast one's 5 s.
+        const auto heard = std::chrono::steady_clock::now();
+        QVERIFY(waitFor(
+            [&] {
+                heartbeatOf(slow, 0);
+                return since(heard) >= 3.0;
+            },
+            30000));
+        auto late
+            = uploadAndSubmit(slow, slowTask, int8Payload(randomDelta(elements(slow), 1e-3f, 6)), kTaskTokens / 4);
+        QVERIFY2(late, late ? "" : late.error().message.c_str());
+        QCOMPARE(late->round, uint64_t(1));
+        QVERIFY(waitFor([&] { return projectVersion(fast) == 1; }, 30000));
+        QVERIFY(!server.stderrText().contains("wraps up without task"));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestHardening)

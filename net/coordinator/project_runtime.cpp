@@ -122,7 +122,8 @@ Status ProjectRuntime::initialise(const std::filesystem::path& stateDir, int64_t
     m_tasks = std::make_unique<TaskBoard>(*m_store, *m_plan,
         uint64_t(m_spec.inner.steps * m_spec.inner.batchSize * m_spec.model.blockSize), std::move(beforeRecord));
     // Holders hear of a wrap-up at their next heartbeat and stop after the
-    // step they are in: two liveness periods are enough to start uploading.
+    // step they are in: two liveness periods are enough to start uploading
+    // when a step is short (RoundPolicy waits longer for a slow step).
     const int64_t livenessMs = int64_t(2 * m_options.heartbeatIntervalMs * m_options.heartbeatLiveness);
     m_policy = std::make_unique<RoundPolicy>(m_spec, *m_round, *m_tasks, *m_plan, livenessMs);
     m_submissions = std::make_unique<Submissions>(m_spec, m_spec.codec, m_parameters,

@@ -25,7 +25,7 @@ Result<const OpenTask*> RoundPolicy::handOut(const std::string& key, bool ahead,
         // A volunteer that delivered in this round asks for more and there
         // is none: rather than let it wait for the slowest, the round wraps up.
         if (!m_wrapUp.active && m_tasks.outstandingTokens() > 0 && mayWrapUp(key))
-            m_wrapUp.active = true;
+            startWrapUp(key);
         waitsForWork(key, nowMs);
         return nullptr;
     }
@@ -52,7 +52,8 @@ Result<const OpenTask*> RoundPolicy::handOutAhead(const std::string& key, int64_
         // refused or lost) and it did not, it gives the task back and takes
         // the open round's work.
         if (mayWrapUp(key)) {
-            m_wrapUp.active = true;
+            if (!m_wrapUp.active)
+                startWrapUp(key);
         } else if (!delivered(key) && !m_wrapUp.active && !workHandedOut(key)) {
             endTask(held->lease.id, true);
             return nullptr;
@@ -69,6 +70,12 @@ Result<const OpenTask*> RoundPolicy::handOutAhead(const std::string& key, int64_
     if (!task)
         return task.error();
     return static_cast<const OpenTask*>(*task);
+}
+
+void RoundPolicy::startWrapUp(const std::string& key)
+{
+    m_wrapUp.active = true;
+    m_wrapUp.graceMs = std::max(m_wrapUpGraceMs, m_tasks.paceOf(key));
 }
 
 bool RoundPolicy::offersWork(const std::string& key) const
@@ -146,7 +153,7 @@ void RoundPolicy::endTasksOf(const std::string& key)
 
 std::optional<net::RoundWrapUpEvent> RoundPolicy::tick(int64_t nowMs)
 {
-    if (m_wrapUp.active && m_wrapUp.announced && nowMs - m_wrapUp.atMs > m_wrapUpGraceMs)
+    if (m_wrapUp.active && m_wrapUp.announced && nowMs - m_wrapUp.atMs > m_wrapUp.graceMs)
         dropSilentHolders(nowMs);
     if (!m_wrapUp.active || m_wrapUp.announced)
         return std::nullopt;
@@ -168,13 +175,14 @@ void RoundPolicy::dropSilentHolders(int64_t nowMs)
     for (const auto& [id, task] : m_tasks.tasks()) {
         const bool reconnecting = task.lastUploadMs == 0 && nowMs < m_restoredUntilMs && m_restored.contains(id);
         if (!task.ahead && !reconnecting
-            && (task.lastUploadMs < m_wrapUp.atMs || nowMs - task.lastUploadMs > m_wrapUpGraceMs))
+            && (task.lastUploadMs < m_wrapUp.atMs || nowMs - task.lastUploadMs > m_wrapUp.graceMs))
             silent.push_back(id);
     }
     for (uint64_t id : silent) {
         m_wrapUp.silentKeys.insert(m_tasks.tasks().at(id).lease.publicKey);
-        std::fprintf(stderr, "%s: round %lld wraps up without task %llu (its holder sent nothing)\n",
-            m_spec.name.c_str(), static_cast<long long>(m_round.openRound()), static_cast<unsigned long long>(id));
+        std::fprintf(stderr, "%s: round %lld wraps up without task %llu (its holder sent nothing for %.1f s)\n",
+            m_spec.name.c_str(), static_cast<long long>(m_round.openRound()), static_cast<unsigned long long>(id),
+            double(m_wrapUp.graceMs) / 1000.0);
         endTask(id, true, true);
     }
 }

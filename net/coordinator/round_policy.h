@@ -8,7 +8,10 @@
 // left wraps the round up instead of waiting for the slowest: the holders
 // hear of it at their next heartbeat and submit what they have; after a
 // grace, the tasks of holders that sent nothing are taken back and the
-// round closes around them (they get no other task in it). Tasks restored
+// round closes around them (they get no other task in it). The grace is at
+// least the time the volunteer that wrapped the round up took from its
+// task's lease to its first upload chunk: a holder in the middle of an inner
+// step as slow as a whole task of the fastest volunteer's is still heard. Tasks restored
 // at a restart are spared that until their holders have had the longest
 // reconnect backoff to come back (they cannot hear of a wrap-up before).
 // A key whose
@@ -52,8 +55,8 @@ namespace crowdtrain::coordinator {
 
 class RoundPolicy {
 public:
-    // `wrapUpGraceMs`: how long holders have to start uploading after a
-    // wrap-up is announced.
+    // `wrapUpGraceMs`: how long holders have at least to start uploading
+    // after a wrap-up is announced.
     RoundPolicy(const ProjectSpec& spec, const RoundState& round, TaskBoard& tasks, const DataPlan& plan,
         int64_t wrapUpGraceMs);
 
@@ -109,6 +112,8 @@ private:
     // round open).
     bool othersAreWorking(const std::string& key, int64_t nowMs) const;
     Result<const OpenTask*> handOutAhead(const std::string& key, int64_t nowMs);
+    // `key`, which delivered, wraps the round up.
+    void startWrapUp(const std::string& key);
     void dropSilentHolders(int64_t nowMs);
 
     const ProjectSpec& m_spec;
@@ -124,6 +129,9 @@ private:
         bool active = false; // the open round asks its task holders to submit now
         bool announced = false; // round_wrap_up was published
         int64_t atMs = 0; // when it was
+        // How long holders have to start uploading from then: the grace, or
+        // the pace of the key that started it (TaskBoard::paceOf) if longer.
+        int64_t graceMs = 0;
         // Keys whose task was taken back because they stayed silent through
         // the wrap-up: they get no other task in this round.
         std::set<std::string> silentKeys;

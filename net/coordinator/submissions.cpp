@@ -191,6 +191,8 @@ Result<net::UploadChunkReply> Submissions::uploadChunk(
     task.receivedBytes += request.data.size();
     ++task.nextChunk;
     task.lastUploadMs = nowMs;
+    if (request.index == 0)
+        task.firstUploadMs = nowMs;
     return net::UploadChunkReply{request.taskId, task.nextChunk, task.receivedBytes};
 }
 

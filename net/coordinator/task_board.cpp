@@ -103,7 +103,7 @@ Result<OpenTask*> TaskBoard::lease(const std::string& key, int64_t round, int64_
     auto lease = m_plan.lease(key, nowMs);
     if (!lease)
         return static_cast<OpenTask*>(nullptr);
-    OpenTask task{*lease, m_taskTokens, 0, 0, uploadFileOf(lease->id), nullptr, 0, ahead};
+    OpenTask task{*lease, m_taskTokens, 0, 0, uploadFileOf(lease->id), nullptr, 0, 0, ahead, nowMs};
     // Recorded before the volunteer hears of it, so that a restart keeps it
     // (one leased ahead is recorded for its own round, so a restart before
     // that round opens drops it).
@@ -166,7 +166,12 @@ void TaskBoard::drop(uint64_t taskId, bool returnRange)
 
 void TaskBoard::forget(uint64_t taskId)
 {
-    m_tasks.erase(taskId);
+    if (auto it = m_tasks.find(taskId); it != m_tasks.end()) {
+        const OpenTask& task = it->second;
+        if (task.leasedMs > 0 && task.firstUploadMs >= task.leasedMs)
+            m_paceMs[task.lease.publicKey] = task.firstUploadMs - task.leasedMs;
+        m_tasks.erase(it);
+    }
     removeLater({tasksDir() / taskFileName(taskId)});
 }
 
@@ -176,6 +181,12 @@ std::vector<uint64_t> TaskBoard::expire(int64_t nowMs)
     for (const Lease& expired : m_plan.expire(nowMs))
         ids.push_back(expired.id);
     return ids;
+}
+
+int64_t TaskBoard::paceOf(const std::string& key) const
+{
+    auto it = m_paceMs.find(key);
+    return it == m_paceMs.end() ? 0 : it->second;
 }
 
 uint64_t TaskBoard::outstandingTokens() const
@@ -205,6 +216,7 @@ std::vector<uint64_t> TaskBoard::promoteAhead()
         drop(id, true);
     for (auto& [id, task] : m_tasks)
         task.ahead = false;
+    m_paceMs.clear();
     return dropped;
 }
 

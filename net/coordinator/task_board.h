@@ -88,10 +88,12 @@ struct OpenTask {
     std::filesystem::path uploadFile;
     std::shared_ptr<UploadChecks> checks; // of the chunks received so far
     int64_t lastUploadMs = 0; // when its last chunk came (0: none yet)
+    int64_t firstUploadMs = 0; // when its first chunk came (0: none yet)
     // Leased for the round after the open one (get_task "ahead"): its holder
     // trains it while the open round closes; it counts toward no round's
     // target until that round opens (promoteAhead).
     bool ahead = false;
+    int64_t leasedMs = 0; // when it was leased (0: restored at a restart)
     // Its submission passed the checks and is being made durable on the
     // project's worker (Submissions): drop() leaves it be.
     bool accepting = false;
@@ -128,6 +130,11 @@ public:
     void drop(uint64_t taskId, bool returnRange);
     // Ends an accepted task (its upload was moved away, its range completed).
     void forget(uint64_t taskId);
+    // How long `key`'s task accepted in the open round took from its lease
+    // to its first upload chunk: the time that volunteer needs to train a
+    // whole task and start sending it. 0 when unknown (none accepted, or
+    // one restored at a restart).
+    int64_t paceOf(const std::string& key) const;
     // The tasks past their deadline; the plan has taken their ranges back,
     // drop(id, false) ends them.
     std::vector<uint64_t> expire(int64_t nowMs);
@@ -160,6 +167,7 @@ private:
     DataPlan& m_plan;
     uint64_t m_taskTokens;
     std::map<uint64_t, OpenTask> m_tasks; // by task id (= lease id)
+    std::map<std::string, int64_t> m_paceMs; // paceOf, by key; cleared as a round opens
     // Lease ids below this are (or may have been) handed out; it is stored in
     // the ledger's meta table a block ahead, so a restart never reuses an id.
     uint64_t m_leaseIdCeiling = 0;
