@@ -15,7 +15,11 @@
 #
 # H (inner steps, default 4), BATCH (2), BLOCK (128), CODEC (sparse|int8,
 # default sparse), PRESET (gpt2), CHECKPOINT_EVERY (1), KEEP_LAST (3),
-# HEARTBEAT_MS (1000), PERIOD_MS (the prober's, 50), PROBER_NICE (-10, as root), THREADS (per volunteer, 1),
+# HEARTBEAT_MS (1000), PERIOD_MS (the prober's, 50), PROBER_NICE (-10, as root),
+# THREADS (per volunteer, 1; a list such as "2 1 1" gives volunteer i the
+# i-th, cycling), CPUS (a list of CPU sets, one per volunteer, cycling:
+# "0 1 1" runs volunteer 1 alone on CPU 0 and 2 and 3 on CPU 1, so that
+# volunteer 1 is twice as fast and wraps the rounds up),
 # SLOW_MS (the server names loop work of at least this many ms, 250),
 # KEEP_WORK=1 keeps the work folder.
 set -euo pipefail
@@ -92,16 +96,16 @@ def after_name(stat):
     return stat.rpartition(")")[2].split()
 def state(tid):
     return (after_name(read(f"/proc/{pid}/task/{tid}/stat")) or ["-"])[0] + ":" + (read(f"/proc/{pid}/task/{tid}/wchan") or "-")
-def busy_ms():
-    cpu = read("/proc/stat").split("\n", 1)[0].split()[1:]
-    return (sum(map(int, cpu[:8])) - int(cpu[3]) - int(cpu[4])) * 10.0  # all but idle and iowait
+def machine_ms():
+    # The first line of /proc/stat: user nice system idle iowait irq softirq steal.
+    cpu = [int(x) * 10.0 for x in read("/proc/stat").split("\n", 1)[0].split()[1:9]]
+    return sum(cpu) - cpu[3] - cpu[4], cpu[5] + cpu[6], cpu[7]
 io, watched, last, n = "", [], {}, 0
 while not os.path.exists(stop) and os.path.exists(f"/proc/{pid}/stat"):
     if not io:
         io = next((c.split("/")[4] for c in glob.glob(f"/proc/{pid}/task/*/comm") if read(c).startswith("ZMQbg/IO")), "")
-    if n % 50 == 0:  # the processes to watch, every 5 s: ours, beside the server
-        watched = [d for d in glob.glob("/proc/[0-9]*") if d != f"/proc/{pid}" and d != f"/proc/{os.getpid()}"
-                   and read(f"{d}/comm").startswith(("crowdtrain", "bench_close"))]
+    if n % 10 == 0:  # the processes to watch, every second: all but the server and this sampler
+        watched = [d for d in glob.glob("/proc/[0-9]*") if d != f"/proc/{pid}" and d != f"/proc/{os.getpid()}"]
     n += 1
     majflt = (after_name(read(f"/proc/{pid}/stat")) or ["0"] * 10)[9]
     run_ns, wait_ns = (read(f"/proc/{pid}/task/{pid}/schedstat").split() + ["0", "0"])[:2]
@@ -109,8 +113,11 @@ while not os.path.exists(stop) and os.path.exists(f"/proc/{pid}/stat"):
     now = time.time()
     print(f"{now:.3f} {majflt} {run_ns} {wait_ns} {state(pid)} {io_state}", flush=True)
     # Who had the CPUs since the last sample (ms): each server thread (the
-    # loop is "loop"), our other processes, this sampler, and the rest of
-    # the machine, each with its nice value.
+    # loop is "loop"), every other process (ours, the threads of the kernel,
+    # those of the machine), this sampler, the interrupts and the time the
+    # hypervisor gave to other machines (steal), each with its nice value;
+    # "others" is what none of them accounts for (processes that came and
+    # went between two looks at /proc).
     used = {}
     for task in glob.glob(f"/proc/{pid}/task/*"):
         rest, ran = after_name(read(f"{task}/stat")), read(f"{task}/schedstat").split()
@@ -120,10 +127,21 @@ while not os.path.exists(stop) and os.path.exists(f"/proc/{pid}/stat"):
             used[name + "/" + tid] = (rest[16], int(ran[0]) / 1e6)
     for proc in watched + ["/proc/self"]:
         rest = after_name(read(f"{proc}/stat"))
-        if len(rest) > 16:
-            name = "sampler" if proc == "/proc/self" else read(f"{proc}/comm").replace(" ", "_")
-            used[name + "/" + proc[6:]] = (rest[16], (int(rest[11]) + int(rest[12])) * 10.0)
-    used["machine/all"] = ("-", busy_ms())
+        comm = read(f"{proc}/comm").replace(" ", "_")
+        if not comm.startswith("crowdtrain") or proc == "/proc/self":
+            if len(rest) > 16:
+                name = "sampler" if proc == "/proc/self" else comm
+                used[name + "/" + proc[6:]] = (rest[16], (int(rest[11]) + int(rest[12])) * 10.0)
+            continue
+        # Our processes thread by thread: a thread may run at its own nice.
+        for task in glob.glob(f"{proc}/task/*"):
+            rest, ran = after_name(read(f"{task}/stat")), read(f"{task}/schedstat").split()
+            thread = read(f"{task}/comm").replace(" ", "_")
+            if len(rest) > 16 and ran:
+                name = comm if thread == comm else f"{comm}[{thread}]"
+                used[name + "/" + task.rpartition("/")[2]] = (rest[16], int(ran[0]) / 1e6)
+    total, interrupts, steal = machine_ms()
+    used["machine/all"], used["interrupts/all"], used["steal/all"] = ("-", total), ("-", interrupts), ("-", steal)
     delta = {k: ms - last[k] for k, (_, ms) in used.items() if k in last}
     delta["others/all"] = delta.get("machine/all", 0) - sum(v for k, v in delta.items() if k != "machine/all")
     busy = [f"{k}:{used[k][0] if k in used else chr(45)}:{v:.0f}" for k, v in delta.items() if v >= 1 and k != "machine/all"]
@@ -143,9 +161,13 @@ prober_nice=()
 prober=$!
 start=$(date +%s)
 workers=()
+read -r -a threads_each <<< "${THREADS:-1}"
+read -r -a cpus_each <<< "${CPUS:-}"
 for i in $(seq "$volunteers"); do
-    /usr/bin/time -v "$build/bin/crowdtrain-worker" join "$endpoint" gpt2 --server-key "$key" --data "$work/data" \
-        --data-dir "$work/v$i" --name "v$i" --threads "${THREADS:-1}" --max-rounds "$rounds" \
+    pinned=()
+    [ "${#cpus_each[@]}" = 0 ] || pinned=(taskset -c "${cpus_each[$(( (i - 1) % ${#cpus_each[@]} ))]}")
+    "${pinned[@]}" /usr/bin/time -v "$build/bin/crowdtrain-worker" join "$endpoint" gpt2 --server-key "$key" --data "$work/data" \
+        --data-dir "$work/v$i" --name "v$i" --threads "${threads_each[$(( (i - 1) % ${#threads_each[@]} ))]}" --max-rounds "$rounds" \
         > /dev/null 2> "$work/v$i.log" &
     workers+=($!); pids+=($!)
 done
@@ -217,7 +239,7 @@ if len(samples) > 1:
                 base = name.rsplit(chr(47), 1)[0]
                 key = f'{base} (nice {nice})'
                 use[key] = use.get(key, 0) + float(used)
-        top = sorted(use.items(), key=lambda kv: -kv[1])[:6]
+        top = sorted(use.items(), key=lambda kv: -kv[1])[:8]
         print(f'    {ms:.0f} ms at {at - float(sys.argv[2]):.1f} s: runnable {max((b[1] for b in inside), default=0)};',
               ', '.join(f'{k} {v:.0f}' for k, v in top) or '-')
     seen = {}
@@ -243,6 +265,8 @@ for line in sys.stdin:
     at, _, rest = line.partition(' ')
     print(f'    {float(at) - start:7.1f} s  {rest}', end='')" "$t0"; }
 grep " closed: " "$work/server.err" | relative
+echo "Tasks taken back in a wrap-up from holders that sent nothing (their work lost):"
+grep "wraps up without task" "$work/server.err" | relative || echo "    none"
 echo "The loop's work of ${SLOW_MS:-250} ms or more (core/slow_work.h):"
 grep "the loop was busy" "$work/server.err" | relative || echo "    none"
 read -r reclaim0 compact0 <<< "$vmstat_start"; read -r reclaim1 compact1 <<< "$vmstat_end"

@@ -29,6 +29,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <thread>
@@ -360,16 +361,21 @@ private slots:
     // task board's file thread (a task's record), the project's worker (an
     // acceptance) and the evaluation thread each run at the loop's nice
     // value + 10, so that on a busy host the loop is scheduled first. The
-    // loop itself (a tick) keeps the process's value.
+    // loop itself (a tick) keeps the process's value. Each heavy thread
+    // carries its name (core/thread_name.h), as `top -H` shows it.
     void theHeavyThreadsRunBelowTheLoop()
     {
         std::mutex mutex;
         std::map<std::string, int> nice;
+        std::map<std::string, std::string> names;
         InProcessServer server(writeSpec(root() / "nice", m_data, SpecOptions{.tasksPerRound = 1}),
             root() / "nice/state", [&](std::string_view where, int64_t) {
                 const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+                char name[16] = {};
+                ::pthread_getname_np(::pthread_self(), name, sizeof name);
                 std::lock_guard lock(mutex);
                 nice.emplace(std::string(where), ::getpriority(PRIO_PROCESS, tid));
+                names.emplace(std::string(where), name);
             });
         auto v = joinProject(m_context, server->requestEndpoint(), server->keys().publicKey, "tiny", "v");
         const net::Task t = task(v);
@@ -390,6 +396,9 @@ private slots:
                 (std::string(heavy) + ": " + (nice.contains(heavy) ? std::to_string(nice.at(heavy)) : "not reached")
                     + ", expected " + std::to_string(below))
                     .c_str());
+        QCOMPARE(names.at("task-record"), std::string("task-files"));
+        QCOMPARE(names.at("accept-begun"), std::string("project-work"));
+        QCOMPARE(names.at("evaluate"), std::string("evaluation"));
     }
 
     // A slow piece of loop work names the steps inside it (core::SlowPart)

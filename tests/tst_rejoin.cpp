@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <pthread.h>
 #include <thread>
 
 using namespace crowdtrain;
@@ -123,8 +124,10 @@ void TestRejoin::aSlowEncodeKeepsTheSession()
     // It runs on a thread of its own at the lowest priority (the desktop
     // comes first, as for the training core), whatever this test's own.
     std::atomic<int> encodeNice{-100};
-    options.alterPseudoGradient = [&encodeNice](std::vector<float>&) {
+    char encodeThread[16] = {}; // its name, as `top -H` shows it
+    options.alterPseudoGradient = [&encodeNice, &encodeThread](std::vector<float>&) {
         encodeNice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
+        ::pthread_getname_np(::pthread_self(), encodeThread, sizeof encodeThread);
         std::this_thread::sleep_for(std::chrono::seconds(2));
     };
     volunteer::VolunteerAgent agent(options);
@@ -140,6 +143,7 @@ void TestRejoin::aSlowEncodeKeepsTheSession()
     QCOMPARE(summary.accepted, uint64_t(1));
     QCOMPARE(summary.reconnects, uint64_t(0));
     QCOMPARE(encodeNice.load(), core::kLowestNice);
+    QCOMPARE(std::string(encodeThread), std::string("idle-work"));
 }
 
 QTEST_GUILESS_MAIN(TestRejoin)

@@ -1,5 +1,6 @@
 #include "net/coordinator/evaluation.h"
 
+#include "core/thread_name.h"
 #include "core/thread_priority.h"
 #include "engine/batch_sampler.h"
 #include "engine/diloco/flat_params.h"
@@ -109,6 +110,7 @@ void Evaluation::start(int64_t round, int64_t tokens, std::shared_ptr<const std:
 {
     Running running{Done{round, tokens, params, std::move(event), std::nullopt, {}, {}, {}, 0}, {}};
     running.outcome = std::async(std::launch::async, [this, params, round, tokens, withSamples, after] {
+        core::nameThisThread("evaluation");
         core::belowTheLoop();
         Outcome outcome;
         try {

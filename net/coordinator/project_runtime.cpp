@@ -2,6 +2,7 @@
 
 #include "core/clock.h"
 #include "core/slow_work.h"
+#include "core/thread_name.h"
 #include "engine/hf_gpt2.h"
 #include "engine/model_io.h"
 #include "net/transfer/sha256.h"
@@ -389,6 +390,7 @@ void ProjectRuntime::removeReleasedFiles()
     if (files.empty())
         return;
     m_removing = std::async(std::launch::async, [files = std::move(files), name = m_spec.name] {
+        core::nameThisThread("remove-files");
         if (Status s = ProjectStore::removeFiles(files); !s) // only costs disk
             std::fprintf(stderr, "%s: %s\n", name.c_str(), s.error().message.c_str());
     });

@@ -195,7 +195,7 @@ private:
     std::vector<RecordingTask> m_recordingTasks;
     // The close and the acceptances run on it (last: destroyed, so joined,
     // first, after finishing what was posted).
-    std::unique_ptr<ProjectWorker> m_worker = std::make_unique<ProjectWorker>();
+    std::unique_ptr<ProjectWorker> m_worker = std::make_unique<ProjectWorker>("project-work");
 };
 
 } // namespace crowdtrain::coordinator

@@ -11,6 +11,7 @@
 // job already posted (an acceptance the loop handed over is made durable
 // even at shutdown), then joins.
 
+#include "core/thread_name.h"
 #include "core/thread_priority.h"
 
 #include <condition_variable>
@@ -26,8 +27,9 @@ namespace crowdtrain::coordinator {
 
 class ProjectWorker {
 public:
-    ProjectWorker()
-        : m_thread([this] { work(); })
+    // `name`: the thread's (core::nameThisThread).
+    explicit ProjectWorker(const char* name)
+        : m_thread([this, name] { work(name); })
     { }
     ~ProjectWorker()
     {
@@ -56,8 +58,9 @@ public:
     }
 
 private:
-    void work()
+    void work(const char* name)
     {
+        core::nameThisThread(name);
         core::belowTheLoop(); // the loop that posts the jobs runs first
         for (;;) {
             std::function<void()> job;

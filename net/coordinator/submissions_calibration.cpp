@@ -1,4 +1,5 @@
 #include "net/coordinator/submissions_calibration.h"
+#include "core/thread_name.h"
 
 #include "engine/batch_sampler.h"
 #include "engine/diloco/manifest.h"
@@ -49,8 +50,10 @@ void HostCalibration::start(
 void HostCalibration::launch(Task task)
 {
     m_abort = false;
-    m_running = std::async(std::launch::async,
-        [this, task = std::move(task)] { return train(task.version, *task.theta, task.direction); });
+    m_running = std::async(std::launch::async, [this, task = std::move(task)] {
+        core::nameThisThread("calibration");
+        return train(task.version, *task.theta, task.direction);
+    });
 }
 
 std::optional<HostCalibration::Measure> HostCalibration::take(bool wait)

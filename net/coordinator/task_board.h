@@ -174,7 +174,7 @@ private:
     std::function<void()> m_beforeRecord;
     // Writes the records and removes files (last: destroyed, so joined,
     // first, after finishing what was posted).
-    std::unique_ptr<ProjectWorker> m_files = std::make_unique<ProjectWorker>();
+    std::unique_ptr<ProjectWorker> m_files = std::make_unique<ProjectWorker>("task-files");
 };
 
 } // namespace crowdtrain::coordinator

@@ -1,6 +1,7 @@
 #include "net/daemon/checkpoint_swarm.h"
 
 #include "core/file_io.h"
+#include "core/thread_name.h"
 #include "net/control/setting_keys.h"
 #include "net/daemon/checkpoint_transfer.h"
 #include "net/transfer/sha256.h"
@@ -29,6 +30,7 @@ CheckpointSwarm::CheckpointSwarm(HubDirectory& hubs, CheckpointSwarmOptions opti
     , m_options(std::move(options))
 {
     m_ticker = std::thread([this] {
+        core::nameThisThread("swarm-ticker");
         std::unique_lock lock(m_tickMutex);
         while (true) {
             m_tickWake.wait_for(lock, std::chrono::seconds(2), [this] { return m_stopping || m_tickNow; });

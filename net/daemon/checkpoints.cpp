@@ -1,4 +1,5 @@
 #include "net/daemon/checkpoints.h"
+#include "core/thread_name.h"
 
 #include "net/control/control_names.h"
 #include "net/control/utf8_text.h"
@@ -58,7 +59,10 @@ Checkpoints::Checkpoints(HubDirectory& hubs, CheckpointsOptions options)
         j.state = j.paused ? DownloadState::Paused : DownloadState::Queued;
         m_jobs[key(j.project, j.round)] = j;
     }
-    m_worker = std::thread([this] { work(); });
+    m_worker = std::thread([this] {
+        core::nameThisThread("checkpoints");
+        work();
+    });
 }
 
 Checkpoints::~Checkpoints()

@@ -1,5 +1,6 @@
 #include "net/daemon/poller.h"
 
+#include "core/thread_name.h"
 #include "net/control/control_names.h"
 
 namespace crowdtrain::daemon {
@@ -9,7 +10,10 @@ using control::Value;
 Poller::Poller(PollerParts parts)
     : m_parts(std::move(parts))
     , m_background(1)
-    , m_thread([this] { loop(); })
+    , m_thread([this] {
+        core::nameThisThread("hub-poller");
+        loop();
+    })
 { }
 
 Poller::~Poller()

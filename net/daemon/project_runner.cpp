@@ -1,4 +1,5 @@
 #include "net/daemon/project_runner.h"
+#include "core/thread_name.h"
 
 namespace crowdtrain::daemon {
 
@@ -96,6 +97,7 @@ ProjectRunner::ProjectRunner(Target target, volunteer::AgentOptions options, Pau
     }())
 {
     m_thread = std::thread([this] {
+        core::nameThisThread("project-agent"); // the session: heartbeats, tasks, versions
         Status ran = m_agent.run();
         std::lock_guard lock(m_mutex);
         m_running = false;

@@ -1,10 +1,15 @@
 #include "net/daemon/work_queue.h"
 
+#include "core/thread_name.h"
+
 namespace crowdtrain::daemon {
 
 WorkQueue::WorkQueue(std::size_t capacity)
     : m_capacity(capacity)
-    , m_thread([this] { work(); })
+    , m_thread([this] {
+        core::nameThisThread("work-queue");
+        work();
+    })
 { }
 
 WorkQueue::~WorkQueue()

@@ -1,4 +1,5 @@
 #include "net/page/http_front.h"
+#include "core/thread_name.h"
 
 #include "net/wire/error_codes.h"
 
@@ -321,7 +322,10 @@ void HttpFront::start(Handler handler)
 {
     Impl& s = *m_impl;
     s.handler = std::move(handler);
-    s.thread = std::thread([&s] { s.loop(); });
+    s.thread = std::thread([&s] {
+        core::nameThisThread("http-front");
+        s.loop();
+    });
 }
 
 uint16_t HttpFront::port() const

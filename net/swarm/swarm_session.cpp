@@ -1,6 +1,7 @@
 #include "net/swarm/swarm_session.h"
 
 #include "core/hex.h"
+#include "core/thread_name.h"
 #include "net/wire/error_codes.h"
 
 #include <boost/asio/io_context.hpp>
@@ -257,7 +258,10 @@ Result<std::unique_ptr<SwarmSession>> SwarmSession::startOn(const SwarmSettings&
         return Error::make(
             net::errc::kIoError, "the BitTorrent session did not listen on " + listenInterface(settings));
     State* raw = state.get();
-    state->alertThread = std::thread([raw] { raw->readAlerts(); });
+    state->alertThread = std::thread([raw] {
+        core::nameThisThread("swarm-alerts");
+        raw->readAlerts();
+    });
     return std::unique_ptr<SwarmSession>(new SwarmSession(std::move(state)));
 }
 

@@ -1,5 +1,6 @@
 #include "net/transport/zap_authenticator.h"
 
+#include "core/thread_name.h"
 #include "net/wire/error_codes.h"
 
 #include <zmq_addon.hpp>
@@ -30,7 +31,10 @@ Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::start(zmq::context_t
 
 ZapAuthenticator::ZapAuthenticator(zmq::socket_t socket)
     : m_socket(std::move(socket))
-    , m_thread([this] { run(); })
+    , m_thread([this] {
+        core::nameThisThread("zap-auth");
+        run();
+    })
 { }
 
 ZapAuthenticator::~ZapAuthenticator()

@@ -1,4 +1,5 @@
 #include "net/volunteer/core_host.h"
+#include "core/thread_name.h"
 
 namespace crowdtrain::volunteer {
 
@@ -131,6 +132,7 @@ void CoreHost::release(const std::string& why)
         m_reaper.join();
     m_running = false;
     m_reaper = std::thread([this, process = std::move(m_process), why]() mutable {
+        core::nameThisThread("core-reaper");
         const std::string how = process->stop();
         if (m_log)
             m_log("training core stopped (" + why + "): it " + how + "; its device memory is free");

@@ -1,5 +1,6 @@
 #include "net/volunteer/session.h"
 
+#include "core/thread_name.h"
 #include "core/thread_priority.h"
 #include "net/wire/error_codes.h"
 
@@ -187,6 +188,7 @@ Status Session::whileAlive(const std::function<Status()>& work, uint64_t heldVer
     // The work on a thread of its own, at the lowest priority
     // (core::asIdleWork); this one keeps the session alive meanwhile.
     auto done = std::async(std::launch::async, [&work] {
+        core::nameThisThread("idle-work");
         core::asIdleWork();
         return work();
     });

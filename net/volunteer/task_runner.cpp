@@ -1,5 +1,6 @@
 #include "net/volunteer/task_runner.h"
 
+#include "core/thread_name.h"
 #include "engine/diloco/manifest.h"
 #include "net/limits/memory.h"
 #include "net/wire/error_codes.h"
@@ -47,6 +48,7 @@ public:
     TrainingThread(std::shared_ptr<TrainingRun> run, Body body)
         : m_run(std::move(run))
         , m_thread([run = m_run, body = std::move(body)]() mutable {
+            core::nameThisThread("task-training");
             auto outcome = body();
             std::lock_guard lock(run->mutex);
             run->outcome = std::move(outcome);
