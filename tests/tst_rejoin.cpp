@@ -130,6 +130,14 @@ void TestRejoin::aSlowEncodeKeepsTheSession()
         ::pthread_getname_np(::pthread_self(), encodeThread, sizeof encodeThread);
         std::this_thread::sleep_for(std::chrono::seconds(2));
     };
+    // So does the thread that drives the core (it writes theta for the core
+    // and reads its weights back), where the busy share's pauses run.
+    std::atomic<int> trainingNice{-100};
+    char trainingThread[16] = {};
+    options.betweenSteps = [&trainingNice, &trainingThread](double, const std::atomic<bool>&) {
+        trainingNice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
+        ::pthread_getname_np(::pthread_self(), trainingThread, sizeof trainingThread);
+    };
     volunteer::VolunteerAgent agent(options);
     Status ran = Status::success();
     std::thread runner([&] { ran = agent.run(); });
@@ -144,6 +152,8 @@ void TestRejoin::aSlowEncodeKeepsTheSession()
     QCOMPARE(summary.reconnects, uint64_t(0));
     QCOMPARE(encodeNice.load(), core::kLowestNice);
     QCOMPARE(std::string(encodeThread), std::string("idle-work"));
+    QCOMPARE(trainingNice.load(), core::kLowestNice);
+    QCOMPARE(std::string(trainingThread), std::string("task-training"));
 }
 
 QTEST_GUILESS_MAIN(TestRejoin)

@@ -1,6 +1,7 @@
 #include "net/volunteer/task_runner.h"
 
 #include "core/thread_name.h"
+#include "core/thread_priority.h"
 #include "engine/diloco/manifest.h"
 #include "net/limits/memory.h"
 #include "net/wire/error_codes.h"
@@ -49,6 +50,10 @@ public:
         : m_run(std::move(run))
         , m_thread([run = m_run, body = std::move(body)]() mutable {
             core::nameThisThread("task-training");
+            // It writes theta for the core and reads its weights back (GBs
+            // at GPT-2 size): heavy work, below everything else, as the
+            // core itself (core::asIdleWork).
+            core::asIdleWork();
             auto outcome = body();
             std::lock_guard lock(run->mutex);
             run->outcome = std::move(outcome);
