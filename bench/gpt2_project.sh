@@ -20,7 +20,9 @@
 # i-th, cycling), CPUS (a list of CPU sets, one per volunteer, cycling:
 # "0 1 1" runs volunteer 1 alone on CPU 0 and 2 and 3 on CPU 1, so that
 # volunteer 1 is twice as fast and wraps the rounds up),
-# SLOW_MS (the server names loop work of at least this many ms, 250),
+# OVERLAP=1 (the volunteers train the next round's task while a round
+# closes: `--overlap`), SLOW_MS (the server names loop work of at least
+# this many ms, 250),
 # KEEP_WORK=1 keeps the work folder.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -163,11 +165,13 @@ start=$(date +%s)
 workers=()
 read -r -a threads_each <<< "${THREADS:-1}"
 read -r -a cpus_each <<< "${CPUS:-}"
+overlap=()
+[ -z "${OVERLAP:-}" ] || overlap=(--overlap)
 for i in $(seq "$volunteers"); do
     pinned=()
     [ "${#cpus_each[@]}" = 0 ] || pinned=(taskset -c "${cpus_each[$(( (i - 1) % ${#cpus_each[@]} ))]}")
     "${pinned[@]}" /usr/bin/time -v "$build/bin/crowdtrain-worker" join "$endpoint" gpt2 --server-key "$key" --data "$work/data" \
-        --data-dir "$work/v$i" --name "v$i" --threads "${threads_each[$(( (i - 1) % ${#threads_each[@]} ))]}" --max-rounds "$rounds" \
+        --data-dir "$work/v$i" --name "v$i" --threads "${threads_each[$(( (i - 1) % ${#threads_each[@]} ))]}" --max-rounds "$rounds" "${overlap[@]}" \
         > /dev/null 2> "$work/v$i.log" &
     workers+=($!); pids+=($!)
 done
@@ -192,7 +196,7 @@ pkill -TERM -P "${pids[0]}" -f "bin/crowdtrain-server" 2>/dev/null || true; wait
 for _ in $(seq 50); do grep -q "Maximum resident set size" "$work/server.err" && break; sleep 0.2; done
 vmstat_end=$(vmstat_now)
 
-echo "GPT-2 project: preset ${PRESET:-gpt2}, block $block, batch $batch, H $H, $codec, $volunteers volunteers, $rounds rounds, ${seconds} s"
+echo "GPT-2 project: preset ${PRESET:-gpt2}, block $block, batch $batch, H $H, $codec, $volunteers volunteers${OVERLAP:+ with --overlap}, $rounds rounds, ${seconds} s"
 echo
 echo "| loop: heartbeats | longest unanswered (ms) | p99 (ms) | longest between replies (ms) | failed |"
 echo "|---|---|---|---|---|"
