@@ -11,9 +11,10 @@
 // round closes around them (they get no other task in it). The grace is at
 // least the time the volunteer that wrapped the round up took from its
 // task's lease to its first upload chunk: a holder in the middle of an inner
-// step as slow as a whole task of the fastest volunteer's is still heard. Tasks restored
-// at a restart are spared that until their holders have had the longest
-// reconnect backoff to come back (they cannot hear of a wrap-up before).
+// step as slow as a whole task of the fastest volunteer's is still heard.
+// Tasks restored at a restart are spared that until their holders have had
+// the longest reconnect backoff to come back (they cannot hear of a wrap-up
+// before).
 // A key whose
 // submissions were rejected on their payload kMaxRejectionsPerKeyPerRound
 // times gets no other task in the round while another key holds one or
